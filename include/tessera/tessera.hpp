@@ -1,0 +1,3 @@
+#pragma once
+// Everything in tessera: the umbrella of the layer umbrellas, in the order of DESIGN.md.
+#include "tessera/tensor.hpp"
