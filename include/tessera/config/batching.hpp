@@ -1,0 +1,150 @@
+#pragma once
+// Run-time counts: a config's dynamic counts filled from options, and every rule checked again with
+// the actual values, throwing a typed error that names them.
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "tessera/config/config.hpp"
+#include "tessera/config/error.hpp"
+
+namespace tessera::config {
+
+/// Counts a user sweeps from the command line. A count the config fixes at compile time may be
+/// repeated here only with the same value.
+struct options {
+    std::optional<std::size_t> micro_batch{};
+    std::optional<std::size_t> gradient_accumulation{};
+    std::optional<std::size_t> device_iterations{};
+    std::optional<std::size_t> available_ipus{};  ///< IPUs the (emulated) system has; unchecked if empty
+};
+
+/// The validated counts of one configuration, all known.
+struct batching {
+    std::size_t micro_batch = 1;
+    std::size_t gradient_accumulation = 1;
+    std::size_t device_iterations = 1;
+    std::size_t replicas = 1;
+    std::size_t instances = 1;
+    std::size_t input_group = 1;
+    std::size_t stages = 1;
+    bool training = true;
+
+    [[nodiscard]] constexpr std::size_t local_replicas() const noexcept { return replicas / instances; }
+    /// Micro-batches one host call consumes on this instance: D × G × R_local / input group (inference drops G).
+    [[nodiscard]] constexpr std::size_t micro_batches_per_call() const noexcept {
+        return device_iterations * (training ? gradient_accumulation : 1) * (local_replicas() / input_group);
+    }
+    /// Samples one host call consumes on this instance (PopTorch's combined batch).
+    [[nodiscard]] constexpr std::size_t combined_batch() const noexcept { return micro_batch * micro_batches_per_call(); }
+    /// Distinct samples whose gradients make one weight update: micro_batch × G × R / input group.
+    [[nodiscard]] constexpr std::size_t samples_per_update() const noexcept {
+        return micro_batch * gradient_accumulation * (replicas / input_group);
+    }
+
+    /// Throws batch_error unless `samples` is exactly one combined batch of this configuration.
+    void check_batch(std::size_t samples) const;
+    /// Throws batch_error unless a dataset of `samples` gives every instance at least one combined batch.
+    void check_fits_dataset(std::size_t samples) const;
+};
+
+/// The counts of `Config` with its dynamic ones taken from `opts`; throws a config_error subclass
+/// naming the values when a rule is broken or a count is missing or contradicts the config.
+/// @code
+///   auto b = tessera::config::make_batching<cfg>({.micro_batch = 32, .gradient_accumulation = g});
+///   loader_batch_size = b.combined_batch();
+/// @endcode
+template <Config C>
+[[nodiscard]] batching make_batching(const options& opts = {});
+
+// ---------------------------------------------------------------------------------------------
+// implementation
+
+namespace detail {
+
+inline std::string str(std::size_t v) { return std::to_string(v); }
+
+inline std::size_t resolve_count(const char* name, std::size_t fixed, const std::optional<std::size_t>& given) {
+    if (fixed != dynamic) {
+        if (given && *given != fixed)
+            throw config_error(std::string("tessera::config: ") + name + " is fixed to " + str(fixed) +
+                               " by the config, but options give " + str(*given) +
+                               "; make it config::dynamic to choose it at run time");
+        return fixed;
+    }
+    if (!given)
+        throw config_error(std::string("tessera::config: ") + name +
+                           " is config::dynamic, so options must give it (e.g. options{." + name + " = 4})");
+    if (*given == 0) throw config_error(std::string("tessera::config: ") + name + " must be at least 1, got 0");
+    return *given;
+}
+
+}  // namespace detail
+
+template <Config C>
+batching make_batching(const options& opts) {
+    batching b;
+    b.micro_batch = detail::resolve_count("micro_batch", C::micro_batch, opts.micro_batch);
+    b.gradient_accumulation =
+        detail::resolve_count("gradient_accumulation", C::gradient_accumulation, opts.gradient_accumulation);
+    b.device_iterations = detail::resolve_count("device_iterations", C::device_iterations, opts.device_iterations);
+    b.replicas = C::replicas;
+    b.instances = C::instances;
+    b.input_group = C::input_group;
+    b.stages = C::stages;
+    b.training = C::is_training;
+
+    using detail::str;
+    const std::size_t s = b.stages, g = b.gradient_accumulation, d = b.device_iterations;
+    if (C::strategy::kind == strategy_kind::pipelined) {
+        if (b.training && g < 2 * s - 1)
+            throw pipeline_depth_error("tessera::config: pipelined training with " + str(s) +
+                                       " stages needs gradient_accumulation >= 2*" + str(s) + " - 1 = " +
+                                       str(2 * s - 1) + ", got " + str(g) +
+                                       " (the last forward and first backward stage are merged); raise it or use fewer stages");
+        if (!b.training && d < s)
+            throw pipeline_depth_error("tessera::config: pipelined inference with " + str(s) +
+                                       " stages needs device_iterations >= " + str(s) + ", got " + str(d));
+    }
+    if (!b.training && g != 1)
+        throw config_error("tessera::config: inference needs gradient_accumulation = 1, got " + str(g) +
+                           " (there are no gradients to accumulate)");
+    const std::size_t available = C::available_ipus != dynamic ? C::available_ipus : opts.available_ipus.value_or(dynamic);
+    if (opts.available_ipus && C::available_ipus != dynamic && *opts.available_ipus != C::available_ipus)
+        throw config_error("tessera::config: available_ipus is fixed to " + str(C::available_ipus) +
+                           " by the config, but options give " + str(*opts.available_ipus));
+    if (available != dynamic && C::ipus_needed > available)
+        throw replication_error("tessera::config: the configuration needs " + str(C::ipus_needed) + " IPUs (" +
+                                str(C::replicas) + " replicas × " + str(C::ipus_per_replica) +
+                                " IPUs per replica) but the system has " + str(available));
+    return b;
+}
+
+inline void batching::check_batch(std::size_t samples) const {
+    using detail::str;
+    const std::size_t per_call = micro_batches_per_call();
+    const std::string formula = training ? "device_iterations × gradient_accumulation × local replicas = " +
+                                               str(device_iterations) + " × " + str(gradient_accumulation) + " × " +
+                                               str(local_replicas() / input_group)
+                                         : "device_iterations × local replicas = " + str(device_iterations) +
+                                               " × " + str(local_replicas() / input_group);
+    if (samples % per_call != 0)
+        throw batch_error("tessera::config: a batch of " + str(samples) + " samples is not a multiple of " +
+                          formula + " = " + str(per_call) + " micro-batches");
+    if (samples != combined_batch())
+        throw batch_error("tessera::config: a batch of " + str(samples) + " samples holds micro-batches of " +
+                          str(samples / per_call) + ", but the micro-batch is " + str(micro_batch) +
+                          "; the combined batch is " + str(micro_batch) + " × " + str(per_call) + " = " +
+                          str(combined_batch()));
+}
+
+inline void batching::check_fits_dataset(std::size_t samples) const {
+    using detail::str;
+    const std::size_t needed = combined_batch() * instances;
+    if (samples < needed)
+        throw batch_error("tessera::config: a dataset of " + str(samples) + " samples is smaller than one combined batch (" +
+                          str(combined_batch()) + " samples) for each of the " + str(instances) +
+                          " instances (" + str(needed) + " in all); lower the micro-batch, D or G");
+}
+
+}  // namespace tessera::config

@@ -1,0 +1,130 @@
+#pragma once
+// Execution strategies: how the stages of one replica share its IPUs and time.
+//
+// When to use which: `single` when the model fits one IPU; `sharded` when it does not and memory,
+// not speed, is the issue; `pipelined` for throughput across stages (needs enough micro-batches in
+// flight); `phased` to run a model larger than the IPUs' memory, streaming weights per phase.
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <string_view>
+#include <utility>
+
+#include "tessera/config/policy.hpp"
+
+namespace tessera::config {
+
+/// Which IPU of the replica runs each stage: `ipu_map<0, 1, 1, 2>` puts stage 2 on IPU 1.
+template <std::size_t... Ipus>
+struct ipu_map {
+    static constexpr std::size_t size = sizeof...(Ipus);
+    static constexpr std::array<std::size_t, sizeof...(Ipus)> ipus{Ipus...};
+};
+
+namespace detail {
+
+template <std::size_t Stages, std::size_t... I>
+constexpr auto identity_map(std::index_sequence<I...>) -> ipu_map<I...>;
+template <std::size_t Stages, std::size_t... I>
+constexpr auto zero_map(std::index_sequence<I...>) -> ipu_map<(I * 0)...>;
+
+/// Every IPU 0..max hosts at least one stage (an IPU with no stage is an error, not a silent waste).
+template <class Map>
+constexpr bool map_is_dense() {
+    std::size_t max = 0;
+    for (auto ipu : Map::ipus) max = std::max(max, ipu);
+    for (std::size_t ipu = 0; ipu <= max; ++ipu)
+        if (std::find(Map::ipus.begin(), Map::ipus.end(), ipu) == Map::ipus.end()) return false;
+    return true;
+}
+
+template <class Map>
+constexpr std::size_t ipus_of() {
+    std::size_t max = 0;
+    for (auto ipu : Map::ipus) max = std::max(max, ipu);
+    return max + 1;
+}
+
+/// Shared body of the strategies: the stage count, the map and its checks.
+template <std::size_t Stages, class Map>
+struct staged {
+    static_assert(Stages >= 1, "tessera::config: a strategy needs at least 1 stage");
+    static_assert(Map::size == Stages,
+                  "tessera::config: the ipu_map must name exactly one IPU per stage (ipu_map<...> has "
+                  "a different number of entries than the strategy has stages)");
+    static_assert(map_is_dense<Map>(),
+                  "tessera::config: the ipu_map leaves an IPU without a stage; number the IPUs 0, 1, ... "
+                  "without gaps");
+    using policy_category = category::strategy;
+    using map = Map;
+    static constexpr std::size_t stages = Stages;
+    static constexpr std::size_t ipus_per_replica = ipus_of<Map>();
+    [[nodiscard]] static constexpr std::size_t ipu_of_stage(std::size_t stage) noexcept { return Map::ipus[stage]; }
+};
+
+}  // namespace detail
+
+template <std::size_t Stages>
+using identity_ipu_map = decltype(detail::identity_map<Stages>(std::make_index_sequence<Stages>{}));
+template <std::size_t Stages>
+using same_ipu_map = decltype(detail::zero_map<Stages>(std::make_index_sequence<Stages>{}));
+
+enum class strategy_kind { single, sharded, pipelined, phased };
+
+/// The whole model on one IPU (the default).
+struct single : detail::staged<1, ipu_map<0>> {
+    static constexpr strategy_kind kind = strategy_kind::single;
+    static constexpr std::string_view name = "single";
+};
+
+/// Stages on separate IPUs, one micro-batch at a time: one IPU is busy, the others wait
+/// (PopTorch's ShardedExecution).
+template <std::size_t Stages, class Map = identity_ipu_map<Stages>>
+struct sharded : detail::staged<Stages, Map> {
+    static constexpr strategy_kind kind = strategy_kind::sharded;
+    static constexpr std::string_view name = "sharded";
+};
+
+/// GPipe: all forward passes of the accumulated micro-batches, then all backward passes.
+/// Stashes G activations per stage; simplest, and the bubble is (S - 1) / (G + S - 1).
+struct gpipe {
+    static constexpr std::string_view name = "gpipe";
+};
+/// 1F1B: after the ramp-up, each stage alternates one forward and one backward pass, so a stage
+/// stashes at most (its distance from the last stage + 1) activations instead of G.
+struct one_f_one_b {
+    static constexpr std::string_view name = "1f1b";
+};
+
+template <class S>
+concept PipelineSchedule = std::same_as<S, gpipe> || std::same_as<S, one_f_one_b>;
+
+/// Micro-batches in flight across the stages (PopTorch's PipelinedExecution).
+template <PipelineSchedule Schedule, std::size_t Stages, class Map = identity_ipu_map<Stages>>
+struct pipelined : detail::staged<Stages, Map> {
+    static constexpr strategy_kind kind = strategy_kind::pipelined;
+    static constexpr std::string_view name = "pipelined";
+    using schedule = Schedule;
+};
+
+/// Stages run one after another on the same IPUs, their weights streamed in from Streaming Memory
+/// (PopTorch's SerialPhasedExecution).
+template <std::size_t Stages, class Map = same_ipu_map<Stages>>
+struct phased : detail::staged<Stages, Map> {
+    static constexpr strategy_kind kind = strategy_kind::phased;
+    static constexpr std::string_view name = "phased";
+};
+
+/// An execution strategy: stages, their IPUs, and how they share time.
+template <class S>
+concept Strategy = PolicyOf<S, category::strategy> && requires(std::size_t stage) {
+    { S::stages } -> std::convertible_to<std::size_t>;
+    { S::ipus_per_replica } -> std::convertible_to<std::size_t>;
+    { S::kind } -> std::convertible_to<strategy_kind>;
+    { S::ipu_of_stage(stage) } -> std::convertible_to<std::size_t>;
+};
+
+static_assert(Strategy<single> && Strategy<sharded<2>> && Strategy<pipelined<gpipe, 4>> && Strategy<phased<3>>);
+
+}  // namespace tessera::config

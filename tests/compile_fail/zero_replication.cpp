@@ -1,0 +1,11 @@
+// Rule: replication<0> is an error.
+// expect: replication<R>: R must be at least 1
+#include <tessera/config.hpp>
+
+namespace cfg = tessera::config;
+#if TESSERA_FAIL
+using checked = cfg::config<cfg::replication<0>>;
+#else
+using checked = cfg::config<cfg::replication<1>>;
+#endif
+static_assert(checked::ipus_needed >= 1);  // instantiates the config, and so its checks
