@@ -1,0 +1,10 @@
+#pragma once
+// The kernels layer: GEMM, convolution, batch norm, activations, pooling, fully connected, loss.
+#include "tessera/kernels/activation.hpp"
+#include "tessera/kernels/batch_norm.hpp"
+#include "tessera/kernels/conv.hpp"
+#include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/linear.hpp"
+#include "tessera/kernels/loss.hpp"
+#include "tessera/kernels/pooling.hpp"
+#include "tessera/kernels/storage.hpp"

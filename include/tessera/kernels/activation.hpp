@@ -1,0 +1,31 @@
+#pragma once
+// ReLU forward and backward, elementwise over any storage type.
+#include <cstddef>
+
+#include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/storage.hpp"
+
+namespace tessera::kernels {
+
+/// y = max(x, 0). y may be x (in place).
+template <Compute C, Storage T, Storage Y>
+void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws) {
+    const C* xc = load_compute<C>(x, n, ws.a);
+    store_compute<C, Y> dst(y, n, ws.c);
+    C* out = dst.target();
+    for (std::size_t i = 0; i < n; ++i) out[i] = xc[i] > C(0) ? xc[i] : C(0);
+    dst.commit();
+}
+
+/// dx = dy where the forward output y was positive, else 0 (y, not x, so the input need not be kept).
+template <Compute C, Storage T, Storage D, Storage X>
+void relu_backward(const T* y, const D* dy, std::size_t n, X* dx, workspace<C>& ws) {
+    const C* yc = load_compute<C>(y, n, ws.a);
+    const C* dyc = load_compute<C>(dy, n, ws.b);
+    store_compute<C, X> dst(dx, n, ws.c);
+    C* out = dst.target();
+    for (std::size_t i = 0; i < n; ++i) out[i] = yc[i] > C(0) ? dyc[i] : C(0);
+    dst.commit();
+}
+
+}  // namespace tessera::kernels

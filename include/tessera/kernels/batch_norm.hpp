@@ -1,0 +1,114 @@
+#pragma once
+// Batch normalisation over the rows of an NHWC tensor (per channel), training and evaluation.
+#include <cmath>
+#include <cstddef>
+
+#include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/storage.hpp"
+
+namespace tessera::kernels {
+
+/// Per-channel state a batch-norm layer keeps between forward and backward (computation type).
+template <Compute C>
+struct batch_norm_saved {
+    aligned_vector<C> mean, inv_std;
+};
+
+/// Training forward over x (rows × channels): statistics of this micro-batch normalise x; the running
+/// statistics move by `momentum` towards them (unbiased variance, as PyTorch). y may alias nothing.
+template <Compute C, Storage T, Storage W, Storage Y>
+void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
+                              C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
+                              workspace<C>& ws) {
+    const C* xc = load_compute<C>(x, rows * channels, ws.a);
+    saved.mean.assign(channels, C(0));
+    saved.inv_std.assign(channels, C(0));
+    C* mean = saved.mean.data();
+    C* var = saved.inv_std.data();
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < channels; ++c) mean[c] += xc[r * channels + c];
+    const C inv_rows = C(1) / static_cast<C>(rows);
+    for (std::size_t c = 0; c < channels; ++c) mean[c] *= inv_rows;
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < channels; ++c) {
+            const C d = xc[r * channels + c] - mean[c];
+            var[c] += d * d;
+        }
+    if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
+    C* scale = ws.b.data();
+    C* shift = ws.b.data() + channels;
+    for (std::size_t c = 0; c < channels; ++c) {
+        const C v = var[c] * inv_rows;
+        const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
+        running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
+        running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
+        var[c] = C(1) / std::sqrt(v + eps);  // now inv_std
+        scale[c] = detail::load_as<C>(gamma[c]) * var[c];
+        shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
+    }
+    store_compute<C, Y> dst(y, rows * channels, ws.c);
+    C* out = dst.target();
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < channels; ++c) out[r * channels + c] = xc[r * channels + c] * scale[c] + shift[c];
+    dst.commit();
+}
+
+/// Evaluation forward: normalises with the running statistics.
+template <Compute C, Storage T, Storage W, Storage Y>
+void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta, C eps,
+                             const C* running_mean, const C* running_var, Y* y, workspace<C>& ws) {
+    const C* xc = load_compute<C>(x, rows * channels, ws.a);
+    if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
+    C* scale = ws.b.data();
+    C* shift = ws.b.data() + channels;
+    for (std::size_t c = 0; c < channels; ++c) {
+        scale[c] = detail::load_as<C>(gamma[c]) / std::sqrt(running_var[c] + eps);
+        shift[c] = detail::load_as<C>(beta[c]) - running_mean[c] * scale[c];
+    }
+    store_compute<C, Y> dst(y, rows * channels, ws.c);
+    C* out = dst.target();
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < channels; ++c) out[r * channels + c] = xc[r * channels + c] * scale[c] + shift[c];
+    dst.commit();
+}
+
+/// Backward of the training forward: dx (overwritten), dgamma and dbeta (accumulated).
+/// dx = gamma·inv_std/M · (M·dy − Σdy − x̂·Σ(dy·x̂)).
+template <Compute C, Storage T, Storage D, Storage W, Storage X>
+void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
+                         const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws) {
+    const C* xc = load_compute<C>(x, rows * channels, ws.a);
+    const C* dyc = load_compute<C>(dy, rows * channels, ws.col);
+    if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
+    C* sum_dy = ws.b.data();
+    C* sum_dy_xhat = sum_dy + channels;
+    C* k1 = sum_dy + 2 * channels;
+    C* k2 = sum_dy + 3 * channels;
+    const C* mean = saved.mean.data();
+    const C* inv_std = saved.inv_std.data();
+    std::fill(sum_dy, sum_dy + 2 * channels, C(0));
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < channels; ++c) {
+            const C g = dyc[r * channels + c];
+            sum_dy[c] += g;
+            sum_dy_xhat[c] += g * (xc[r * channels + c] - mean[c]) * inv_std[c];
+        }
+    const C inv_rows = C(1) / static_cast<C>(rows);
+    for (std::size_t c = 0; c < channels; ++c) {
+        dgamma[c] += sum_dy_xhat[c];
+        dbeta[c] += sum_dy[c];
+        k1[c] = detail::load_as<C>(gamma[c]) * inv_std[c];  // dx = k1·(dy − Σdy/M − x̂·Σ(dy·x̂)/M)
+        k2[c] = sum_dy_xhat[c] * inv_rows * inv_std[c];
+        sum_dy[c] *= inv_rows;
+    }
+    store_compute<C, X> dst(dx, rows * channels, ws.c);
+    C* out = dst.target();
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < channels; ++c) {
+            const C xm = xc[r * channels + c] - mean[c];
+            out[r * channels + c] = k1[c] * (dyc[r * channels + c] - sum_dy[c] - xm * k2[c]);
+        }
+    dst.commit();
+}
+
+}  // namespace tessera::kernels

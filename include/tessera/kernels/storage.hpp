@@ -1,0 +1,92 @@
+#pragma once
+// Load/store paths between storage types (float, double, half, bfloat16) and the computation type.
+#include <cstddef>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "tessera/tensor/bfloat16.hpp"
+#include "tessera/tensor/convert.hpp"
+#include "tessera/tensor/half.hpp"
+
+namespace tessera::kernels {
+
+/// A 64-byte aligned buffer: packed panels, im2col columns, converted rows.
+template <class C>
+using aligned_vector = std::vector<C, xsimd::aligned_allocator<C, 64>>;
+
+/// Element types a kernel may store tensors in.
+template <class T>
+concept Storage = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, tensor::half> ||
+                  std::is_same_v<T, tensor::bfloat16>;
+
+/// Element types a kernel may compute (accumulate) in.
+template <class C>
+concept Compute = std::is_same_v<C, float> || std::is_same_v<C, double>;
+
+/// Copies n elements converting between storage types (F16C for float <-> half).
+template <Storage From, Storage To>
+void convert_n(const From* from, To* to, std::size_t n) {
+    if constexpr (std::is_same_v<From, To>) {
+        std::copy(from, from + n, to);
+    } else if constexpr (std::is_same_v<From, float> &&
+                         (std::is_same_v<To, tensor::half> || std::is_same_v<To, tensor::bfloat16>)) {
+        tensor::convert(std::span<const float>(from, n), std::span<To>(to, n));
+    } else if constexpr (std::is_same_v<To, float> &&
+                         (std::is_same_v<From, tensor::half> || std::is_same_v<From, tensor::bfloat16>)) {
+        tensor::convert(std::span<const From>(from, n), std::span<float>(to, n));
+    } else if constexpr (std::is_arithmetic_v<From> && std::is_arithmetic_v<To>) {
+        for (std::size_t i = 0; i < n; ++i) to[i] = static_cast<To>(from[i]);
+    } else if constexpr (std::is_arithmetic_v<To>) {
+        for (std::size_t i = 0; i < n; ++i) to[i] = static_cast<To>(static_cast<float>(from[i]));
+    } else {
+        for (std::size_t i = 0; i < n; ++i) to[i] = To(static_cast<float>(from[i]));
+    }
+}
+
+/// The n elements at p in the computation type C: p itself when T is C, else a converted copy in scratch.
+template <Compute C, Storage T>
+[[nodiscard]] const C* load_compute(const T* p, std::size_t n, aligned_vector<C>& scratch) {
+    if constexpr (std::is_same_v<C, T>) {
+        return p;
+    } else {
+        if (scratch.size() < n) scratch.resize(n);
+        convert_n(p, scratch.data(), n);
+        return scratch.data();
+    }
+}
+
+/// A destination for n elements of type T computed in C: writes go to `target()`, `commit()` converts
+/// them into dst when T is not C (a no-op otherwise).
+template <Compute C, Storage T>
+class store_compute {
+public:
+    store_compute(T* dst, std::size_t n, aligned_vector<C>& scratch) : m_dst(dst), m_n(n), m_scratch(scratch) {
+        if constexpr (!std::is_same_v<C, T>)
+            if (m_scratch.size() < n) m_scratch.resize(n);
+    }
+    [[nodiscard]] C* target() noexcept {
+        if constexpr (std::is_same_v<C, T>)
+            return m_dst;
+        else
+            return m_scratch.data();
+    }
+    void commit() {
+        if constexpr (!std::is_same_v<C, T>) convert_n(m_scratch.data(), m_dst, m_n);
+    }
+
+private:
+    T* m_dst;
+    std::size_t m_n;
+    aligned_vector<C>& m_scratch;
+};
+
+/// Reusable scratch memory of one kernel caller (a layer owns one; nothing is global).
+template <Compute C>
+struct workspace {
+    aligned_vector<C> col, a, b, c;
+};
+
+}  // namespace tessera::kernels

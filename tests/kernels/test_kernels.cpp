@@ -1,0 +1,392 @@
+// Every fast kernel against a naive reference over odd shapes, and the fp16 storage paths against fp32.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "tessera/kernels.hpp"
+
+namespace k = tessera::kernels;
+using tessera::half;
+using tessera::tensor::shape;
+
+namespace {
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint32_t seed, double lo = -1, double hi = 1) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<T> v(n);
+    for (auto& x : v) x = k::detail::store_as<T>(dist(gen));
+    return v;
+}
+
+template <class T>
+double to_d(T v) {
+    return k::detail::load_as<double>(v);
+}
+
+/// max |a - b| / (1 + |b|) over two sequences.
+template <class A, class B>
+double max_rel_error(const A& a, const B& b) {
+    REQUIRE(a.size() == b.size());
+    double e = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(to_d(a[i]) - to_d(b[i])) / (1 + std::abs(to_d(b[i]))));
+    return e;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("gemm matches the triple loop on odd shapes, every transpose, alpha and beta", "[kernels][gemm]",
+                   float, double) {
+    using C = TestType;
+    struct dims {
+        std::size_t m, n, k;
+    };
+    // 1×1×1, below one tile, not multiples of the SIMD width, k over the kc block, m over the mc block.
+    const std::vector<dims> cases{{1, 1, 1}, {3, 5, 7}, {13, 37, 29}, {31, 33, 300}, {350, 17, 65}, {65, 129, 3}};
+    const int threads = GENERATE(1, 2);
+    for (const auto [m, n, kk] : cases)
+        for (const auto ta : {k::trans::no, k::trans::yes})
+            for (const auto tb : {k::trans::no, k::trans::yes}) {
+                CAPTURE(m, n, kk, ta == k::trans::yes, tb == k::trans::yes, threads);
+                const std::size_t lda = (ta == k::trans::no ? kk : m) + 3, ldb = (tb == k::trans::no ? n : kk) + 1;
+                const std::size_t ldc = n + 2;
+                const auto a = random_vector<C>((ta == k::trans::no ? m : kk) * lda, 1);
+                const auto b = random_vector<C>((tb == k::trans::no ? kk : n) * ldb, 2);
+                auto c = random_vector<C>(m * ldc, 3);
+                auto ref = c;
+                k::gemm(ta, tb, m, n, kk, C(0.5), a.data(), lda, b.data(), ldb, C(-1.5), c.data(), ldc,
+                        {static_cast<std::size_t>(threads)});
+                k::gemm_reference(ta, tb, m, n, kk, C(0.5), a.data(), lda, b.data(), ldb, C(-1.5), ref.data(), ldc);
+                REQUIRE(max_rel_error(c, ref) < (std::is_same_v<C, float> ? 1e-5 : 1e-12));
+                // beta == 0 ignores what C held (even NaN).
+                std::fill(c.begin(), c.end(), std::numeric_limits<C>::quiet_NaN());
+                k::gemm(ta, tb, m, n, kk, C(1), a.data(), lda, b.data(), ldb, C(0), c.data(), ldc);
+                k::gemm_reference(ta, tb, m, n, kk, C(1), a.data(), lda, b.data(), ldb, C(0), ref.data(), ldc);
+                for (std::size_t i = 0; i < m; ++i)
+                    for (std::size_t j = 0; j < n; ++j) REQUIRE(std::abs(c[i * ldc + j] - ref[i * ldc + j]) < 1e-4);
+            }
+}
+
+TEST_CASE("gemm reads half operands and accumulates in fp32", "[kernels][gemm][half]") {
+    const std::size_t m = 37, n = 45, kk = 519;  // k spans three kc blocks: the sum stays in fp32
+    const auto a = random_vector<half>(m * kk, 4);
+    const auto b = random_vector<half>(kk * n, 5);
+    std::vector<float> c(m * n), ref(m * n);
+    k::gemm(k::trans::no, k::trans::no, m, n, kk, 1.0f, a.data(), kk, b.data(), n, 0.0f, c.data(), n);
+    k::gemm_reference(k::trans::no, k::trans::no, m, n, kk, 1.0f, a.data(), kk, b.data(), n, 0.0f, ref.data(), n);
+    REQUIRE(max_rel_error(c, ref) < 1e-5);
+}
+
+TEST_CASE("gemm rejects leading dimensions smaller than the matrix", "[kernels][gemm]") {
+    std::vector<float> a(6), b(6), c(4);
+    REQUIRE_THROWS_AS(k::gemm(k::trans::no, k::trans::no, 2, 2, 3, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2),
+                      std::invalid_argument);
+}
+
+namespace {
+
+struct conv_case {
+    shape in;
+    std::size_t cout;
+    k::window g;
+};
+
+const std::vector<conv_case> conv_cases{
+    {{1, 5, 7, 3}, 5, {3, 3, 1, 1}},   // batch 1, odd sizes, padding
+    {{2, 7, 6, 3}, 4, {3, 3, 2, 1}},   // stride 2
+    {{3, 6, 5, 4}, 7, {1, 1, 1, 0}},   // pointwise: no im2col
+    {{2, 7, 7, 5}, 3, {1, 1, 2, 0}},   // 1×1 stride 2 (projection shortcut)
+    {{2, 9, 8, 2}, 3, {5, 3, 2, 2}},   // rectangular kernel
+    {{1, 3, 3, 17}, 33, {3, 3, 1, 0}}, // channels over the SIMD width, 1×1 output
+};
+
+/// Adjoints of the direct convolution, in double.
+void conv_backward_reference(const std::vector<double>& x, const shape& in, const std::vector<double>& w,
+                             std::size_t cout, const k::window& g, const std::vector<double>& dy,
+                             std::vector<double>& dx, std::vector<double>& dw) {
+    const shape out = g.output(in, cout);
+    dx.assign(in.size(), 0.0);
+    dw.assign(g.kh * g.kw * in.c * cout, 0.0);
+    for (std::size_t n = 0; n < out.n; ++n)
+        for (std::size_t oy = 0; oy < out.h; ++oy)
+            for (std::size_t ox = 0; ox < out.w; ++ox)
+                for (std::size_t co = 0; co < cout; ++co) {
+                    const double d = dy[((n * out.h + oy) * out.w + ox) * cout + co];
+                    for (std::size_t ky = 0; ky < g.kh; ++ky)
+                        for (std::size_t kx = 0; kx < g.kw; ++kx) {
+                            const long iy = static_cast<long>(oy * g.stride + ky) - static_cast<long>(g.pad);
+                            const long ix = static_cast<long>(ox * g.stride + kx) - static_cast<long>(g.pad);
+                            if (iy < 0 || ix < 0 || iy >= static_cast<long>(in.h) || ix >= static_cast<long>(in.w)) continue;
+                            for (std::size_t ci = 0; ci < in.c; ++ci) {
+                                const std::size_t xi = ((n * in.h + iy) * in.w + ix) * in.c + ci;
+                                const std::size_t wi = ((ky * g.kw + kx) * in.c + ci) * cout + co;
+                                dx[xi] += d * w[wi];
+                                dw[wi] += d * x[xi];
+                            }
+                        }
+                }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[kernels][conv]", float, double) {
+    using C = TestType;
+    const double tol = std::is_same_v<C, float> ? 1e-5 : 1e-12;
+    for (const auto& [in, cout, g] : conv_cases) {
+        CAPTURE(in.str(), cout, g.kh, g.kw, g.stride, g.pad);
+        const shape out = g.output(in, cout);
+        const auto x = random_vector<C>(in.size(), 10);
+        const auto w = random_vector<C>(g.kh * g.kw * in.c * cout, 11);
+        const auto dy = random_vector<C>(out.size(), 12);
+        k::workspace<C> ws;
+        std::vector<C> y(out.size()), dx(in.size()), dw(w.size(), C(1));
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws);
+        std::vector<double> yref(out.size());
+        k::conv2d_reference(x.data(), in, w.data(), cout, g, yref.data());
+        REQUIRE(max_rel_error(y, yref) < tol);
+
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws);
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws);  // accumulates onto 1
+        std::vector<double> dxr, dwr;
+        conv_backward_reference({x.begin(), x.end()}, in, {w.begin(), w.end()}, cout, g, {dy.begin(), dy.end()}, dxr, dwr);
+        for (auto& v : dwr) v += 1;
+        REQUIRE(max_rel_error(dx, dxr) < tol);
+        REQUIRE(max_rel_error(dw, dwr) < tol);
+    }
+}
+
+TEST_CASE("conv2d with half activations and weights agrees with fp32 on the same values", "[kernels][conv][half]") {
+    for (const auto& [in, cout, g] : conv_cases) {
+        CAPTURE(in.str(), cout);
+        const shape out = g.output(in, cout);
+        const auto xh = random_vector<half>(in.size(), 20);
+        const auto wh = random_vector<half>(g.kh * g.kw * in.c * cout, 21);
+        const auto dyh = random_vector<half>(out.size(), 22);
+        const std::vector<float> xf(xh.begin(), xh.end()), wf(wh.begin(), wh.end()), dyf(dyh.begin(), dyh.end());
+        k::workspace<float> ws;
+        std::vector<half> yh(out.size()), dxh(in.size());
+        std::vector<float> yf(out.size()), dxf(in.size()), dwh(wf.size(), 0.f), dwf(wf.size(), 0.f);
+        k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yh.data(), ws);
+        k::conv2d_forward(xf.data(), in, wf.data(), cout, g, yf.data(), ws);
+        k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxh.data(), ws);
+        k::conv2d_backward_data(dyf.data(), in, wf.data(), cout, g, dxf.data(), ws);
+        k::conv2d_backward_weight(xh.data(), in, dyh.data(), cout, g, dwh.data(), ws);
+        k::conv2d_backward_weight(xf.data(), in, dyf.data(), cout, g, dwf.data(), ws);
+        // Inputs are identical; only the final store rounds to half (relative 2^-11).
+        REQUIRE(max_rel_error(yh, yf) < 1e-3);
+        REQUIRE(max_rel_error(dxh, dxf) < 1e-3);
+        REQUIRE(max_rel_error(dwh, dwf) < 1e-6);  // weight gradients stay fp32
+    }
+}
+
+TEST_CASE("batch norm: training statistics, running statistics, evaluation and backward", "[kernels][batch_norm]") {
+    const std::size_t rows = 37, ch = 19;
+    const auto x = random_vector<double>(rows * ch, 30, -2, 3);
+    const auto gamma = random_vector<double>(ch, 31, 0.5, 1.5);
+    const auto beta = random_vector<double>(ch, 32);
+    const auto dy = random_vector<double>(rows * ch, 33);
+    std::vector<double> rm(ch, 0.0), rv(ch, 1.0), y(rows * ch);
+    k::batch_norm_saved<double> saved;
+    k::workspace<double> ws;
+    const double eps = 1e-5, mom = 0.1;
+    k::batch_norm_forward_train(x.data(), rows, ch, gamma.data(), beta.data(), eps, mom, rm.data(), rv.data(), saved,
+                                y.data(), ws);
+    for (std::size_t c = 0; c < ch; ++c) {
+        double mean = 0, var = 0;
+        for (std::size_t r = 0; r < rows; ++r) mean += x[r * ch + c];
+        mean /= rows;
+        for (std::size_t r = 0; r < rows; ++r) var += (x[r * ch + c] - mean) * (x[r * ch + c] - mean);
+        for (std::size_t r = 0; r < rows; ++r)
+            REQUIRE(y[r * ch + c] == Approx(gamma[c] * (x[r * ch + c] - mean) / std::sqrt(var / rows + eps) + beta[c]).epsilon(1e-12));
+        REQUIRE(rm[c] == Approx(0.1 * mean).epsilon(1e-12));
+        REQUIRE(rv[c] == Approx(0.9 + 0.1 * var / (rows - 1)).epsilon(1e-12));
+    }
+    // Evaluation uses the running statistics.
+    std::vector<double> ye(rows * ch);
+    k::batch_norm_forward_eval(x.data(), rows, ch, gamma.data(), beta.data(), eps, rm.data(), rv.data(), ye.data(), ws);
+    REQUIRE(ye[5 * ch + 3] == Approx(gamma[3] * (x[5 * ch + 3] - rm[3]) / std::sqrt(rv[3] + eps) + beta[3]).epsilon(1e-12));
+
+    // Backward against central differences of L = Σ dy·y.
+    std::vector<double> dx(rows * ch), dg(ch, 0.0), db(ch, 0.0);
+    k::batch_norm_backward(x.data(), dy.data(), rows, ch, gamma.data(), saved, dx.data(), dg.data(), db.data(), ws);
+    auto loss = [&](const std::vector<double>& xv, const std::vector<double>& gv, const std::vector<double>& bv) {
+        std::vector<double> m(ch, 0.0), v(ch, 1.0), out(rows * ch);
+        k::batch_norm_saved<double> s;
+        k::workspace<double> w2;
+        k::batch_norm_forward_train(xv.data(), rows, ch, gv.data(), bv.data(), eps, mom, m.data(), v.data(), s, out.data(), w2);
+        double l = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) l += dy[i] * out[i];
+        return l;
+    };
+    const double h = 1e-6;
+    for (const std::size_t i : {0ul, 7ul, 100ul, rows * ch - 1}) {
+        auto xp = x, xm = x;
+        xp[i] += h;
+        xm[i] -= h;
+        REQUIRE(dx[i] == Approx((loss(xp, gamma, beta) - loss(xm, gamma, beta)) / (2 * h)).margin(1e-7));
+    }
+    for (const std::size_t c : {0ul, 11ul, ch - 1}) {
+        auto gp = gamma, gm = gamma, bp = beta, bm = beta;
+        gp[c] += h, gm[c] -= h, bp[c] += h, bm[c] -= h;
+        REQUIRE(dg[c] == Approx((loss(x, gp, beta) - loss(x, gm, beta)) / (2 * h)).margin(1e-7));
+        REQUIRE(db[c] == Approx((loss(x, gamma, bp) - loss(x, gamma, bm)) / (2 * h)).margin(1e-7));
+    }
+}
+
+TEST_CASE("batch norm with half storage agrees with fp32", "[kernels][batch_norm][half]") {
+    const std::size_t rows = 50, ch = 21;
+    const auto xh = random_vector<half>(rows * ch, 40, -2, 2);
+    const std::vector<float> xf(xh.begin(), xh.end());
+    const auto g = random_vector<float>(ch, 41, 0.5, 1.5), b = random_vector<float>(ch, 42);
+    std::vector<float> m1(ch, 0), v1(ch, 1), m2(ch, 0), v2(ch, 1), yf(rows * ch);
+    std::vector<half> yh(rows * ch);
+    k::batch_norm_saved<float> s1, s2;
+    k::workspace<float> ws;
+    k::batch_norm_forward_train(xh.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m1.data(), v1.data(), s1, yh.data(), ws);
+    k::batch_norm_forward_train(xf.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m2.data(), v2.data(), s2, yf.data(), ws);
+    REQUIRE(max_rel_error(yh, yf) < 1e-3);
+    REQUIRE(max_rel_error(m1, m2) < 1e-6);
+}
+
+TEST_CASE("relu forward and backward, in place and in half", "[kernels][relu]") {
+    auto x = random_vector<float>(29, 50);
+    const auto dy = random_vector<float>(29, 51);
+    std::vector<float> y(29), dx(29);
+    k::workspace<float> ws;
+    k::relu_forward(x.data(), x.size(), y.data(), ws);
+    k::relu_backward(y.data(), dy.data(), y.size(), dx.data(), ws);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        REQUIRE(y[i] == std::max(x[i], 0.0f));
+        REQUIRE(dx[i] == (x[i] > 0 ? dy[i] : 0.0f));
+    }
+    std::vector<half> yh(29);
+    k::relu_forward(x.data(), x.size(), yh.data(), ws);
+    REQUIRE(max_rel_error(yh, y) < 1e-3);
+    k::relu_forward(x.data(), x.size(), x.data(), ws);  // in place
+    REQUIRE(x == y);
+}
+
+TEST_CASE("max and average pooling match direct loops, padding and stride 2", "[kernels][pool]") {
+    const shape in{2, 7, 6, 3};
+    for (const k::window g : {k::window{3, 3, 2, 1}, k::window{2, 2, 2, 0}, k::window{3, 2, 1, 1}}) {
+        CAPTURE(g.kh, g.kw, g.stride, g.pad);
+        const shape out = g.output(in, in.c);
+        const auto x = random_vector<double>(in.size(), 60);
+        const auto dy = random_vector<double>(out.size(), 61);
+        std::vector<double> ymax(out.size()), yavg(out.size()), dxmax(in.size()), dxavg(in.size());
+        std::vector<std::uint32_t> arg;
+        k::workspace<double> ws;
+        k::max_pool_forward(x.data(), in, g, ymax.data(), arg, ws);
+        k::max_pool_backward(dy.data(), in, g, arg, dxmax.data(), ws);
+        k::avg_pool_forward(x.data(), in, g, yavg.data(), ws);
+        k::avg_pool_backward(dy.data(), in, g, dxavg.data(), ws);
+        std::vector<double> rmax(in.size(), 0.0), ravg(in.size(), 0.0);
+        for (std::size_t n = 0; n < in.n; ++n)
+            for (std::size_t oy = 0; oy < out.h; ++oy)
+                for (std::size_t ox = 0; ox < out.w; ++ox)
+                    for (std::size_t c = 0; c < in.c; ++c) {
+                        double best = -1e300, sum = 0;
+                        std::size_t arg_best = 0;
+                        for (std::size_t ky = 0; ky < g.kh; ++ky)
+                            for (std::size_t kx = 0; kx < g.kw; ++kx) {
+                                const long iy = long(oy * g.stride + ky) - long(g.pad), ix = long(ox * g.stride + kx) - long(g.pad);
+                                if (iy < 0 || ix < 0 || iy >= long(in.h) || ix >= long(in.w)) continue;
+                                const std::size_t i = ((n * in.h + iy) * in.w + ix) * in.c + c;
+                                sum += x[i];
+                                if (x[i] > best) best = x[i], arg_best = i;
+                            }
+                        const std::size_t o = ((n * out.h + oy) * out.w + ox) * in.c + c;
+                        REQUIRE(ymax[o] == best);
+                        REQUIRE(yavg[o] == Approx(sum / double(g.kh * g.kw)).epsilon(1e-12));
+                        rmax[arg_best] += dy[o];
+                        for (std::size_t ky = 0; ky < g.kh; ++ky)
+                            for (std::size_t kx = 0; kx < g.kw; ++kx) {
+                                const long iy = long(oy * g.stride + ky) - long(g.pad), ix = long(ox * g.stride + kx) - long(g.pad);
+                                if (iy < 0 || ix < 0 || iy >= long(in.h) || ix >= long(in.w)) continue;
+                                ravg[((n * in.h + iy) * in.w + ix) * in.c + c] += dy[o] / double(g.kh * g.kw);
+                            }
+                    }
+        REQUIRE(max_rel_error(dxmax, rmax) < 1e-12);
+        REQUIRE(max_rel_error(dxavg, ravg) < 1e-12);
+    }
+}
+
+TEST_CASE("global average pooling forward and backward", "[kernels][pool]") {
+    const shape in{3, 5, 3, 17};
+    const auto x = random_vector<float>(in.size(), 70);
+    const auto dy = random_vector<float>(in.n * in.c, 71);
+    std::vector<float> y(in.n * in.c), dx(in.size());
+    k::workspace<float> ws;
+    k::global_avg_pool_forward(x.data(), in, y.data(), ws);
+    k::global_avg_pool_backward(dy.data(), in, dx.data(), ws);
+    for (std::size_t n = 0; n < in.n; ++n)
+        for (std::size_t c = 0; c < in.c; ++c) {
+            double s = 0;
+            for (std::size_t p = 0; p < 15; ++p) s += x[(n * 15 + p) * in.c + c];
+            REQUIRE(y[n * in.c + c] == Approx(s / 15).margin(1e-6));
+            REQUIRE(dx[(n * 15 + 4) * in.c + c] == Approx(dy[n * in.c + c] / 15.0f));
+        }
+}
+
+TEST_CASE("fully connected forward and backward match loops", "[kernels][linear]") {
+    const std::size_t batch = 5, in = 23, out = 11;
+    const auto x = random_vector<double>(batch * in, 80), w = random_vector<double>(out * in, 81);
+    const auto b = random_vector<double>(out, 82), dy = random_vector<double>(batch * out, 83);
+    std::vector<double> y(batch * out), dx(batch * in), dw(out * in, 0.0), db(out, 0.0);
+    k::workspace<double> ws;
+    k::linear_forward(x.data(), batch, in, w.data(), b.data(), out, y.data(), ws);
+    k::linear_backward(x.data(), dy.data(), batch, in, w.data(), out, dx.data(), dw.data(), db.data(), ws);
+    for (std::size_t r = 0; r < batch; ++r)
+        for (std::size_t o = 0; o < out; ++o) {
+            double s = b[o];
+            for (std::size_t i = 0; i < in; ++i) s += x[r * in + i] * w[o * in + i];
+            REQUIRE(y[r * out + o] == Approx(s).epsilon(1e-12));
+        }
+    for (std::size_t i = 0; i < in; ++i) {
+        double s = 0, t = 0;
+        for (std::size_t o = 0; o < out; ++o) s += dy[2 * out + o] * w[o * in + i];
+        for (std::size_t r = 0; r < batch; ++r) t += dy[r * out + 3] * x[r * in + i];
+        REQUIRE(dx[2 * in + i] == Approx(s).epsilon(1e-12));
+        REQUIRE(dw[3 * in + i] == Approx(t).epsilon(1e-12));
+    }
+    double s = 0;
+    for (std::size_t r = 0; r < batch; ++r) s += dy[r * out + 7];
+    REQUIRE(db[7] == Approx(s).epsilon(1e-12));
+}
+
+TEST_CASE("softmax cross-entropy: loss, accuracy and gradient", "[kernels][loss]") {
+    const std::size_t batch = 4, classes = 7;
+    const auto z = random_vector<double>(batch * classes, 90, -3, 3);
+    const std::vector<std::int32_t> labels{0, 6, 3, 3};
+    std::vector<double> dz(batch * classes);
+    k::workspace<double> ws;
+    const auto r = k::softmax_cross_entropy(z.data(), batch, classes, labels.data(), dz.data(), 8.0, ws);
+    double loss = 0;
+    std::size_t correct = 0;
+    for (std::size_t i = 0; i < batch; ++i) {
+        double sum = 0;
+        std::size_t best = 0;
+        for (std::size_t c = 0; c < classes; ++c) {
+            sum += std::exp(z[i * classes + c]);
+            if (z[i * classes + c] > z[i * classes + best]) best = c;
+        }
+        loss += std::log(sum) - z[i * classes + labels[i]];
+        correct += best == std::size_t(labels[i]);
+    }
+    REQUIRE(r.loss == Approx(loss / batch).epsilon(1e-12));
+    REQUIRE(r.correct == correct);
+    const double h = 1e-6;
+    for (std::size_t i = 0; i < z.size(); i += 3) {
+        auto zp = z, zm = z;
+        zp[i] += h, zm[i] -= h;
+        const double lp = k::softmax_cross_entropy<double, double, double>(zp.data(), batch, classes, labels.data(), nullptr, 1.0, ws).loss;
+        const double lm = k::softmax_cross_entropy<double, double, double>(zm.data(), batch, classes, labels.data(), nullptr, 1.0, ws).loss;
+        REQUIRE(dz[i] == Approx(8.0 * (lp - lm) / (2 * h)).margin(1e-8));  // scaled by the loss scale 8
+    }
+    const std::vector<std::int32_t> bad{0, 7, 1, 1};
+    REQUIRE_THROWS_AS(k::softmax_cross_entropy(z.data(), batch, classes, bad.data(), dz.data(), 1.0, ws), std::out_of_range);
+}
