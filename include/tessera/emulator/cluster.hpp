@@ -1,0 +1,89 @@
+#pragma once
+// A group of emulated IPUs run together: the first failure aborts the rest and reaches the caller.
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/emulator/device_spec.hpp"
+#include "tessera/emulator/ipu.hpp"
+
+namespace tessera::emulator {
+
+/// IPUs 0..n-1 with the same spec. run() starts one job per IPU and waits for all of them;
+/// when a job throws, the registered abort actions (closing channels, aborting collectives)
+/// run at once on the failing worker so no peer stays blocked, and run() rethrows that first
+/// exception. Secondary errors caused by the abort are dropped.
+/// @code
+///   emulator::cluster c(2);
+///   emulator::channel<int> link(1);
+///   c.on_abort([&] { link.close(); });
+///   c.run({[&](ipu&) { link.send(1); }, [&](ipu&) { (void)link.receive(); }});
+/// @endcode
+class cluster {
+public:
+    explicit cluster(std::size_t ipus, device_spec spec = {}, bool record_trace = true) : m_spec(spec) {
+        if (ipus == 0) throw std::invalid_argument("tessera::emulator::cluster: needs at least one IPU, got 0");
+        m_ipus.reserve(ipus);
+        for (std::size_t i = 0; i < ipus; ++i) m_ipus.push_back(std::make_unique<ipu>(i, spec, record_trace));
+    }
+    cluster(const cluster&) = delete;
+    cluster& operator=(const cluster&) = delete;
+
+    [[nodiscard]] std::size_t size() const noexcept { return m_ipus.size(); }
+    [[nodiscard]] ipu& operator[](std::size_t i) { return *m_ipus.at(i); }
+    [[nodiscard]] const ipu& operator[](std::size_t i) const { return *m_ipus.at(i); }
+    [[nodiscard]] const device_spec& spec() const noexcept { return m_spec; }
+
+    /// Registers an action for the next run()'s abort; must be noexcept in practice (close, abort).
+    void on_abort(std::function<void()> action) { m_abort_actions.push_back(std::move(action)); }
+
+    /// Job i runs on IPU i (fewer jobs than IPUs leave the rest idle). Blocks until every job is done;
+    /// rethrows the first failure. Abort actions are cleared afterwards.
+    void run(std::vector<ipu::job> jobs) {
+        if (jobs.size() > m_ipus.size())
+            throw std::invalid_argument("tessera::emulator::cluster::run: " + std::to_string(jobs.size()) +
+                                        " jobs for " + std::to_string(m_ipus.size()) + " IPUs");
+        m_aborted.store(false);
+        m_first_error = nullptr;
+        std::size_t launched = 0;
+        try {
+            for (; launched < jobs.size(); ++launched)
+                m_ipus[launched]->launch(std::move(jobs[launched]), [this](std::exception_ptr e) { fail(e); });
+        } catch (...) {
+            fail(std::current_exception());
+        }
+        for (std::size_t i = 0; i < launched; ++i) (void)m_ipus[i]->join();
+        m_abort_actions.clear();
+        if (m_first_error) std::rethrow_exception(std::exchange(m_first_error, nullptr));
+    }
+
+    /// Runs the abort actions once (idempotent until the next run()).
+    void abort() noexcept {
+        if (m_aborted.exchange(true)) return;
+        for (auto& action : m_abort_actions) action();
+    }
+
+private:
+    void fail(std::exception_ptr e) noexcept {
+        {
+            std::lock_guard lock(m_error_mutex);
+            if (!m_first_error) m_first_error = e;
+        }
+        abort();
+    }
+
+    device_spec m_spec;
+    std::vector<std::unique_ptr<ipu>> m_ipus;
+    std::vector<std::function<void()>> m_abort_actions;
+    std::atomic<bool> m_aborted{false};
+    std::mutex m_error_mutex;
+    std::exception_ptr m_first_error;
+};
+
+}  // namespace tessera::emulator
