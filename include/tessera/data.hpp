@@ -1,0 +1,18 @@
+#pragma once
+// The data layer: dataset concepts, the Fashion-MNIST, CIFAR-10, synthetic and in-memory datasets,
+// normalisation and augmentation, and data_loader.
+#include "tessera/data/augment.hpp"
+#include "tessera/data/batch.hpp"
+#include "tessera/data/cifar10.hpp"
+#include "tessera/data/concepts.hpp"
+#include "tessera/data/error.hpp"
+#include "tessera/data/fashion_mnist.hpp"
+#include "tessera/data/gzip.hpp"
+#include "tessera/data/idx.hpp"
+#include "tessera/data/in_memory.hpp"
+#include "tessera/data/iterable_view.hpp"
+#include "tessera/data/loader.hpp"
+#include "tessera/data/normalize.hpp"
+#include "tessera/data/random.hpp"
+#include "tessera/data/sampler.hpp"
+#include "tessera/data/synthetic.hpp"

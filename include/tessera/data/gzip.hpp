@@ -1,0 +1,86 @@
+#pragma once
+// Reading a whole file, and inflating a gzip stream through zlib with errors that name the offset.
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tessera/data/error.hpp"
+
+namespace tessera::data {
+
+/// The bytes of a file; missing_file_error when it cannot be opened or read.
+[[nodiscard]] inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        throw missing_file_error(path.string(), 0, "no such file", "a readable regular file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw missing_file_error(path.string(), 0, "a file that cannot be opened", "a readable file");
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) throw missing_file_error(path.string(), 0, "a file whose size cannot be read", "a readable file");
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+    if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+        throw missing_file_error(path.string(), 0, "a read error", std::to_string(size) + " readable bytes");
+    return bytes;
+}
+
+/// True when the bytes start with the gzip magic number 1f 8b.
+[[nodiscard]] inline bool is_gzip(const std::vector<std::uint8_t>& bytes) noexcept {
+    return bytes.size() >= 2 && bytes[0] == 0x1F && bytes[1] == 0x8B;
+}
+
+/// Inflates a complete gzip stream. A stream that ends early (truncated file) or fails to decode
+/// (corrupted data, bad CRC or length trailer) throws corrupt_data_error with the compressed offset
+/// where zlib stopped. `name` is used in messages (usually the file path).
+[[nodiscard]] inline std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& compressed,
+                                                      const std::string& name) {
+    if (!is_gzip(compressed))
+        throw bad_magic_error(name, 0, "no gzip header", "the gzip magic number 1f 8b");
+    z_stream stream{};
+    if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK)  // 16+: expect a gzip wrapper
+        throw corrupt_data_error(name, 0, "zlib failed to initialise", "a usable zlib");
+    std::vector<std::uint8_t> out;
+    out.reserve(compressed.size() * 4);
+    constexpr std::size_t chunk = std::size_t{1} << 20;
+    stream.next_in = const_cast<Bytef*>(compressed.data());  // zlib's API is not const-correct
+    int status = Z_OK;
+    std::size_t remaining = compressed.size();
+    while (status != Z_STREAM_END) {
+        if (stream.avail_in == 0) {
+            const auto take = static_cast<uInt>(std::min<std::size_t>(remaining, std::numeric_limits<uInt>::max()));
+            stream.avail_in = take;
+            remaining -= take;
+        }
+        const std::size_t before = out.size();
+        out.resize(before + chunk);
+        stream.next_out = out.data() + before;
+        stream.avail_out = static_cast<uInt>(chunk);
+        status = inflate(&stream, Z_NO_FLUSH);
+        out.resize(before + (chunk - stream.avail_out));
+        if (status == Z_STREAM_END) break;
+        if (status == Z_OK) continue;
+        const std::uint64_t where = stream.total_in;
+        const std::string message = stream.msg ? stream.msg : "zlib error " + std::to_string(status);
+        inflateEnd(&stream);
+        if (status == Z_BUF_ERROR && stream.avail_in == 0 && remaining == 0)
+            throw corrupt_data_error(name, where, "the end of the file inside the gzip stream (truncated)",
+                                     "a complete gzip stream");
+        throw corrupt_data_error(name, where, "undecodable gzip data (" + message + ")", "a valid gzip stream");
+    }
+    inflateEnd(&stream);
+    return out;
+}
+
+/// The content of a file, inflated when it is gzip-compressed (by its magic number, not its name).
+[[nodiscard]] inline std::vector<std::uint8_t> read_maybe_gzip(const std::filesystem::path& path) {
+    auto bytes = read_file(path);
+    return is_gzip(bytes) ? gunzip(bytes, path.string()) : bytes;
+}
+
+}  // namespace tessera::data
