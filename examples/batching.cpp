@@ -1,6 +1,6 @@
 // Shows how the IPU batching counts compose: for the configurations of the PopTorch tutorials,
 // the IPUs needed, the combined batch one host call consumes, the samples per weight update and
-// the iterations of one Fashion-MNIST epoch (60,000 images, drop_last). A broken rule is reported
+// the iterations of one Fashion-MNIST epoch (60,000 images, drop_last; each instance reads its shard). A broken rule is reported
 // with its values. Prints a table, then the error.
 #include <tessera/tessera.hpp>
 
@@ -11,8 +11,9 @@ namespace cfg = tessera::config;
 template <class C>
 void row(const char* name, std::size_t micro_batch) {
     const auto b = cfg::make_batching<C>({.micro_batch = micro_batch});
+    const std::size_t per_update = b.training ? b.samples_per_update() : 0;  // inference: no updates
     std::printf("%-28s %5zu %4s %5zu %9zu %10zu %12zu\n", name, C::ipus_needed, C::precision::name.data(),
-                b.micro_batch, b.combined_batch(), b.samples_per_update(), 60'000 / b.combined_batch());
+                b.micro_batch, b.combined_batch(), per_update, 60'000 / (b.combined_batch() * b.instances));
 }
 
 int main() {
