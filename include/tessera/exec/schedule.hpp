@@ -1,0 +1,362 @@
+#pragma once
+// Static schedules as data: one instruction list per IPU, generated once for each strategy.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "tessera/config/error.hpp"
+#include "tessera/config/strategy.hpp"
+
+namespace tessera::exec {
+
+/// What one instruction does. Communication is explicit: a value crossing IPUs is a send on one
+/// list and the matching receive on the other.
+enum class opcode : std::uint8_t {
+    load,        ///< receive micro-batch `micro_batch`'s input from the host (infeed)
+    load_label,  ///< receive its label from the host (on the IPU that computes the loss)
+    recv_act,    ///< receive the input activation of `stage` from IPU `peer`
+    fwd,         ///< forward pass of `stage` (the last stage also computes the loss and its gradient)
+    send_act,    ///< send the output activation of `stage` to IPU `peer`
+    outfeed,     ///< send the micro-batch's loss (training) or output (inference) to the host
+    recv_grad,   ///< receive the gradient of `stage`'s output from IPU `peer`
+    bwd,         ///< backward pass of `stage`: accumulates its weight gradients
+    send_grad,   ///< send the gradient of `stage`'s input to IPU `peer`
+    stream_in,   ///< bring `stage`'s weights in from Streaming Memory (phased)
+    stream_out,  ///< write them back
+    all_reduce,  ///< sum `stage`'s gradients over the replicas, in replica order
+    update,      ///< optimizer step of `stage`
+};
+
+[[nodiscard]] constexpr std::string_view to_string(opcode op) noexcept {
+    switch (op) {
+        case opcode::load: return "load";
+        case opcode::load_label: return "load_label";
+        case opcode::recv_act: return "recv_act";
+        case opcode::fwd: return "fwd";
+        case opcode::send_act: return "send_act";
+        case opcode::outfeed: return "outfeed";
+        case opcode::recv_grad: return "recv_grad";
+        case opcode::bwd: return "bwd";
+        case opcode::send_grad: return "send_grad";
+        case opcode::stream_in: return "stream_in";
+        case opcode::stream_out: return "stream_out";
+        case opcode::all_reduce: return "all_reduce";
+        case opcode::update: return "update";
+    }
+    return "?";
+}
+
+inline constexpr std::uint32_t no_peer = 0xFFFFFFFFu;
+inline constexpr std::uint32_t no_micro_batch = 0xFFFFFFFFu;
+
+/// One step of an IPU's program.
+struct instruction {
+    opcode op;
+    std::uint32_t stage = 0;
+    std::uint32_t micro_batch = no_micro_batch;
+    std::uint32_t peer = no_peer;  ///< the other IPU of a send or receive
+    std::uint32_t seq = 0;         ///< position in the schedule's global order (a valid sequential execution)
+
+    friend bool operator==(const instruction&, const instruction&) = default;
+};
+
+/// "fwd s1 mb3", "send_act s0 mb2 -> IPU 1", "update s0".
+[[nodiscard]] inline std::string to_string(const instruction& in) {
+    std::string s(to_string(in.op));
+    s += " s" + std::to_string(in.stage);
+    if (in.micro_batch != no_micro_batch) s += " mb" + std::to_string(in.micro_batch);
+    if (in.peer != no_peer) {
+        const bool sends = in.op == opcode::send_act || in.op == opcode::send_grad;
+        s += (sends ? " -> IPU " : " <- IPU ") + std::to_string(in.peer);
+    }
+    return s;
+}
+
+/// Order of the forward and backward passes within a pipeline.
+enum class pipeline_order { gpipe, one_f_one_b };
+
+/// What a schedule is generated from (run-time values; make_schedule<Strategy> fills it from a policy).
+struct schedule_request {
+    config::strategy_kind strategy = config::strategy_kind::single;
+    pipeline_order order = pipeline_order::gpipe;  ///< pipelined only
+    std::vector<std::size_t> ipu_of_stage{0};       ///< one entry per stage
+    std::size_t micro_batches = 1;                  ///< per program: G when training, D when inferring
+    bool training = true;
+    std::size_t replicas = 1;                       ///< > 1 adds all_reduce before each update
+};
+
+/// The static program of one replica: instruction lists per IPU, with what they imply.
+struct schedule {
+    schedule_request request;
+    std::size_t stages = 1, ipus = 1;
+    std::vector<std::vector<instruction>> programs;  ///< programs[ipu]
+    std::vector<std::size_t> stash;                   ///< per stage: activations stashed at most
+    std::size_t channel_capacity = 1;                 ///< messages a channel must hold so the lists cannot deadlock
+    bool weights_streamed = false;                    ///< phased: one stage's weights on chip at a time
+    bool activations_off_chip = false;                ///< phased: stashed activations kept in Streaming Memory
+
+    [[nodiscard]] std::size_t instructions() const noexcept {
+        std::size_t n = 0;
+        for (const auto& p : programs) n += p.size();
+        return n;
+    }
+    /// "pipelined<gpipe>, 2 stages on 2 IPUs, 4 micro-batches, training".
+    [[nodiscard]] std::string description() const {
+        std::string s;
+        switch (request.strategy) {
+            case config::strategy_kind::single: s = "single"; break;
+            case config::strategy_kind::sharded: s = "sharded"; break;
+            case config::strategy_kind::phased: s = "phased"; break;
+            case config::strategy_kind::pipelined:
+                s = request.order == pipeline_order::gpipe ? "pipelined<gpipe>" : "pipelined<1f1b>";
+                break;
+        }
+        s += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages") + " on " + std::to_string(ipus) +
+             (ipus == 1 ? " IPU, " : " IPUs, ") + std::to_string(request.micro_batches) + " micro-batches, " +
+             (request.training ? "training" : "inference");
+        if (request.replicas > 1) s += ", " + std::to_string(request.replicas) + " replicas";
+        return s;
+    }
+};
+
+/// Generates the schedule: a global order of forward/backward passes chosen by the strategy,
+/// projected onto each IPU with sends and receives where a value crosses IPUs. Because every list
+/// is a projection of one valid sequential order and channels hold `channel_capacity` messages,
+/// the lists cannot deadlock.
+/// Throws config::pipeline_depth_error when a pipeline has too few micro-batches
+/// (training: G >= 2S - 1; inference: D >= S), config::config_error for other bad requests.
+[[nodiscard]] schedule make_schedule(const schedule_request& request);
+
+/// The request for strategy policy `S` (config::sharded<2>, config::pipelined<config::gpipe, 4>, ...).
+template <config::Strategy S>
+[[nodiscard]] schedule_request request_for(std::size_t micro_batches, bool training = true, std::size_t replicas = 1) {
+    schedule_request r;
+    r.strategy = S::kind;
+    if constexpr (S::kind == config::strategy_kind::pipelined)
+        r.order = std::is_same_v<typename S::schedule, config::one_f_one_b> ? pipeline_order::one_f_one_b
+                                                                            : pipeline_order::gpipe;
+    r.ipu_of_stage.clear();
+    for (std::size_t s = 0; s < S::stages; ++s) r.ipu_of_stage.push_back(S::ipu_of_stage(s));
+    r.micro_batches = micro_batches;
+    r.training = training;
+    r.replicas = replicas;
+    return r;
+}
+
+template <config::Strategy S>
+[[nodiscard]] schedule make_schedule(std::size_t micro_batches, bool training = true, std::size_t replicas = 1) {
+    return make_schedule(request_for<S>(micro_batches, training, replicas));
+}
+
+// ---------------------------------------------------------------------------------------------
+// implementation
+
+namespace detail {
+
+struct pass {
+    bool backward;
+    std::uint32_t stage, micro_batch;
+};
+
+/// Each stage's own sequence of passes (pipelined): GPipe = all forwards then all backwards;
+/// 1F1B = (S - 1 - s) warm-up forwards, then one forward and one backward alternately.
+inline std::vector<std::vector<pass>> stage_sequences(pipeline_order order, std::size_t S, std::size_t M, bool training) {
+    std::vector<std::vector<pass>> seq(S);
+    for (std::size_t s = 0; s < S; ++s) {
+        auto& q = seq[s];
+        const auto st = static_cast<std::uint32_t>(s);
+        if (!training || order == pipeline_order::gpipe) {
+            for (std::size_t m = 0; m < M; ++m) q.push_back({false, st, static_cast<std::uint32_t>(m)});
+            if (training)
+                for (std::size_t m = 0; m < M; ++m) q.push_back({true, st, static_cast<std::uint32_t>(m)});
+            continue;
+        }
+        const std::size_t warmup = std::min(S - 1 - s, M);
+        std::size_t f = 0, b = 0;
+        for (; f < warmup; ++f) q.push_back({false, st, static_cast<std::uint32_t>(f)});
+        while (f < M) {
+            q.push_back({false, st, static_cast<std::uint32_t>(f++)});
+            q.push_back({true, st, static_cast<std::uint32_t>(b++)});
+        }
+        while (b < M) q.push_back({true, st, static_cast<std::uint32_t>(b++)});
+    }
+    return seq;
+}
+
+/// Interleaves per-stage sequences into one global order by rounds: in each round every stage
+/// whose next pass has its inputs (from earlier rounds) performs it, as the stages would in parallel.
+inline std::vector<pass> interleave(const std::vector<std::vector<pass>>& seq, std::size_t M) {
+    const std::size_t S = seq.size();
+    std::vector<std::vector<char>> fwd(S, std::vector<char>(M, 0)), bwd(S, std::vector<char>(M, 0));
+    std::vector<std::size_t> next(S, 0);
+    std::vector<pass> order;
+    std::size_t remaining = 0;
+    for (const auto& q : seq) remaining += q.size();
+    while (remaining > 0) {
+        std::vector<pass> round;
+        for (std::size_t s = 0; s < S; ++s) {
+            if (next[s] == seq[s].size()) continue;
+            const pass p = seq[s][next[s]];
+            const bool ready = p.backward
+                                   ? fwd[s][p.micro_batch] && (s + 1 == S || bwd[s + 1][p.micro_batch])
+                                   : (s == 0 || fwd[s - 1][p.micro_batch]);
+            if (ready) round.push_back(p);
+        }
+        if (round.empty())
+            throw std::logic_error("tessera::exec::make_schedule: the stage sequences cannot make progress");
+        for (const auto& p : round) {
+            (p.backward ? bwd : fwd)[p.stage][p.micro_batch] = 1;
+            ++next[p.stage];
+            order.push_back(p);
+            --remaining;
+        }
+    }
+    return order;
+}
+
+inline std::vector<pass> global_order(const schedule_request& r, std::size_t S) {
+    const std::size_t M = r.micro_batches;
+    std::vector<pass> order;
+    const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+    switch (r.strategy) {
+        case config::strategy_kind::single:
+        case config::strategy_kind::sharded:
+            for (std::size_t m = 0; m < M; ++m) {
+                for (std::size_t s = 0; s < S; ++s) order.push_back({false, u32(s), u32(m)});
+                if (r.training)
+                    for (std::size_t s = S; s-- > 0;) order.push_back({true, u32(s), u32(m)});
+            }
+            break;
+        case config::strategy_kind::phased:
+            for (std::size_t s = 0; s < S; ++s)
+                for (std::size_t m = 0; m < M; ++m) order.push_back({false, u32(s), u32(m)});
+            if (r.training)
+                for (std::size_t s = S; s-- > 0;)
+                    for (std::size_t m = 0; m < M; ++m) order.push_back({true, u32(s), u32(m)});
+            break;
+        case config::strategy_kind::pipelined:
+            order = interleave(stage_sequences(r.order, S, M, r.training), M);
+            break;
+    }
+    return order;
+}
+
+}  // namespace detail
+
+inline schedule make_schedule(const schedule_request& r) {
+    const std::size_t S = r.ipu_of_stage.size();
+    if (S == 0) throw config::config_error("tessera::exec::make_schedule: the strategy has no stages");
+    if (r.micro_batches == 0)
+        throw config::config_error("tessera::exec::make_schedule: at least one micro-batch per program is needed");
+    if (r.replicas == 0) throw config::config_error("tessera::exec::make_schedule: replicas must be at least 1");
+    if (r.strategy == config::strategy_kind::pipelined) {
+        if (r.training && r.micro_batches < 2 * S - 1)
+            throw config::pipeline_depth_error(
+                "tessera::exec::make_schedule: pipelined training with " + std::to_string(S) +
+                " stages needs gradient accumulation G >= 2*S - 1 = " + std::to_string(2 * S - 1) + ", got G = " +
+                std::to_string(r.micro_batches) + " (the last forward and the first backward stage are merged)");
+        if (!r.training && r.micro_batches < S)
+            throw config::pipeline_depth_error("tessera::exec::make_schedule: pipelined inference with " +
+                                               std::to_string(S) + " stages needs device iterations D >= " +
+                                               std::to_string(S) + ", got D = " + std::to_string(r.micro_batches));
+    }
+    std::size_t ipus = 0;
+    for (auto i : r.ipu_of_stage) ipus = std::max(ipus, i + 1);
+
+    schedule out;
+    out.request = r;
+    out.stages = S;
+    out.ipus = ipus;
+    out.programs.assign(ipus, {});
+    out.weights_streamed = r.strategy == config::strategy_kind::phased;
+    out.activations_off_chip = r.strategy == config::strategy_kind::phased && r.training;
+
+    const auto order = detail::global_order(r, S);
+    const auto& where = r.ipu_of_stage;
+    std::uint32_t seq = 0;
+    std::vector<std::size_t> backward_done(S, 0);
+    std::vector<long> resident(ipus, -1);  // phased: the stage whose weights are on chip
+    auto emit = [&](std::size_t ipu, opcode op, std::size_t stage, std::uint32_t mb = no_micro_batch,
+                    std::uint32_t peer = no_peer) {
+        out.programs[ipu].push_back({op, static_cast<std::uint32_t>(stage), mb, peer, seq++});
+    };
+    auto make_resident = [&](std::size_t ipu, std::size_t stage) {
+        if (!out.weights_streamed || resident[ipu] == static_cast<long>(stage)) return;
+        if (resident[ipu] >= 0) emit(ipu, opcode::stream_out, static_cast<std::size_t>(resident[ipu]));
+        emit(ipu, opcode::stream_in, stage);
+        resident[ipu] = static_cast<long>(stage);
+    };
+    const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+
+    for (const auto& p : order) {
+        const std::size_t s = p.stage, i = where[s];
+        const std::uint32_t m = p.micro_batch;
+        if (!p.backward) {
+            make_resident(i, s);
+            if (s == 0)
+                emit(i, opcode::load, s, m);
+            else if (where[s - 1] != i)
+                emit(i, opcode::recv_act, s, m, u32(where[s - 1]));
+            if (r.training && s + 1 == S) emit(i, opcode::load_label, s, m);
+            emit(i, opcode::fwd, s, m);
+            if (s + 1 < S && where[s + 1] != i) emit(i, opcode::send_act, s, m, u32(where[s + 1]));
+            if (s + 1 == S) emit(i, opcode::outfeed, s, m);
+        } else {
+            make_resident(i, s);
+            if (s + 1 < S && where[s + 1] != i) emit(i, opcode::recv_grad, s, m, u32(where[s + 1]));
+            emit(i, opcode::bwd, s, m);
+            if (s > 0 && where[s - 1] != i) emit(i, opcode::send_grad, s, m, u32(where[s - 1]));
+            if (++backward_done[s] == r.micro_batches) {
+                if (r.replicas > 1) emit(i, opcode::all_reduce, s);
+                emit(i, opcode::update, s);
+            }
+        }
+    }
+    for (std::size_t i = 0; i < ipus; ++i)
+        if (resident[i] >= 0) emit(i, opcode::stream_out, static_cast<std::size_t>(resident[i]));
+
+    // Stash per stage: forwards done and backwards not yet done, along the stage's IPU list.
+    out.stash.assign(S, 0);
+    if (r.training) {
+        for (const auto& program : out.programs) {
+            std::vector<std::size_t> live(S, 0);
+            for (const auto& in : program) {
+                if (in.op == opcode::fwd) out.stash[in.stage] = std::max(out.stash[in.stage], ++live[in.stage]);
+                if (in.op == opcode::bwd) --live[in.stage];
+            }
+        }
+    }
+    // Channel capacity: the largest occupancy of any channel along the global order.
+    std::vector<const instruction*> all;
+    for (const auto& program : out.programs)
+        for (const auto& in : program) all.push_back(&in);
+    std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
+    std::map<std::tuple<std::size_t, std::size_t, bool>, std::size_t> occupancy;
+    // Walk in global order; the owner of each instruction is found by the stage's IPU.
+    for (const auto* in : all) {
+        const std::size_t owner = where[in->stage];
+        switch (in->op) {
+            case opcode::send_act:
+            case opcode::send_grad: {
+                const bool grad = in->op == opcode::send_grad;
+                auto& n = occupancy[{owner, in->peer, grad}];
+                out.channel_capacity = std::max(out.channel_capacity, ++n);
+                break;
+            }
+            case opcode::recv_act:
+            case opcode::recv_grad:
+                --occupancy[{in->peer, owner, in->op == opcode::recv_grad}];
+                break;
+            default: break;
+        }
+    }
+    return out;
+}
+
+}  // namespace tessera::exec

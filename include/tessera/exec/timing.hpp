@@ -1,0 +1,129 @@
+#pragma once
+// The modelled cost of each instruction, and a dry run of a schedule on modelled clocks.
+#include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tessera/emulator/device_spec.hpp"
+#include "tessera/emulator/modelled_clock.hpp"
+#include "tessera/exec/cost.hpp"
+#include "tessera/exec/schedule.hpp"
+
+namespace tessera::exec {
+
+namespace detail {
+
+[[nodiscard]] inline std::string label(const instruction& in) { return to_string(in); }
+
+/// Advances `clock` by the cost of `in` (receives: only the wait, done by the caller with the
+/// message's arrival time; all_reduce: the transfer after the caller synchronised the replicas).
+inline void charge(emulator::modelled_clock& clock, const instruction& in, const schedule& sched,
+                   const cost_model& costs) {
+    using emulator::activity;
+    using emulator::link;
+    const auto& c = costs.stages[in.stage];
+    const bool training = sched.request.training;
+    switch (in.op) {
+        case opcode::load: clock.transfer(double(c.input_bytes), link::host_link, activity::host_io, label(in)); break;
+        case opcode::load_label:
+            clock.transfer(double(costs.label_bytes), link::host_link, activity::host_io, label(in));
+            break;
+        case opcode::recv_act:
+        case opcode::recv_grad: break;
+        case opcode::fwd:
+            clock.compute(c.forward_flops, costs.bits, activity::forward, label(in));
+            if (sched.activations_off_chip && training)
+                clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
+                               "stash out s" + std::to_string(in.stage));
+            break;
+        case opcode::send_act: clock.transfer(double(c.output_bytes), link::ipu_link, activity::transfer, label(in)); break;
+        case opcode::outfeed:
+            clock.transfer(double(training ? costs.output_bytes_to_host : c.output_bytes), link::host_link,
+                           activity::host_io, label(in));
+            break;
+        case opcode::bwd:
+            if (sched.activations_off_chip)
+                clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
+                               "stash in s" + std::to_string(in.stage));
+            if (c.recompute) clock.compute(c.forward_flops, costs.bits, activity::recompute, "recompute " + label(in));
+            clock.compute(c.backward_flops, costs.bits, activity::backward, label(in));
+            break;
+        case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, label(in)); break;
+        case opcode::stream_in:
+        case opcode::stream_out:
+            clock.transfer(double(c.weight_bytes + (training ? c.weight_bytes + c.optimiser_bytes : 0)),
+                           link::streaming_memory, activity::streaming, label(in));
+            break;
+        case opcode::all_reduce: {
+            const double r = double(sched.request.replicas);
+            // A ring all-reduce moves 2 (R - 1) / R of the gradients over the IPU-Links.
+            clock.transfer(2.0 * (r - 1.0) / r * double(c.weight_bytes), link::ipu_link, activity::all_reduce, label(in));
+            break;
+        }
+        case opcode::update: clock.compute(c.update_flops, 32, activity::update, label(in)); break;
+    }
+}
+
+}  // namespace detail
+
+/// The modelled clocks of one replica's IPUs after `iterations` runs of the schedule, without
+/// threads: instructions are replayed in the global order, a receive waits for its send's
+/// arrival. The threaded executor produces the same clocks.
+[[nodiscard]] inline std::vector<emulator::modelled_clock> simulate(const schedule& sched, const cost_model& costs,
+                                                                    const emulator::device_spec& spec = {},
+                                                                    std::size_t iterations = 1) {
+    costs.check(sched.stages);
+    std::vector<emulator::modelled_clock> clocks(sched.ipus, emulator::modelled_clock(spec));
+    std::vector<std::pair<std::size_t, const instruction*>> all;
+    for (std::size_t i = 0; i < sched.ipus; ++i)
+        for (const auto& in : sched.programs[i]) all.emplace_back(i, &in);
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second->seq < b.second->seq; });
+    std::map<std::tuple<std::size_t, std::size_t, bool>, std::deque<double>> in_flight;
+    for (std::size_t it = 0; it < iterations; ++it) {
+        for (const auto& [ipu, in] : all) {
+            auto& clock = clocks[ipu];
+            switch (in->op) {
+                case opcode::recv_act:
+                case opcode::recv_grad: {
+                    auto& q = in_flight[{in->peer, ipu, in->op == opcode::recv_grad}];
+                    if (q.empty()) throw std::logic_error("tessera::exec::simulate: receive before its send: " + to_string(*in));
+                    clock.wait_until(q.front(), "wait " + to_string(*in));
+                    q.pop_front();
+                    break;
+                }
+                default: detail::charge(clock, *in, sched, costs); break;
+            }
+            if (in->op == opcode::send_act || in->op == opcode::send_grad)
+                in_flight[{ipu, in->peer, in->op == opcode::send_grad}].push_back(clock.now());
+        }
+    }
+    return clocks;
+}
+
+/// Makespan and busy fractions of a set of modelled clocks.
+struct utilisation_summary {
+    double makespan = 0;                 ///< the latest clock
+    std::vector<double> busy;            ///< per IPU: seconds not idle
+    double mean_utilisation = 0;         ///< mean over IPUs of busy / makespan
+};
+
+[[nodiscard]] inline utilisation_summary utilisation(const std::vector<emulator::modelled_clock>& clocks) {
+    utilisation_summary u;
+    for (const auto& c : clocks) u.makespan = std::max(u.makespan, c.now());
+    for (const auto& c : clocks) {
+        double busy = 0;
+        for (const auto& e : c.trace())
+            if (e.kind != emulator::activity::idle) busy += e.end - e.start;
+        u.busy.push_back(busy);
+        if (u.makespan > 0) u.mean_utilisation += busy / u.makespan;
+    }
+    if (!clocks.empty()) u.mean_utilisation /= double(clocks.size());
+    return u;
+}
+
+}  // namespace tessera::exec

@@ -1,0 +1,274 @@
+#include <catch2/catch.hpp>
+
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tessera/config/strategy.hpp"
+#include "tessera/exec/schedule.hpp"
+#include "tessera/exec/timing.hpp"
+
+namespace cfg = tessera::config;
+namespace exec = tessera::exec;
+namespace emu = tessera::emulator;
+using exec::opcode;
+
+namespace {
+
+// An independent checker: runs the IPU lists as processes over FIFO channels of the schedule's
+// capacity, round-robin, and fails on a missing input, a mismatched message or a deadlock.
+// Returns the stash each stage needed.
+std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
+    const auto& req = sched.request;
+    const std::size_t S = sched.stages, M = req.micro_batches, I = sched.ipus;
+    using key = std::tuple<std::size_t, std::size_t, bool>;
+    std::map<key, std::deque<std::pair<std::uint32_t, std::uint32_t>>> channels;
+    std::vector<std::set<std::pair<std::uint32_t, std::uint32_t>>> have_input(I), have_output(I), have_grad(I),
+        have_stash(I), have_input_grad(I);
+    std::vector<std::size_t> pc(I, 0), stash_now(S, 0), stash_max(S, 0), updates(S, 0), backwards(S, 0);
+    std::vector<std::size_t> all_reduces(S, 0);
+    std::set<std::uint32_t> loaded_labels;
+    bool progress = true;
+    while (progress) {
+        progress = false;
+        for (std::size_t i = 0; i < I; ++i) {
+            while (pc[i] < sched.programs[i].size()) {
+                const auto& in = sched.programs[i][pc[i]];
+                const auto sm = std::make_pair(in.stage, in.micro_batch);
+                bool blocked = false;
+                switch (in.op) {
+                    case opcode::load:
+                        REQUIRE(in.stage == 0);
+                        have_input[i].insert(sm);
+                        break;
+                    case opcode::load_label: loaded_labels.insert(in.micro_batch); break;
+                    case opcode::recv_act:
+                    case opcode::recv_grad: {
+                        auto& q = channels[{in.peer, i, in.op == opcode::recv_grad}];
+                        if (q.empty()) { blocked = true; break; }
+                        const auto msg = q.front();
+                        q.pop_front();
+                        // Activations carry the producing stage s-1, gradients the producing stage s+1.
+                        if (in.op == opcode::recv_act) {
+                            REQUIRE(msg == std::make_pair(in.stage - 1, in.micro_batch));
+                            have_input[i].insert(sm);
+                        } else {
+                            REQUIRE(msg == std::make_pair(in.stage + 1, in.micro_batch));
+                            have_grad[i].insert(sm);
+                        }
+                        break;
+                    }
+                    case opcode::fwd: {
+                        REQUIRE(req.ipu_of_stage[in.stage] == i);
+                        const bool local = in.stage > 0 && have_output[i].count({in.stage - 1, in.micro_batch});
+                        REQUIRE((have_input[i].count(sm) || local));
+                        have_output[i].insert(sm);
+                        if (req.training) {
+                            have_stash[i].insert(sm);
+                            stash_max[in.stage] = std::max(stash_max[in.stage], ++stash_now[in.stage]);
+                            if (in.stage + 1 == S) {
+                                REQUIRE(loaded_labels.count(in.micro_batch));
+                                have_grad[i].insert(sm);  // the loss gradient
+                            }
+                        }
+                        break;
+                    }
+                    case opcode::send_act:
+                    case opcode::send_grad: {
+                        auto& q = channels[{i, in.peer, in.op == opcode::send_grad}];
+                        if (q.size() >= sched.channel_capacity) { blocked = true; break; }
+                        if (in.op == opcode::send_act) REQUIRE(have_output[i].count(sm));
+                        else REQUIRE(have_input_grad[i].count(sm));
+                        q.emplace_back(in.stage, in.micro_batch);
+                        break;
+                    }
+                    case opcode::outfeed: REQUIRE(have_output[i].count(sm)); break;
+                    case opcode::bwd: {
+                        REQUIRE(req.ipu_of_stage[in.stage] == i);
+                        REQUIRE(have_stash[i].count(sm));
+                        const bool local = in.stage + 1 < S && have_input_grad[i].count({in.stage + 1, in.micro_batch});
+                        REQUIRE((have_grad[i].count(sm) || local));
+                        --stash_now[in.stage];
+                        have_stash[i].erase(sm);
+                        have_input_grad[i].insert(sm);
+                        ++backwards[in.stage];
+                        break;
+                    }
+                    case opcode::all_reduce:
+                        REQUIRE(backwards[in.stage] == M);
+                        ++all_reduces[in.stage];
+                        break;
+                    case opcode::update:
+                        REQUIRE(backwards[in.stage] == M);  // after all of the stage's backward passes
+                        REQUIRE(all_reduces[in.stage] == (req.replicas > 1 ? 1u : 0u));
+                        ++updates[in.stage];
+                        break;
+                    case opcode::stream_in:
+                    case opcode::stream_out: break;
+                }
+                if (blocked) break;
+                ++pc[i];
+                progress = true;
+            }
+        }
+    }
+    for (std::size_t i = 0; i < I; ++i) {
+        INFO("IPU " << i << " stopped at instruction " << pc[i] << " of " << sched.programs[i].size());
+        REQUIRE(pc[i] == sched.programs[i].size());  // otherwise: deadlock
+    }
+    for (const auto& [k, q] : channels) REQUIRE(q.empty());
+    for (std::size_t s = 0; s < S; ++s) CHECK(updates[s] == (req.training ? 1u : 0u));
+    return stash_max;
+}
+
+// Each micro-batch's forward and backward on every stage exactly once.
+void check_complete(const exec::schedule& sched) {
+    std::map<std::tuple<opcode, std::uint32_t, std::uint32_t>, int> count;
+    std::set<std::uint32_t> seqs;
+    for (const auto& program : sched.programs)
+        for (const auto& in : program) {
+            ++count[{in.op, in.stage, in.micro_batch}];
+            REQUIRE(seqs.insert(in.seq).second);  // a global order: every position once
+        }
+    for (std::uint32_t s = 0; s < sched.stages; ++s)
+        for (std::uint32_t m = 0; m < sched.request.micro_batches; ++m) {
+            CHECK(count[{opcode::fwd, s, m}] == 1);
+            CHECK(count[{opcode::bwd, s, m}] == (sched.request.training ? 1 : 0));
+        }
+    for (const auto& program : sched.programs)  // the lists keep the global order
+        for (std::size_t k = 1; k < program.size(); ++k) REQUIRE(program[k - 1].seq < program[k].seq);
+}
+
+template <class Strategy>
+exec::schedule checked(std::size_t G, std::size_t R = 1) {
+    auto sched = exec::make_schedule<Strategy>(G, true, R);
+    check_complete(sched);
+    const auto stash = execute_abstractly(sched);
+    CHECK(stash == sched.stash);
+    return sched;
+}
+
+}  // namespace
+
+TEST_CASE("sharded runs one micro-batch at a time: stash 1", "[exec][schedule]") {
+    for (std::size_t G : {1u, 3u, 8u}) {
+        const auto two = checked<cfg::sharded<2>>(G);
+        CHECK(two.stash == std::vector<std::size_t>{1, 1});
+        const auto four = checked<cfg::sharded<4>>(G, 2);
+        CHECK(four.stash == std::vector<std::size_t>(4, 1));
+        CHECK(four.ipus == 4);
+    }
+    const auto single = checked<cfg::single>(4);
+    CHECK(single.programs.size() == 1);
+}
+
+TEST_CASE("GPipe stashes G activations per stage; 1F1B at most S - s", "[exec][schedule]") {
+    for (std::size_t G : {3u, 4u, 8u, 16u}) {
+        const auto g2 = checked<cfg::pipelined<cfg::gpipe, 2>>(G);
+        CHECK(g2.stash == std::vector<std::size_t>{G, G});
+        const auto o2 = checked<cfg::pipelined<cfg::one_f_one_b, 2>>(G, 4);
+        CHECK(o2.stash == std::vector<std::size_t>{2, 1});
+    }
+    for (std::size_t G : {7u, 8u, 12u}) {
+        const auto g4 = checked<cfg::pipelined<cfg::gpipe, 4>>(G, 2);
+        CHECK(g4.stash == std::vector<std::size_t>(4, G));
+        const auto o4 = checked<cfg::pipelined<cfg::one_f_one_b, 4>>(G);
+        CHECK(o4.stash == std::vector<std::size_t>{4, 3, 2, 1});
+    }
+}
+
+TEST_CASE("1F1B alternates after its warm-up", "[exec][schedule]") {
+    const auto sched = exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 3>>(6);
+    std::vector<std::string> passes;
+    for (const auto& in : sched.programs[0])
+        if (in.op == opcode::fwd || in.op == opcode::bwd) passes.push_back(exec::to_string(in));
+    CHECK(passes == std::vector<std::string>{"fwd s0 mb0", "fwd s0 mb1", "fwd s0 mb2", "bwd s0 mb0", "fwd s0 mb3",
+                                             "bwd s0 mb1", "fwd s0 mb4", "bwd s0 mb2", "fwd s0 mb5", "bwd s0 mb3",
+                                             "bwd s0 mb4", "bwd s0 mb5"});
+}
+
+TEST_CASE("phased runs stages serially on one IPU, streaming weights", "[exec][schedule]") {
+    const auto sched = checked<cfg::phased<3>>(4, 2);
+    CHECK(sched.ipus == 1);
+    CHECK(sched.weights_streamed);
+    CHECK(sched.stash == std::vector<std::size_t>(3, 4));
+    std::vector<std::string> streams;
+    for (const auto& in : sched.programs[0])
+        if (in.op == opcode::stream_in || in.op == opcode::stream_out) streams.push_back(exec::to_string(in));
+    // Stage 2's weights stay on chip from its forward phase into its backward phase.
+    CHECK(streams == std::vector<std::string>{"stream_in s0", "stream_out s0", "stream_in s1", "stream_out s1",
+                                              "stream_in s2", "stream_out s2", "stream_in s1", "stream_out s1",
+                                              "stream_in s0", "stream_out s0"});
+    // Phased on two IPUs (stages alternate) still checks out.
+    checked<cfg::phased<4, cfg::ipu_map<0, 1, 0, 1>>>(3);
+}
+
+TEST_CASE("several stages on one IPU are scheduled without deadlock", "[exec][schedule]") {
+    checked<cfg::pipelined<cfg::gpipe, 4, cfg::ipu_map<0, 0, 1, 1>>>(8);
+    checked<cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 1, 1, 0>>>(7, 2);
+    checked<cfg::sharded<3, cfg::ipu_map<0, 1, 0>>>(5);
+}
+
+TEST_CASE("inference schedules: forwards only, no updates", "[exec][schedule]") {
+    for (auto sched : {exec::make_schedule<cfg::pipelined<cfg::gpipe, 4>>(4, false),
+                       exec::make_schedule<cfg::sharded<2>>(3, false), exec::make_schedule<cfg::phased<2>>(5, false)}) {
+        check_complete(sched);
+        const auto stash = execute_abstractly(sched);
+        CHECK(stash == std::vector<std::size_t>(sched.stages, 0));
+    }
+}
+
+TEST_CASE("too few micro-batches for a pipeline is a pipeline_depth_error naming the values", "[exec][schedule]") {
+    using gpipe2 = cfg::pipelined<cfg::gpipe, 2>;
+    using gpipe4 = cfg::pipelined<cfg::gpipe, 4>;
+    using one4 = cfg::pipelined<cfg::one_f_one_b, 4>;
+    REQUIRE_THROWS_AS(exec::make_schedule<gpipe2>(2), cfg::pipeline_depth_error);
+    REQUIRE_THROWS_WITH(exec::make_schedule<one4>(6), Catch::Contains("G >= 2*S - 1 = 7, got G = 6"));
+    REQUIRE_THROWS_WITH(exec::make_schedule<gpipe4>(3, false), Catch::Contains("D >= 4, got D = 3"));
+    REQUIRE_THROWS_AS(exec::make_schedule<cfg::sharded<2>>(0), cfg::config_error);
+    CHECK_NOTHROW(exec::make_schedule<cfg::sharded<4>>(1));  // sharded has no depth rule
+}
+
+TEST_CASE("modelled utilisation of a balanced GPipe pipeline is G / (G + S - 1)", "[exec][schedule]") {
+    // 1 FLOP/s so that FLOPs are seconds; no bytes, so only compute and bubbles count.
+    const emu::device_spec spec{.fp16_flops = 1.0, .fp32_flops = 1.0};
+    const exec::stage_cost each{.forward_flops = 1.0, .backward_flops = 2.0};
+    const auto costs = [](std::size_t S, exec::stage_cost c) {
+        auto m = exec::balanced_costs(S, c);
+        m.output_bytes_to_host = 0;  // compute only
+        return m;
+    };
+    for (std::size_t S : {std::size_t{2}, std::size_t{3}, std::size_t{4}})
+        for (std::size_t G : {2 * S - 1, 2 * S, std::size_t{16}}) {
+            const auto sched = exec::make_schedule(exec::schedule_request{
+                cfg::strategy_kind::pipelined, exec::pipeline_order::gpipe, [&] {
+                    std::vector<std::size_t> m(S);
+                    for (std::size_t s = 0; s < S; ++s) m[s] = s;
+                    return m;
+                }(), G});
+            const auto clocks = exec::simulate(sched, costs(S, each), spec);
+            const auto u = exec::utilisation(clocks);
+            INFO("S = " << S << ", G = " << G);
+            CHECK(u.makespan == double(G + S - 1) * 3.0);
+            CHECK(u.mean_utilisation == Approx(double(G) / double(G + S - 1)).epsilon(1e-12));
+            for (double b : u.busy) CHECK(b == double(G) * 3.0);
+        }
+    // Sharded: one stage busy at a time, utilisation 1 / S.
+    const auto sharded = exec::simulate(exec::make_schedule<cfg::sharded<4>>(8), costs(4, each), spec);
+    CHECK(exec::utilisation(sharded).mean_utilisation == Approx(0.25));
+    // 1F1B has the same bubble as GPipe for balanced stages.
+    const auto one = exec::simulate(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4>>(8),
+                                    costs(4, {.forward_flops = 1.0, .backward_flops = 1.0}), spec);
+    CHECK(exec::utilisation(one).mean_utilisation == Approx(8.0 / 11.0));
+}
+
+TEST_CASE("instructions print as text", "[exec][schedule]") {
+    CHECK(exec::to_string(exec::instruction{opcode::send_act, 0, 2, 1, 0}) == "send_act s0 mb2 -> IPU 1");
+    CHECK(exec::to_string(exec::instruction{opcode::recv_grad, 1, 0, 2, 0}) == "recv_grad s1 mb0 <- IPU 2");
+    CHECK(exec::to_string(exec::instruction{opcode::update, 3}) == "update s3");
+    CHECK(exec::make_schedule<cfg::pipelined<cfg::gpipe, 2>>(4, true, 2).description() ==
+          "pipelined<gpipe>, 2 stages on 2 IPUs, 4 micro-batches, training, 2 replicas");
+}
