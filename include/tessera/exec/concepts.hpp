@@ -1,0 +1,47 @@
+#pragma once
+// What the executor needs from a model split into stages.
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+#include "tessera/exec/cost.hpp"
+
+namespace tessera::exec {
+
+/// A model cut into stages that the executor can run on emulated IPUs.
+///  - `tensor`: activations, gradients and inputs (moved through channels);
+///  - `stash`: what a stage's forward keeps for its backward; `label`: a micro-batch's targets;
+///  - forward(s, x) -> {y, stash}; loss(y, label) -> {loss, dL/dy} (after the last stage);
+///  - backward(s, dL/dy, stash) -> dL/dx, accumulating the stage's weight gradients;
+///  - gradients(s): the accumulated gradients (all-reduced in place over the replicas);
+///  - update(s, scale): optimizer step with gradients × scale, then zero them;
+///  - cost(s): FLOPs and bytes for the modelled clock and the memory plan.
+/// Calls on different stages of one object may run concurrently (each stage owns its state);
+/// forward must be pure when a stage recomputes (it runs again during backward).
+template <class M>
+concept StagedModel =
+    std::copy_constructible<M> &&
+    requires(M& m, const M& cm, std::size_t s, typename M::tensor t, typename M::stash st, const typename M::label& y) {
+        typename M::tensor;
+        typename M::stash;
+        typename M::label;
+        { cm.stages() } -> std::convertible_to<std::size_t>;
+        { m.forward(s, std::move(t)) } -> std::same_as<std::pair<typename M::tensor, typename M::stash>>;
+        { m.loss(t, y) } -> std::same_as<std::pair<float, typename M::tensor>>;
+        { m.backward(s, std::move(t), std::move(st)) } -> std::same_as<typename M::tensor>;
+        { m.gradients(s) } -> std::same_as<std::span<float>>;
+        { m.update(s, 1.0f) };
+        { cm.cost(s) } -> std::same_as<stage_cost>;
+    } && std::is_nothrow_move_constructible_v<typename M::tensor> &&
+    std::is_nothrow_move_constructible_v<typename M::label> && std::copy_constructible<typename M::tensor>;
+
+/// Supplies micro-batch `micro_batch` of device iteration `iteration` for `replica`:
+/// returns {input, label}. Called on the host feeder threads, one per replica.
+template <class F, class M>
+concept MicroBatchFeed = StagedModel<M> && requires(F& f, std::size_t r, std::size_t d, std::size_t m) {
+    { f(r, d, m) } -> std::convertible_to<std::pair<typename M::tensor, typename M::label>>;
+};
+
+}  // namespace tessera::exec

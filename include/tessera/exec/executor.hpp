@@ -1,0 +1,410 @@
+#pragma once
+// Runs a static schedule on emulated IPU threads: R replicas, D device iterations, output modes.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "tessera/config/counts.hpp"
+#include "tessera/config/error.hpp"
+#include "tessera/config/output_mode.hpp"
+#include "tessera/emulator/all_reduce.hpp"
+#include "tessera/emulator/channel.hpp"
+#include "tessera/emulator/cluster.hpp"
+#include "tessera/exec/concepts.hpp"
+#include "tessera/exec/cost.hpp"
+#include "tessera/exec/memory_plan.hpp"
+#include "tessera/exec/schedule.hpp"
+#include "tessera/exec/timing.hpp"
+
+namespace tessera::exec {
+
+/// How one call selects its outputs (config::final, all, sum, every_n<N> at run time).
+struct output_selection {
+    config::output_kind kind = config::output_kind::final;
+    std::size_t period = 0;  ///< every_n only
+
+    template <config::OutputMode O>
+    [[nodiscard]] static constexpr output_selection of() noexcept {
+        return {O::kind, O::period};
+    }
+    /// Whether micro-batch k (0-based over the call's D × M micro-batches of one replica) is returned.
+    [[nodiscard]] constexpr bool selects(std::size_t k, std::size_t count) const noexcept {
+        switch (kind) {
+            case config::output_kind::final: return k + 1 == count;
+            case config::output_kind::all: return true;
+            case config::output_kind::sum: return true;
+            case config::output_kind::every_n: return period > 0 && (k + 1) % period == 0;
+        }
+        return false;
+    }
+};
+
+/// The cost model of a staged model: its stages' costs at `bits`-bit arithmetic.
+template <StagedModel M>
+[[nodiscard]] cost_model costs_of(const M& model, int bits = 32, std::size_t label_bytes = 0) {
+    cost_model c;
+    for (std::size_t s = 0; s < model.stages(); ++s) c.stages.push_back(model.cost(s));
+    c.bits = bits;
+    c.label_bytes = label_bytes;
+    return c;
+}
+
+/// What one call returns.
+template <class Tensor>
+struct run_result {
+    std::vector<std::vector<float>> losses;         ///< per replica, by the output mode (training); sum: one value
+    std::vector<std::vector<Tensor>> outputs;       ///< per replica, by the output mode (inference)
+    std::vector<std::vector<std::size_t>> selected; ///< per replica: which micro-batches (d × M + m) were returned
+    double modelled_seconds = 0;                    ///< the modelled clock: latest IPU
+    double wall_seconds = 0;                        ///< the real clock
+    std::vector<emulator::modelled_clock> clocks;   ///< every IPU's modelled clock (replica-major)
+};
+
+/// The executor of one compiled schedule: owns the emulated IPUs (R × IPUs per replica).
+/// @code
+///   auto sched = make_schedule<config::pipelined<config::gpipe, 2>>(/*G=*/4);
+///   executor<my_model> ex(sched, costs, /*replicas=*/2);
+///   auto result = ex.run(models, feed, /*device_iterations=*/3, output_selection{});
+/// @endcode
+template <StagedModel M>
+class executor {
+public:
+    using tensor = typename M::tensor;
+    using label = typename M::label;
+
+    /// Plans memory (out_of_device_memory when over budget, before anything runs) and starts the IPU threads.
+    executor(schedule sched, cost_model costs, std::size_t replicas = 1, emulator::device_spec spec = {},
+             config::reduction reduce = config::reduction::mean)
+        : m_schedule(std::move(sched)), m_costs(std::move(costs)), m_replicas(replicas), m_reduce(reduce),
+          m_plan(check_and_plan(m_schedule, m_costs, replicas, spec)),
+          m_cluster(replicas * m_schedule.ipus, spec) {}
+
+    [[nodiscard]] const schedule& program() const noexcept { return m_schedule; }
+    [[nodiscard]] const memory_plan& plan() const noexcept { return m_plan; }
+    [[nodiscard]] const cost_model& costs() const noexcept { return m_costs; }
+    [[nodiscard]] std::size_t replicas() const noexcept { return m_replicas; }
+    [[nodiscard]] emulator::cluster& devices() noexcept { return m_cluster; }
+
+    /// Runs the schedule `iterations` times (training: D weight updates) on `models` (one per replica).
+    /// feed(r, d, m) -> {input, label} runs on one host thread per replica. Any failure (a stage, the
+    /// feed) stops every thread and is rethrown here.
+    template <class Feed>
+        requires MicroBatchFeed<Feed, M>
+    run_result<tensor> run(std::span<M> models, Feed&& feed, std::size_t iterations, output_selection outputs) {
+        if (models.size() != m_replicas)
+            throw config::config_error("tessera::exec::executor::run: " + std::to_string(models.size()) +
+                                       " models for " + std::to_string(m_replicas) + " replicas");
+        for (const auto& m : models)
+            if (m.stages() != m_schedule.stages)
+                throw config::config_error("tessera::exec::executor::run: the model has " +
+                                           std::to_string(m.stages()) + " stages, the schedule " +
+                                           std::to_string(m_schedule.stages));
+        if (iterations == 0) throw config::config_error("tessera::exec::executor::run: device iterations must be >= 1");
+        if (outputs.kind == config::output_kind::every_n && outputs.period == 0)
+            throw config::config_error("tessera::exec::executor::run: every_n needs N > 0");
+        const auto wall_start = std::chrono::steady_clock::now();
+        const std::size_t R = m_replicas, I = m_schedule.ipus, M_ = m_schedule.request.micro_batches;
+        const bool training = m_schedule.request.training;
+
+        // Channels of this call: IPU-to-IPU per replica and direction, infeed/labels/outfeed per replica.
+        wiring w;
+        for (std::size_t r = 0; r < R; ++r) {
+            w.infeed.push_back(std::make_unique<emulator::channel<message<tensor>>>(M_));
+            w.labels.push_back(std::make_unique<emulator::channel<message<label>>>(M_));
+            w.outfeed.push_back(std::make_unique<emulator::channel<out_message>>(iterations * M_));
+            for (std::size_t i = 0; i < I; ++i)
+                for (const auto& in : m_schedule.programs[i])
+                    if (in.op == opcode::send_act || in.op == opcode::send_grad) {
+                        auto& ch = w.links[{r, i, in.peer, in.op == opcode::send_grad}];
+                        if (!ch) ch = std::make_unique<emulator::channel<message<tensor>>>(m_schedule.channel_capacity);
+                    }
+        }
+        for (std::size_t s = 0; s < m_schedule.stages; ++s)
+            w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R));
+        for (auto& c : w.infeed) m_cluster.on_abort([p = c.get()] { p->close(); });
+        for (auto& c : w.labels) m_cluster.on_abort([p = c.get()] { p->close(); });
+        for (auto& c : w.outfeed) m_cluster.on_abort([p = c.get()] { p->close(); });
+        for (auto& [k, c] : w.links) m_cluster.on_abort([p = c.get()] { p->close(); });
+        for (auto& g : w.reduce) m_cluster.on_abort([p = g.get()] { p->abort(); });
+
+        for (std::size_t d = 0; d < m_cluster.size(); ++d) m_cluster[d].clock().reset();
+
+        // The host side: one feeder thread per replica does the real work of preparing micro-batches.
+        std::mutex feed_mutex;
+        std::exception_ptr feed_error;
+        std::vector<std::jthread> feeders;
+        for (std::size_t r = 0; r < R; ++r)
+            feeders.emplace_back([&, r] {
+                try {
+                    for (std::size_t d = 0; d < iterations; ++d)
+                        for (std::size_t m = 0; m < M_; ++m) {
+                            auto [x, y] = feed(r, d, m);
+                            const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+                            w.infeed[r]->send(message<tensor>{std::move(x), 0.0, 0, u(m), u(d)});
+                            if (training) w.labels[r]->send(message<label>{std::move(y), 0.0, 0, u(m), u(d)});
+                        }
+                } catch (const emulator::channel_closed&) {
+                    // a device failed: its error is the one reported
+                } catch (...) {
+                    {
+                        std::lock_guard lock(feed_mutex);
+                        if (!feed_error) feed_error = std::current_exception();
+                    }
+                    m_cluster.abort();
+                }
+            });
+
+        const float scale = m_reduce == config::reduction::mean
+                                ? 1.0f / static_cast<float>(M_ * R)
+                                : 1.0f;
+        std::vector<emulator::ipu::job> jobs;
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t i = 0; i < I; ++i)
+                jobs.push_back([&, r, i](emulator::ipu& dev) {
+                    dev.clock().host_sync();
+                    for (std::size_t d = 0; d < iterations; ++d) run_program(dev, models[r], w, r, i, d, scale);
+                    dev.clock().host_sync();
+                });
+        std::exception_ptr device_error;
+        try {
+            m_cluster.run(std::move(jobs));
+        } catch (...) {
+            device_error = std::current_exception();
+        }
+        for (auto& f : feeders) f.join();
+        if (feed_error) std::rethrow_exception(feed_error);
+        if (device_error) std::rethrow_exception(device_error);
+
+        run_result<tensor> result;
+        const std::size_t count = iterations * M_;
+        result.losses.resize(R);
+        result.outputs.resize(R);
+        result.selected.resize(R);
+        for (std::size_t r = 0; r < R; ++r) {
+            std::vector<std::optional<out_message>> by_index(count);
+            while (auto o = w.outfeed[r]->try_receive()) {
+                const std::size_t k = o->iteration * M_ + o->micro_batch;
+                by_index[k] = std::move(*o);
+            }
+            float sum = 0.0f;
+            for (std::size_t k = 0; k < count; ++k) {
+                if (!by_index[k]) throw std::logic_error("tessera::exec::executor: micro-batch " + std::to_string(k) +
+                                                         " produced no output");
+                if (!outputs.selects(k, count)) continue;
+                auto& o = *by_index[k];
+                if (outputs.kind == config::output_kind::sum) {
+                    sum += o.loss;
+                    if (!training) accumulate_output(result.outputs[r], std::move(*o.output));
+                    continue;
+                }
+                result.selected[r].push_back(k);
+                if (training)
+                    result.losses[r].push_back(o.loss);
+                else
+                    result.outputs[r].push_back(std::move(*o.output));
+            }
+            if (outputs.kind == config::output_kind::sum) {
+                for (std::size_t k = 0; k < count; ++k) result.selected[r].push_back(k);
+                if (training) result.losses[r].push_back(sum);
+            }
+        }
+        for (std::size_t d = 0; d < m_cluster.size(); ++d) {
+            result.clocks.push_back(m_cluster[d].clock());
+            result.modelled_seconds = std::max(result.modelled_seconds, m_cluster[d].clock().now());
+        }
+        result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+        return result;
+    }
+
+private:
+    template <class T>
+    struct message {
+        T payload;
+        double ready_at;
+        std::uint32_t stage, micro_batch, iteration;
+        [[nodiscard]] std::size_t payload_bytes() const noexcept { return emulator::payload_bytes(payload); }
+    };
+    struct out_message {
+        std::size_t iteration, micro_batch;
+        float loss;
+        std::optional<tensor> output;
+    };
+    struct wiring {
+        std::vector<std::unique_ptr<emulator::channel<message<tensor>>>> infeed;
+        std::vector<std::unique_ptr<emulator::channel<message<label>>>> labels;
+        std::vector<std::unique_ptr<emulator::channel<out_message>>> outfeed;
+        std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>,
+                 std::unique_ptr<emulator::channel<message<tensor>>>> links;  // replica, from, to, gradient
+        std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> reduce;  // per stage
+    };
+
+    static memory_plan check_and_plan(const schedule& sched, const cost_model& costs, std::size_t replicas,
+                                      const emulator::device_spec& spec) {
+        if (replicas == 0) throw config::config_error("tessera::exec::executor: replicas must be at least 1");
+        if ((replicas > 1) != (sched.request.replicas > 1) || (replicas > 1 && sched.request.replicas != replicas))
+            throw config::config_error("tessera::exec::executor: the schedule was made for " +
+                                       std::to_string(sched.request.replicas) + " replicas, the executor has " +
+                                       std::to_string(replicas));
+        return plan_memory(sched, costs, spec);
+    }
+
+    static void accumulate_output(std::vector<tensor>& into, tensor&& value) {
+        if constexpr (requires(tensor& a, const tensor& b) { a.size(); a[0] += b[0]; }) {
+            if (into.empty()) {
+                into.push_back(std::move(value));
+                return;
+            }
+            auto& acc = into.front();
+            if (acc.size() != value.size())
+                throw std::logic_error("tessera::exec::executor: outputs of different sizes cannot be summed");
+            for (std::size_t j = 0; j < acc.size(); ++j) acc[j] += value[j];
+        } else {
+            throw config::config_error("tessera::exec::executor: output mode 'sum' needs outputs that can be "
+                                       "added element-wise");
+        }
+    }
+
+    template <class T>
+    static T take(std::map<std::pair<std::uint32_t, std::uint32_t>, T>& from, std::uint32_t s, std::uint32_t m,
+                  const instruction& in) {
+        auto it = from.find({s, m});
+        if (it == from.end())
+            throw std::logic_error("tessera::exec::executor: '" + to_string(in) + "' finds no value for stage " +
+                                   std::to_string(s) + ", micro-batch " + std::to_string(m));
+        T v = std::move(it->second);
+        from.erase(it);
+        return v;
+    }
+
+    template <class T>
+    static message<T> receive(emulator::channel<message<T>>& ch, emulator::ipu& dev, const instruction& in,
+                              std::size_t d) {
+        auto msg = ch.receive();
+        if (!msg)
+            throw emulator::channel_closed("tessera::exec::executor: IPU " + std::to_string(dev.id()) + ": '" +
+                                           to_string(in) + "' found its channel closed");
+        if (msg->micro_batch != in.micro_batch || msg->iteration != d)
+            throw std::logic_error("tessera::exec::executor: IPU " + std::to_string(dev.id()) + ": '" + to_string(in) +
+                                   "' received micro-batch " + std::to_string(msg->micro_batch) + " of iteration " +
+                                   std::to_string(msg->iteration));
+        dev.clock().wait_until(msg->ready_at, "wait " + to_string(in));
+        return std::move(*msg);
+    }
+
+    void run_program(emulator::ipu& dev, M& model, wiring& w, std::size_t r, std::size_t i, std::size_t d,
+                     float scale) {
+        using key = std::pair<std::uint32_t, std::uint32_t>;
+        std::map<key, tensor> inputs;                     // (stage, mb): the stage's input
+        std::map<key, tensor> grads;                      // (stage, mb): gradient of the stage's output
+        std::map<key, typename M::stash> stashes;
+        std::map<key, tensor> kept_inputs;                // recomputing stages keep their input instead
+        std::map<std::uint32_t, label> labels;
+        std::map<std::uint32_t, std::pair<float, std::optional<tensor>>> results;
+        auto& clock = dev.clock();
+        const bool training = m_schedule.request.training;
+        const auto S = static_cast<std::uint32_t>(m_schedule.stages);
+        const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+
+        for (const auto& in : m_schedule.programs[i]) {
+            const std::uint32_t s = in.stage, m = in.micro_batch;
+            switch (in.op) {
+                case opcode::load:
+                    inputs.insert_or_assign(key{0, m}, receive(*w.infeed[r], dev, in, d).payload);
+                    break;
+                case opcode::load_label:
+                    labels.insert_or_assign(m, receive(*w.labels[r], dev, in, d).payload);
+                    break;
+                case opcode::recv_act:
+                    inputs.insert_or_assign(key{s, m}, receive(*w.links.at({r, in.peer, i, false}), dev, in, d).payload);
+                    break;
+                case opcode::recv_grad:
+                    grads.insert_or_assign(key{s, m}, receive(*w.links.at({r, in.peer, i, true}), dev, in, d).payload);
+                    break;
+                case opcode::fwd: {
+                    tensor x = take(inputs, s, m, in);
+                    if (training && m_costs.stages[s].recompute) kept_inputs.insert_or_assign(key{s, m}, x);
+                    auto [y, st] = model.forward(s, std::move(x));
+                    if (training && !m_costs.stages[s].recompute) stashes.emplace(key{s, m}, std::move(st));
+                    if (s + 1 < S) {
+                        inputs.insert_or_assign(key{s + 1, m}, std::move(y));
+                    } else if (training) {
+                        auto it = labels.find(m);
+                        if (it == labels.end()) throw std::logic_error("tessera::exec::executor: no label for " + to_string(in));
+                        auto [loss, g] = model.loss(y, it->second);
+                        labels.erase(it);
+                        grads.insert_or_assign(key{s, m}, std::move(g));
+                        results.insert_or_assign(m, std::pair<float, std::optional<tensor>>{loss, std::nullopt});
+                    } else {
+                        results.insert_or_assign(m, std::pair<float, std::optional<tensor>>{0.0f, std::move(y)});
+                    }
+                    break;
+                }
+                case opcode::send_act: {
+                    detail::charge(clock, in, m_schedule, m_costs);
+                    tensor y = take(inputs, s + 1, m, in);
+                    w.links.at({r, i, in.peer, false})->send(message<tensor>{std::move(y), clock.now(), s, m, u(d)});
+                    continue;  // already charged
+                }
+                case opcode::outfeed: {
+                    auto it = results.find(m);
+                    if (it == results.end()) throw std::logic_error("tessera::exec::executor: nothing to " + to_string(in));
+                    detail::charge(clock, in, m_schedule, m_costs);
+                    w.outfeed[r]->send(out_message{d, m, it->second.first, std::move(it->second.second)});
+                    results.erase(it);
+                    continue;
+                }
+                case opcode::bwd: {
+                    tensor g = take(grads, s, m, in);
+                    typename M::stash st = [&] {
+                        if (m_costs.stages[s].recompute) {
+                            tensor x = take(kept_inputs, s, m, in);
+                            return model.forward(s, std::move(x)).second;
+                        }
+                        return take(stashes, s, m, in);
+                    }();
+                    tensor gx = model.backward(s, std::move(g), std::move(st));
+                    if (s > 0) grads.insert_or_assign(key{s - 1, m}, std::move(gx));
+                    break;
+                }
+                case opcode::send_grad: {
+                    detail::charge(clock, in, m_schedule, m_costs);
+                    tensor g = take(grads, s - 1, m, in);
+                    w.links.at({r, i, in.peer, true})->send(message<tensor>{std::move(g), clock.now(), s, m, u(d)});
+                    continue;
+                }
+                case opcode::all_reduce: {
+                    const double latest = w.reduce[s]->reduce(r, model.gradients(s), clock.now());
+                    clock.wait_until(latest, "wait all_reduce s" + std::to_string(s));
+                    break;
+                }
+                case opcode::update:
+                    model.update(s, scale);
+                    break;
+                case opcode::stream_in:
+                case opcode::stream_out: break;
+            }
+            detail::charge(clock, in, m_schedule, m_costs);
+        }
+    }
+
+    schedule m_schedule;
+    cost_model m_costs;
+    std::size_t m_replicas;
+    config::reduction m_reduce;
+    memory_plan m_plan;
+    emulator::cluster m_cluster;
+};
+
+}  // namespace tessera::exec

@@ -1,0 +1,115 @@
+#pragma once
+// The memory plan of each IPU: weights, optimiser state, gradient accumulators, stashed activations.
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tessera/emulator/device_spec.hpp"
+#include "tessera/emulator/error.hpp"
+#include "tessera/emulator/memory_arena.hpp"
+#include "tessera/exec/cost.hpp"
+#include "tessera/exec/schedule.hpp"
+
+namespace tessera::exec {
+
+/// Where a planned item lives.
+enum class location { on_chip, streaming_memory };
+
+struct memory_item {
+    std::string name;
+    std::size_t bytes;
+    emulator::memory_kind kind;
+    location where = location::on_chip;
+};
+
+/// One IPU's items against its budget.
+struct ipu_memory_plan {
+    std::size_t ipu = 0;
+    std::size_t budget = 0;
+    std::vector<memory_item> items;
+
+    [[nodiscard]] std::size_t on_chip() const noexcept {
+        std::size_t n = 0;
+        for (const auto& i : items)
+            if (i.where == location::on_chip) n += i.bytes;
+        return n;
+    }
+    [[nodiscard]] std::size_t off_chip() const noexcept {
+        std::size_t n = 0;
+        for (const auto& i : items)
+            if (i.where == location::streaming_memory) n += i.bytes;
+        return n;
+    }
+};
+
+struct memory_plan {
+    std::vector<ipu_memory_plan> ipus;
+};
+
+/// Plans each IPU's memory for `sched` and checks it against the device budget (on-chip items) and
+/// Streaming Memory's capacity (off-chip items). Over budget: emulator::out_of_device_memory naming
+/// the IPU, its budget and the largest items, raised here, before anything runs.
+/// Phased schedules keep one stage's weights (the largest) on chip and the rest in Streaming
+/// Memory, and stash activations off chip; recomputing stages stash only their inputs.
+[[nodiscard]] inline memory_plan plan_memory(const schedule& sched, const cost_model& costs,
+                                             const emulator::device_spec& spec = {}) {
+    costs.check(sched.stages);
+    const bool training = sched.request.training;
+    memory_plan plan;
+    for (std::size_t ipu = 0; ipu < sched.ipus; ++ipu) {
+        ipu_memory_plan p{ipu, spec.memory_bytes(), {}};
+        std::size_t largest_streamed = 0;
+        for (std::size_t s = 0; s < sched.stages; ++s) {
+            if (sched.request.ipu_of_stage[s] != ipu) continue;
+            const auto& c = costs.stages[s];
+            const std::string st = "stage " + std::to_string(s) + " ";
+            const location weights_at = sched.weights_streamed ? location::streaming_memory : location::on_chip;
+            p.items.push_back({st + "weights", c.weight_bytes, emulator::memory_kind::weights, weights_at});
+            if (training) {
+                p.items.push_back({st + "gradient accumulators", c.weight_bytes,
+                                   emulator::memory_kind::gradient_accumulators, weights_at});
+                if (c.optimiser_bytes > 0)
+                    p.items.push_back({st + "optimiser state", c.optimiser_bytes, emulator::memory_kind::optimiser_state,
+                                       weights_at});
+                const std::size_t stash = sched.stash[s] * costs.stashed_bytes(s);
+                if (stash > 0)
+                    p.items.push_back({st + "activation stash (" + std::to_string(sched.stash[s]) + " micro-batches" +
+                                           (c.recompute ? ", inputs only: recomputed" : "") + ")",
+                                       stash, emulator::memory_kind::activations,
+                                       sched.activations_off_chip ? location::streaming_memory : location::on_chip});
+            }
+            // Working space of one micro-batch (the stage's output, or its stash while it is computed).
+            p.items.push_back({st + "working activations", std::max(c.output_bytes, c.stash_bytes),
+                               emulator::memory_kind::activations, location::on_chip});
+            if (sched.weights_streamed)
+                largest_streamed = std::max(largest_streamed,
+                                            c.weight_bytes + (training ? c.weight_bytes + c.optimiser_bytes : 0));
+        }
+        if (sched.weights_streamed && largest_streamed > 0)
+            p.items.push_back({"streamed-in stage (largest)", largest_streamed, emulator::memory_kind::weights,
+                               location::on_chip});
+        std::size_t io = 0;
+        for (const auto& in : sched.programs[ipu]) {
+            if (in.op == opcode::recv_act) io = std::max(io, costs.stages[in.stage].input_bytes);
+            if (in.op == opcode::recv_grad) io = std::max(io, costs.stages[in.stage].output_bytes);
+            if (in.op == opcode::load) io = std::max(io, costs.stages[in.stage].input_bytes + costs.label_bytes);
+        }
+        if (io > 0)
+            p.items.push_back({"receive buffers (" + std::to_string(sched.channel_capacity) + " messages)",
+                               io * sched.channel_capacity, emulator::memory_kind::io_buffers, location::on_chip});
+
+        // Account on arenas, largest first, so that the error names the largest items.
+        std::vector<const memory_item*> by_size;
+        for (const auto& item : p.items) by_size.push_back(&item);
+        std::stable_sort(by_size.begin(), by_size.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
+        emulator::memory_arena on_chip(ipu, p.budget);
+        emulator::memory_arena off_chip(ipu, spec.streaming_memory_capacity);
+        for (const auto* item : by_size)
+            (void)(item->where == location::on_chip ? on_chip : off_chip).allocate(item->name, item->bytes, item->kind);
+        plan.ipus.push_back(std::move(p));
+    }
+    return plan;
+}
+
+}  // namespace tessera::exec

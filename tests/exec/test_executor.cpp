@@ -1,0 +1,269 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "../emulator/deadline.hpp"
+#include "tessera/config/output_mode.hpp"
+#include "tessera/config/strategy.hpp"
+#include "tessera/exec/executor.hpp"
+#include "tiny_model.hpp"
+
+namespace cfg = tessera::config;
+namespace exec = tessera::exec;
+namespace emu = tessera::emulator;
+using tessera::test::synthetic_feed;
+using tessera::test::tiny_mlp;
+
+namespace {
+
+constexpr std::size_t batch = 4, in_width = 6, out_width = 3;
+
+tiny_mlp make_model(std::size_t stages) {
+    std::vector<std::size_t> widths{in_width};
+    for (std::size_t s = 1; s < stages; ++s) widths.push_back(8 + s);
+    widths.push_back(out_width);
+    return tiny_mlp(widths, batch, 0.05f, 1234);
+}
+
+struct reference_run {
+    std::vector<float> weights;
+    std::vector<float> losses;  // replica 0, in micro-batch order over the call
+};
+
+// The plain sequential reference for R replicas: each replica accumulates its G micro-batches in
+// order, the replicas' gradients are summed in replica order, then every replica updates.
+reference_run sequential(tiny_mlp model, std::size_t R, std::size_t G, std::size_t D, const synthetic_feed& feed) {
+    std::vector<tiny_mlp> reps(R, model);
+    reference_run out;
+    const std::size_t S = model.stages();
+    for (std::size_t d = 0; d < D; ++d) {
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t m = 0; m < G; ++m) {
+                auto [x, y] = feed(r, d, m);
+                std::vector<tiny_mlp::stash> stashes;
+                for (std::size_t s = 0; s < S; ++s) {
+                    auto [next, st] = reps[r].forward(s, std::move(x));
+                    stashes.push_back(std::move(st));
+                    x = std::move(next);
+                }
+                auto [loss, g] = reps[r].loss(x, y);
+                if (r == 0) out.losses.push_back(loss);
+                for (std::size_t s = S; s-- > 0;) g = reps[r].backward(s, std::move(g), std::move(stashes[s]));
+            }
+        for (std::size_t s = 0; s < S && R > 1; ++s) {
+            const std::size_t n = reps[0].gradients(s).size();
+            for (std::size_t i = 0; i < n; ++i) {
+                float sum = reps[0].gradients(s)[i];
+                for (std::size_t r = 1; r < R; ++r) sum += reps[r].gradients(s)[i];
+                for (std::size_t r = 0; r < R; ++r) reps[r].gradients(s)[i] = sum;
+            }
+        }
+        for (auto& rep : reps)
+            for (std::size_t s = 0; s < S; ++s) rep.update(s, 1.0f / float(G * R));
+    }
+    out.weights = reps[0].weights();
+    return out;
+}
+
+// One replica, R × G micro-batches per update in a flat order: a different summation order.
+std::vector<float> flat(tiny_mlp model, std::size_t R, std::size_t G, std::size_t D, const synthetic_feed& feed) {
+    const std::size_t S = model.stages();
+    for (std::size_t d = 0; d < D; ++d) {
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t m = 0; m < G; ++m) {
+                auto [x, y] = feed(r, d, m);
+                std::vector<tiny_mlp::stash> stashes;
+                for (std::size_t s = 0; s < S; ++s) {
+                    auto [next, st] = model.forward(s, std::move(x));
+                    stashes.push_back(std::move(st));
+                    x = std::move(next);
+                }
+                auto g = model.loss(x, y).second;
+                for (std::size_t s = S; s-- > 0;) g = model.backward(s, std::move(g), std::move(stashes[s]));
+            }
+        for (std::size_t s = 0; s < S; ++s) model.update(s, 1.0f / float(G * R));
+    }
+    return model.weights();
+}
+
+template <class Strategy>
+exec::run_result<tiny_mlp::tensor> run_strategy(std::vector<tiny_mlp>& models, std::size_t G, std::size_t D,
+                                                const synthetic_feed& feed, exec::output_selection out = {},
+                                                emu::device_spec spec = {}) {
+    const std::size_t R = models.size();
+    exec::executor<tiny_mlp> ex(exec::make_schedule<Strategy>(G, true, R), exec::costs_of(models[0]), R, spec);
+    return tessera::test::within_deadline(120, "executor run", [&] {
+        return ex.run(std::span(models), feed, D, out);
+    });
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("correctness anchor: every strategy reproduces the sequential reference bit for bit",
+                   "[exec][anchor][threads]", cfg::sharded<2>, cfg::sharded<4>, (cfg::pipelined<cfg::gpipe, 2>),
+                   (cfg::pipelined<cfg::gpipe, 4>), (cfg::pipelined<cfg::one_f_one_b, 2>),
+                   (cfg::pipelined<cfg::one_f_one_b, 4>), cfg::phased<2>, cfg::phased<4>,
+                   (cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 0, 1, 1>>)) {
+    constexpr std::size_t S = TestType::stages, G = 2 * S, D = 3;
+    const synthetic_feed feed{batch, in_width, out_width};
+    const tiny_mlp initial = make_model(S);
+    for (std::size_t R : {1u, 2u, 4u}) {
+        INFO("replicas: " << R);
+        std::vector<tiny_mlp> models(R, initial);
+        const auto result = run_strategy<TestType>(models, G, D, feed, {cfg::output_kind::all});
+        const auto reference = sequential(initial, R, G, D, feed);
+        for (std::size_t r = 0; r < R; ++r) CHECK(models[r].weights() == reference.weights);  // bit-identical
+        CHECK(result.losses[0] == reference.losses);
+        CHECK(models[0].weights() != initial.weights());  // it did train
+        // Against one replica with R × G micro-batches the summation order differs: close, not equal.
+        const auto other_order = flat(initial, R, G, D, feed);
+        for (std::size_t k = 0; k < other_order.size(); ++k)
+            REQUIRE(models[0].weights()[k] == Approx(other_order[k]).margin(1e-5).epsilon(1e-4));
+    }
+}
+
+TEST_CASE("the threaded executor's modelled clocks equal the dry run's", "[exec][threads]") {
+    const synthetic_feed feed{batch, in_width, out_width};
+    const emu::device_spec spec{.host_sync_latency = 0};
+    std::vector<tiny_mlp> models(1, make_model(4));
+    const auto sched = exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4>>(8);
+    const auto result = run_strategy<cfg::pipelined<cfg::one_f_one_b, 4>>(models, 8, 2, feed, {}, spec);
+    const auto dry = exec::simulate(sched, exec::costs_of(models[0]), spec, 2);
+    REQUIRE(result.clocks.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+        CHECK(result.clocks[i].now() == dry[i].now());
+        CHECK(result.clocks[i].trace().size() == dry[i].trace().size());
+    }
+    CHECK(result.modelled_seconds > 0);
+    CHECK(result.wall_seconds > 0);
+}
+
+TEST_CASE("output modes select micro-batches as PopTorch does", "[exec][threads]") {
+    const synthetic_feed feed{batch, in_width, out_width};
+    constexpr std::size_t G = 4, D = 3;
+    using strategy = cfg::pipelined<cfg::gpipe, 2>;
+    const tiny_mlp initial = make_model(2);
+    const auto reference = sequential(initial, 1, G, D, feed).losses;  // 12 losses
+    auto run = [&](exec::output_selection o) {
+        std::vector<tiny_mlp> models(1, initial);
+        return run_strategy<strategy>(models, G, D, feed, o);
+    };
+    const auto all = run(exec::output_selection::of<cfg::all>());
+    CHECK(all.losses[0] == reference);
+    const auto final = run(exec::output_selection::of<cfg::final>());
+    CHECK(final.losses[0] == std::vector<float>{reference.back()});
+    CHECK(final.selected[0] == std::vector<std::size_t>{11});
+    const auto every = run(exec::output_selection::of<cfg::every_n<5>>());
+    CHECK(every.losses[0] == std::vector<float>{reference[4], reference[9]});
+    const auto sum = run(exec::output_selection::of<cfg::sum>());
+    float expected = 0;
+    for (float l : reference) expected += l;
+    CHECK(sum.losses[0] == std::vector<float>{expected});
+}
+
+TEST_CASE("recomputation gives the same weights with a smaller stash and more modelled FLOPs", "[exec][threads]") {
+    const synthetic_feed feed{batch, in_width, out_width};
+    using strategy = cfg::pipelined<cfg::gpipe, 2>;
+    tiny_mlp initial = make_model(2);
+    std::vector<tiny_mlp> plain(1, initial);
+    const auto a = run_strategy<strategy>(plain, 4, 2, feed);
+    initial.recompute = true;
+    std::vector<tiny_mlp> recomputed(1, initial);
+    const auto b = run_strategy<strategy>(recomputed, 4, 2, feed);
+    CHECK(plain[0].weights() == recomputed[0].weights());
+    CHECK(b.clocks[0].total(emu::activity::recompute) > 0);
+    CHECK(a.clocks[0].total(emu::activity::recompute) == 0);
+    const auto sched = exec::make_schedule<strategy>(4);
+    const auto plan_a = exec::plan_memory(sched, exec::costs_of(plain[0]));
+    const auto plan_b = exec::plan_memory(sched, exec::costs_of(recomputed[0]));
+    CHECK(plan_b.ipus[0].on_chip() < plan_a.ipus[0].on_chip());
+}
+
+TEST_CASE("inference runs forwards only and returns every output", "[exec][threads]") {
+    const synthetic_feed feed{batch, in_width, out_width};
+    const tiny_mlp initial = make_model(4);
+    constexpr std::size_t D = 5;
+    std::vector<tiny_mlp> models(2, initial);
+    exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::gpipe, 4>>(D, false, 2),
+                                exec::costs_of(initial), 2);
+    const auto result = tessera::test::within_deadline(60, "inference", [&] {
+        return ex.run(std::span(models), feed, 1, exec::output_selection::of<cfg::all>());
+    });
+    for (std::size_t r = 0; r < 2; ++r) {
+        REQUIRE(result.outputs[r].size() == D);
+        for (std::size_t m = 0; m < D; ++m) {
+            tiny_mlp ref = initial;
+            auto x = feed(r, 0, m).first;
+            for (std::size_t s = 0; s < 4; ++s) x = ref.forward(s, std::move(x)).first;
+            CHECK(result.outputs[r][m] == x);
+        }
+    }
+    CHECK(models[0].weights() == initial.weights());
+}
+
+TEMPLATE_TEST_CASE("a failing stage surfaces its exception at the caller, without deadlock", "[exec][threads]",
+                   cfg::sharded<4>, (cfg::pipelined<cfg::gpipe, 4>), (cfg::pipelined<cfg::one_f_one_b, 4>),
+                   cfg::phased<4>) {
+    const synthetic_feed feed{batch, in_width, out_width};
+    for (std::size_t R : {1u, 2u}) {
+        for (long failing : {0L, 2L, 3L}) {
+            tiny_mlp faulty = make_model(4);
+            faulty.fail_stage = failing;
+            faulty.fail_countdown = 3;
+            std::vector<tiny_mlp> models(R, faulty);
+            exec::executor<tiny_mlp> ex(exec::make_schedule<TestType>(8, true, R), exec::costs_of(faulty), R);
+            const std::string what = tessera::test::within_deadline(60, "failing stage", [&] {
+                try {
+                    (void)ex.run(std::span(models), feed, 2, {});
+                } catch (const std::domain_error& e) {
+                    return std::string(e.what());
+                }
+                return std::string("no exception");
+            });
+            CHECK(what == "tiny_mlp: stage " + std::to_string(failing) + " failed");
+            // The executor is usable again once the fault is gone.
+            for (auto& m : models) m.fail_stage = -1;
+            CHECK_NOTHROW(tessera::test::within_deadline(60, "rerun", [&] { return ex.run(std::span(models), feed, 1, {}); }));
+        }
+    }
+}
+
+TEST_CASE("a failing host feed surfaces its exception at the caller", "[exec][threads]") {
+    const synthetic_feed good{batch, in_width, out_width};
+    auto bad = [&](std::size_t r, std::size_t d, std::size_t m) {
+        if (r == 1 && m == 2) throw std::runtime_error("corrupt sample in replica 1");
+        return good(r, d, m);
+    };
+    std::vector<tiny_mlp> models(2, make_model(2));
+    exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 2>>(4, true, 2),
+                                exec::costs_of(models[0]), 2);
+    const std::string what = tessera::test::within_deadline(60, "failing feed", [&] {
+        try {
+            (void)ex.run(std::span(models), bad, 2, {});
+        } catch (const std::runtime_error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    });
+    CHECK(what == "corrupt sample in replica 1");
+}
+
+TEST_CASE("a model over the device budget fails at compilation with out_of_device_memory", "[exec]") {
+    const tiny_mlp model = make_model(2);
+    const emu::device_spec tiny_ipu{.tiles = 1, .memory_per_tile = 256};
+    try {
+        exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::gpipe, 2>>(4), exec::costs_of(model), 1,
+                                    tiny_ipu);
+        FAIL("no exception");
+    } catch (const emu::out_of_device_memory& e) {
+        CHECK(e.ipu() == 0);
+        CHECK(e.budget() == 256);
+        CHECK(std::string(e.what()).find("stage 0 activation stash (4 micro-batches)") != std::string::npos);
+    }
+    REQUIRE_THROWS_AS(exec::executor<tiny_mlp>(exec::make_schedule<cfg::sharded<2>>(4, true, 2),
+                                               exec::costs_of(model), 1),
+                      cfg::config_error);
+}
