@@ -468,3 +468,34 @@ TEST_CASE("data_loader: abandoning an epoch midway stops its workers", "[data][l
         CHECK(range.next());
     }
 }
+
+TEST_CASE("make_data_loader<Config>: batch, shards and element type from the configuration", "[data][loader][config]") {
+    namespace config = tessera::config;
+    const data::synthetic_images ds(1000, {1, 4, 4}, 10, 3);
+    using cfg = config::config<config::replication<4>, config::instances<2>, config::gradient_accumulation<config::dynamic>,
+                               config::device_iterations<3>, config::eight_bit_io>;
+    auto loader = data::make_data_loader<cfg>(ds, {.micro_batch = 2, .gradient_accumulation = 5}, {.rank = 1});
+    STATIC_REQUIRE(std::is_same_v<decltype(loader), data::data_loader<data::synthetic_images, std::uint8_t>>);
+    CHECK(loader.combined_batch() == 2 * 3 * 5 * (4 / 2));  // micro_batch x D x G x R_local
+    CHECK(loader.options().size == 2);                       // one shard per instance
+    CHECK(loader.batches_per_epoch() == 1000 / (60 * 2));
+    // Inference drops G from the combined batch.
+    auto inference = data::make_data_loader<cfg::for_inference>(ds, {.micro_batch = 2});
+    CHECK(inference.combined_batch() == 2 * 3 * 2);
+    // A dataset that cannot give each instance one combined batch is the config's batch_error.
+    const data::synthetic_images tiny(100, {1, 4, 4}, 10, 3);
+    CHECK_THROWS_AS(data::make_data_loader<cfg>(tiny, {.micro_batch = 2, .gradient_accumulation = 5}), config::batch_error);
+    CHECK_THROWS_AS(data::make_data_loader<cfg>(ds, {.micro_batch = 2}), config::config_error);  // G is dynamic: required
+    CHECK_THROWS_AS(data::make_data_loader<cfg>(ds, {.micro_batch = 2, .gradient_accumulation = 5}, {.size = 3}), data::loader_error);
+
+    // Half I/O: the host normalises into half, equal to rounding the float batch.
+    using half_cfg = config::config<config::io<tessera::half>>;
+    const data::normalization norm{.mean = {0.5f}, .stddev = {0.2f}};
+    auto halves = data::make_data_loader<half_cfg>(ds, {.micro_batch = 8}, {.normalize = norm});
+    auto floats = data::make_data_loader<config::config<>>(ds, {.micro_batch = 8}, {.normalize = norm});
+    STATIC_REQUIRE(std::is_same_v<decltype(halves)::value_type, tessera::half>);
+    auto h = halves.epoch(0).next();
+    auto f = floats.epoch(0).next();
+    REQUIRE(h->images().size() == f->images().size());
+    for (std::size_t k = 0; k < f->images().size(); ++k) REQUIRE(h->images()[k].bits() == tessera::half(f->images()[k]).bits());
+}

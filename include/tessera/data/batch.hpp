@@ -18,7 +18,7 @@ inline constexpr std::size_t padding_index = std::numeric_limits<std::size_t>::m
 
 namespace detail {
 
-template <SampleValue T>
+template <BatchValue T>
 struct batch_storage {
     std::vector<T> images;            // batch x C x H x W
     std::vector<label_t> labels;      // batch
@@ -30,7 +30,7 @@ struct batch_storage {
 };
 
 /// The shared state of a pool: free buffers. Leases keep it alive, so a lease may outlive its loader.
-template <SampleValue T>
+template <BatchValue T>
 class pool_state {
 public:
     pool_state(std::size_t batch, sample_shape shape) : m_batch(batch), m_shape(shape) {}
@@ -89,7 +89,7 @@ private:
 ///       kept.push_back(std::move(batch));   // keeping it is safe: the loader never touches it again
 ///   }
 /// @endcode
-template <SampleValue T>
+template <BatchValue T>
 class batch_lease {
 public:
     using value_type = T;
@@ -147,7 +147,7 @@ private:
 
 /// Hands out leases; never blocks: when every buffer is held, it allocates another (so a user who
 /// keeps batches costs memory, never correctness). allocated() tells how many buffers exist.
-template <SampleValue T>
+template <BatchValue T>
 class batch_pool {
 public:
     batch_pool(std::size_t batch, sample_shape shape)

@@ -8,6 +8,8 @@
 #include <string>
 #include <type_traits>
 
+#include "tessera/tensor/half.hpp"
+
 namespace tessera::data {
 
 /// Class index of a sample, in [0, num_classes()).
@@ -32,6 +34,11 @@ struct sample_shape {
 /// Element types a sample may be stored in: raw 8-bit pixels or float.
 template <class T>
 concept SampleValue = std::same_as<T, std::uint8_t> || std::same_as<T, float>;
+
+/// Element types a batch may carry to the device: raw 8-bit pixels (8-bit I/O), or float or half
+/// normalised on the host (half is declared in tessera/tensor/half.hpp).
+template <class T>
+concept BatchValue = SampleValue<T> || std::same_as<T, tessera::half>;
 
 /// A map-style dataset (PyTorch's Dataset): random access to `size()` samples with labels.
 /// `read(i, out)` writes sample i (CHW, shape().size() values) into the caller's buffer and returns

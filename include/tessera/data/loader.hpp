@@ -93,10 +93,10 @@ struct loader_context {
             splitmix64 g(mix_seed(mix_seed(options.seed ^ 0xA0C'0000'0000ull, epoch), sample_key));
             options.augment(raw, shape, g, std::span<raw_type>(s.tmp));
         }
-        if constexpr (std::is_same_v<Io, float>)
-            apply_affine<raw_type, float>(std::span<const raw_type>(raw), shape, affine, out);
+        if constexpr (std::is_same_v<Io, std::uint8_t>)
+            std::copy(raw.begin(), raw.end(), out.begin());  // 8-bit I/O: the device normalises
         else
-            std::copy(raw.begin(), raw.end(), out.begin());
+            apply_affine<raw_type, Io>(std::span<const raw_type>(raw), shape, affine, out);
     }
 
     label_t check_label(label_t y, std::size_t where) const {
@@ -107,7 +107,7 @@ struct loader_context {
     }
 
     static void pad(batch_storage<Io>& b, std::size_t j, std::size_t n) {
-        std::fill_n(b.images.begin() + static_cast<std::ptrdiff_t>(j * n), n, Io{0});
+        std::fill_n(b.images.begin() + static_cast<std::ptrdiff_t>(j * n), n, static_cast<Io>(0.0f));
         b.labels[j] = 0;
         b.mask[j] = 0;
         b.indices[j] = padding_index;
@@ -529,8 +529,9 @@ private:
 /// batches are RAII leases (a batch you hold is never overwritten), drop_last = false pads and masks
 /// the last batch instead of dropping or shrinking it, and a worker's exception reaches the caller.
 ///
-/// `Io` is the element type of the batches: float (the host normalises) or std::uint8_t (8-bit I/O:
-/// raw bytes, a quarter of the host-link traffic; the device calls data::normalize).
+/// `Io` is the element type of the batches: float or tessera::half (the host normalises), or
+/// std::uint8_t (8-bit I/O: raw bytes, a quarter of float's host-link traffic; the device calls
+/// data::normalize). make_data_loader<Config> picks it from the config's I/O policy.
 /// Each `for` over the loader (or each epoch()) is one epoch; the order of epoch e is
 /// epoch_order(N, shuffle, seed, e) split by shard_of(..., rank, size, drop_last), identical in every
 /// mode and for every worker count.
@@ -544,8 +545,9 @@ private:
 /// @endcode
 template <AnyDataset D, class Io = float>
 class data_loader {
-    static_assert(std::is_same_v<Io, float> || std::is_same_v<Io, std::uint8_t>,
-                  "tessera::data::data_loader<D, Io>: Io must be float (host normalisation) or std::uint8_t (8-bit I/O)");
+    static_assert(BatchValue<Io>,
+                  "tessera::data::data_loader<D, Io>: Io must be float or tessera::half (normalised on the host) or "
+                  "std::uint8_t (8-bit I/O, normalised on the device)");
     static_assert(!std::is_same_v<Io, std::uint8_t> || std::is_same_v<typename D::value_type, std::uint8_t>,
                   "tessera::data::data_loader<D, std::uint8_t>: 8-bit I/O needs a dataset of std::uint8_t samples "
                   "(normalised float samples cannot be sent as bytes)");
@@ -583,10 +585,12 @@ public:
         }
     }
 
-    /// Batches of `b.combined_batch()` samples (e.g. config::batching).
+    /// Batches of `b.combined_batch()` samples (e.g. config::batching). When `b` also names its
+    /// `instances` (P), the loader shards over them: options.size is taken from b when left at 1,
+    /// and must equal it otherwise.
     template <Batching B>
     data_loader(const D& dataset, const B& b, loader_options options = {})
-        : data_loader(dataset, static_cast<std::size_t>(b.combined_batch()), std::move(options)) {}
+        : data_loader(dataset, static_cast<std::size_t>(b.combined_batch()), with_instances(b, std::move(options))) {}
 
     data_loader(data_loader&&) noexcept = default;
     data_loader& operator=(data_loader&&) noexcept = default;
@@ -672,6 +676,18 @@ public:
     [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
 
 private:
+    template <class B>
+    static loader_options with_instances(const B& b, loader_options o) {
+        if constexpr (requires { b.instances; }) {
+            const auto p = static_cast<std::size_t>(b.instances);
+            if (o.size == 1) o.size = p;
+            if (o.size != p)
+                throw loader_error("options.size " + std::to_string(o.size) + " differs from the batching's " + std::to_string(p) +
+                                   " instances");
+        }
+        return o;
+    }
+
     std::unique_ptr<context> m_ctx;  // stable address: epochs and workers point at it
     std::size_t m_next_epoch = 0;
     std::optional<epoch_range> m_current;
