@@ -74,7 +74,8 @@ struct memory_plan {
                                        weights_at});
                 const std::size_t stash = sched.stash[s] * costs.stashed_bytes(s);
                 if (stash > 0)
-                    p.items.push_back({st + "activation stash (" + std::to_string(sched.stash[s]) + " micro-batches" +
+                    p.items.push_back({st + "activation stash (" + std::to_string(sched.stash[s]) +
+                                           (sched.stash[s] == 1 ? " micro-batch" : " micro-batches") +
                                            (c.recompute ? ", inputs only: recomputed" : "") + ")",
                                        stash, emulator::memory_kind::activations,
                                        sched.activations_off_chip ? location::streaming_memory : location::on_chip});

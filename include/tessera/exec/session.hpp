@@ -1,0 +1,153 @@
+#pragma once
+// Training and inference sessions: a config, a staged model and its compiled executor.
+#include <cstddef>
+#include <memory>
+#include <streambuf>
+#include <ostream>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/config/batching.hpp"
+#include "tessera/config/config.hpp"
+#include "tessera/config/error.hpp"
+#include "tessera/emulator/device_spec.hpp"
+#include "tessera/exec/concepts.hpp"
+#include "tessera/exec/executor.hpp"
+#include "tessera/exec/memory_plan.hpp"
+#include "tessera/exec/schedule.hpp"
+#include "tessera/report/progress_bar.hpp"
+
+namespace tessera::exec {
+
+/// Settings of a session that are not policies.
+struct session_options {
+    emulator::device_spec device{};       ///< the emulated IPU's figures
+    std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
+};
+
+/// A compiled model: R replicas of a staged model on R × IPUs-per-replica emulated IPUs.
+/// Graph compilation (schedule, memory plan, threads) happens in the constructor: configuration
+/// and memory errors are raised there, before anything runs.
+/// @code
+///   using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>,
+///                         cfg::device_iterations<2>, cfg::replication<2>>;
+///   auto run = exec::training_model<c>(model, {.micro_batch = 8});
+///   auto result = run(feed);              // D = 2 weight updates; losses by the output mode
+///   run.copy_weights_to(model);           // back to the host
+/// @endcode
+template <config::Config C, StagedModel M>
+class session {
+public:
+    using tensor = typename M::tensor;
+    using label = typename M::label;
+
+    session(const M& model, config::options options = {}, session_options settings = {})
+        : m_batching(config::make_batching<C>(options)),
+          m_executor(compile(model, m_batching, settings)),
+          m_models(m_batching.local_replicas(), model) {}
+
+    /// One host call: D device iterations (training: D weight updates). feed(group, d, m) -> {input, label}
+    /// gives micro-batch m of iteration d for replica input group `group` (replicas in one input group
+    /// receive the same slice). Runs on one host thread per replica.
+    template <class Feed>
+        requires MicroBatchFeed<Feed, M>
+    run_result<tensor> operator()(Feed&& feed) {
+        const std::size_t group = m_batching.input_group;
+        // Inference runs the D iterations as one program of D micro-batches: program micro-batch m is iteration m.
+        auto grouped = [&feed, group](std::size_t r, std::size_t d, std::size_t m) {
+            return C::is_training ? feed(r / group, d, m) : feed(r / group, m, 0);
+        };
+        const std::size_t iterations = C::is_training ? m_batching.device_iterations : 1;
+        return m_executor->run(std::span<M>(m_models), grouped, iterations,
+                               output_selection::of<typename C::output_mode>());
+    }
+
+    /// One host call from a combined batch of micro-batches ordered [iteration][input group][micro-batch].
+    run_result<tensor> operator()(std::span<const std::pair<tensor, label>> micro_batches) {
+        const std::size_t groups = m_batching.local_replicas() / m_batching.input_group;
+        const std::size_t per_group = C::is_training ? m_batching.gradient_accumulation : 1;
+        const std::size_t expected = m_batching.device_iterations * groups * per_group;
+        if (micro_batches.size() != expected)
+            throw config::batch_error("tessera::exec::session: a call takes " + std::to_string(expected) +
+                                      " micro-batches (D × G × replicas / input group), got " +
+                                      std::to_string(micro_batches.size()));
+        return (*this)([&](std::size_t g, std::size_t d, std::size_t m) {
+            return micro_batches[(d * groups + g) * per_group + m];
+        });
+    }
+
+    [[nodiscard]] const config::batching& batching() const noexcept { return m_batching; }
+    [[nodiscard]] const schedule& program() const noexcept { return m_executor->program(); }
+    [[nodiscard]] const memory_plan& plan() const noexcept { return m_executor->plan(); }
+    [[nodiscard]] const cost_model& costs() const noexcept { return m_executor->costs(); }
+    /// The compiled executor (its IPUs, their clocks and memory).
+    [[nodiscard]] executor<M>& device() noexcept { return *m_executor; }
+    /// The weights on the device (replica 0; every replica holds the same after an update).
+    [[nodiscard]] const M& model() const noexcept { return m_models.front(); }
+    [[nodiscard]] const M& replica(std::size_t r) const { return m_models.at(r); }
+    /// Copies the device weights back to the host model.
+    void copy_weights_to(M& host) const { host = m_models.front(); }
+    /// Replaces the device weights (every replica) by the host model's.
+    void load_weights(const M& host) {
+        for (auto& m : m_models) m = host;
+    }
+
+private:
+    static std::unique_ptr<executor<M>> compile(const M& model, const config::batching& b, const session_options& settings) {
+        using strategy = typename C::strategy;
+        const std::size_t replicas = b.local_replicas();
+        const std::size_t stages = strategy::stages;
+        report::progress_bar bar(settings.progress ? *settings.progress : null_stream(), "Graph compilation",
+                                 stages + 3, {.redraw = settings.progress ? report::redraw_mode::automatic
+                                                                          : report::redraw_mode::never});
+        if (model.stages() != stages)
+            throw config::config_error("tessera::exec::session: the strategy has " + std::to_string(stages) +
+                                       " stages, the model " + std::to_string(model.stages()));
+        const std::size_t micro_batches = C::is_training ? b.gradient_accumulation : b.device_iterations;
+        schedule sched = make_schedule(request_for<strategy>(micro_batches, C::is_training, replicas));
+        bar.update();
+        cost_model costs;
+        costs.bits = C::precision::storage_bits;
+        for (std::size_t s = 0; s < stages; ++s) {
+            costs.stages.push_back(model.cost(s));
+            bar.update();
+        }
+        bar.update();  // memory plan and threads: checked and started by the executor
+        auto ex = std::make_unique<executor<M>>(std::move(sched), std::move(costs), replicas, settings.device,
+                                                C::accumulation_reduction);
+        bar.update();
+        return ex;
+    }
+    static std::ostream& null_stream() {
+        struct null_buffer : std::streambuf {
+            int overflow(int c) override { return c; }
+        };
+        static thread_local null_buffer buffer;
+        static thread_local std::ostream stream(&buffer);
+        return stream;
+    }
+
+    config::batching m_batching;
+    std::unique_ptr<executor<M>> m_executor;  // owns threads: held by pointer so sessions move
+    std::vector<M> m_models;
+};
+
+/// A training session of `model` under config `C` (PopTorch's poptorch.trainingModel).
+template <config::Config C, StagedModel M>
+[[nodiscard]] session<C, M> training_model(const M& model, config::options options = {}, session_options settings = {}) {
+    static_assert(C::is_training, "tessera::exec::training_model: the config is for inference (use inference_model)");
+    return session<C, M>(model, options, settings);
+}
+
+/// An inference session: the config's inference form (G = 1, default outputs `all`).
+template <config::Config C, StagedModel M>
+[[nodiscard]] session<typename C::for_inference, M> inference_model(const M& model, config::options options = {},
+                                                                     session_options settings = {}) {
+    options.gradient_accumulation.reset();
+    return session<typename C::for_inference, M>(model, options, settings);
+}
+
+}  // namespace tessera::exec
