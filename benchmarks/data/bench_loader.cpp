@@ -1,0 +1,148 @@
+// Loader throughput: sync vs async vs worker counts, float vs 8-bit I/O (bytes and samples per
+// second), and how much loading time async hides behind a simulated device consuming batches at a
+// fixed rate (reported as a ratio measured in the same run).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "tessera/data.hpp"
+
+namespace data = tessera::data;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+// CIFAR-10-sized synthetic images: the per-sample work is real (generation, crop, flip, normalisation).
+const data::synthetic_images& cifar_like() {
+    static const data::synthetic_images ds(4096, {3, 32, 32}, 10, 42);
+    return ds;
+}
+
+data::loader_options options_for(data::loader_mode mode, std::size_t workers) {
+    return {.shuffle = true,
+            .seed = 1,
+            .num_workers = workers,
+            .mode = mode,
+            .prefetch_depth = 4,
+            .normalize = {.mean = {0.49f, 0.48f, 0.45f}, .stddev = {0.25f, 0.24f, 0.26f}},
+            .augment = data::random_crop{4} | data::horizontal_flip{}};
+}
+
+template <class Io>
+void run_epochs(benchmark::State& state, data::loader_mode mode) {
+    const auto workers = static_cast<std::size_t>(state.range(0));
+    data::data_loader<data::synthetic_images, Io> loader(cifar_like(), 64, options_for(mode, workers));
+    std::size_t samples = 0;
+    for (auto _ : state)
+        for (auto& batch : loader) {
+            benchmark::DoNotOptimize(batch.images().data());
+            samples += batch.valid();
+        }
+    const double bytes_per_sample = static_cast<double>(cifar_like().shape().size() * sizeof(Io));
+    state.SetItemsProcessed(static_cast<std::int64_t>(samples));
+    state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(samples) * bytes_per_sample));
+    state.counters["bytes_per_sample"] = bytes_per_sample;
+}
+
+void BM_sync_float(benchmark::State& s) { run_epochs<float>(s, data::loader_mode::sync); }
+void BM_async_float(benchmark::State& s) { run_epochs<float>(s, data::loader_mode::async); }
+void BM_sync_uint8(benchmark::State& s) { run_epochs<std::uint8_t>(s, data::loader_mode::sync); }
+void BM_async_uint8(benchmark::State& s) { run_epochs<std::uint8_t>(s, data::loader_mode::async); }
+
+/// 8-bit I/O end to end: bytes over the (host) loader, then the device-side normalisation into half.
+void BM_async_uint8_then_device_normalize(benchmark::State& state) {
+    const auto workers = static_cast<std::size_t>(state.range(0));
+    const auto opts = options_for(data::loader_mode::async, workers);
+    data::data_loader<data::synthetic_images, std::uint8_t> loader(cifar_like(), 64, opts);
+    std::vector<tessera::half> device(64 * cifar_like().shape().size());
+    std::size_t samples = 0;
+    for (auto _ : state)
+        for (auto& batch : loader) {
+            data::normalize<std::uint8_t, tessera::half>(batch.images(), batch.shape(), opts.normalize, device);
+            benchmark::DoNotOptimize(device.data());
+            samples += batch.valid();
+        }
+    state.SetItemsProcessed(static_cast<std::int64_t>(samples));
+    state.SetBytesProcessed(static_cast<std::int64_t>(samples * cifar_like().shape().size()));
+    state.counters["bytes_per_sample"] = static_cast<double>(cifar_like().shape().size());
+}
+
+BENCHMARK(BM_sync_float)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_async_float)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_sync_uint8)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_async_uint8)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_async_uint8_then_device_normalize)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// One epoch of `loader` feeding a simulated device that consumes one batch per `step` at a fixed
+/// rate (it sleeps, so it does not compete for the CPU the loader uses; deadlines, so sleep overshoot
+/// does not accumulate). Returns the epoch's wall time and the time the caller waited for batches.
+struct epoch_timing {
+    double total = 0;    // seconds, the whole epoch
+    double waiting = 0;  // seconds the caller spent waiting for the loader: loading not hidden
+};
+
+template <class Loader>
+epoch_timing epoch_with_device(Loader& loader, clock_type::duration step) {
+    epoch_timing t;
+    const auto start = clock_type::now();
+    auto device_free = start;
+    auto range = loader.next_epoch();
+    for (;;) {
+        const auto asked = clock_type::now();
+        auto batch = range.next();
+        const auto got = clock_type::now();
+        t.waiting += std::chrono::duration<double>(got - asked).count();
+        if (!batch) break;
+        benchmark::DoNotOptimize(batch->images().data());
+        device_free = std::max(device_free, got) + step;  // the device works on this batch until then
+        std::this_thread::sleep_until(device_free);
+    }
+    t.total = std::chrono::duration<double>(clock_type::now() - start).count();
+    return t;
+}
+
+/// The hiding measurement, per iteration and in the same run:
+///   load    = the caller's waiting time in a sync epoch with nothing else to do (the loading time)
+///   step    = (load / batches) / ratio: loading a batch takes `ratio` of the device's time per batch
+///   sync    = epoch with the sync loader and the device: the caller waits for every batch
+///   async   = epoch with the async loader (1 worker, depth 4) and the device
+///   hidden  = 1 - async waiting / sync waiting: the share of the loading time taken off the critical
+///             path (the first batch of an epoch cannot be hidden: at most 1 - 1/batches)
+void BM_async_hides_loading(benchmark::State& state) {
+    const double ratio = static_cast<double>(state.range(0)) / 100.0;
+    const data::synthetic_images ds(64 * 64, {3, 32, 32}, 10, 7);  // 64 batches of 64
+    auto opts = options_for(data::loader_mode::sync, 0);
+    data::data_loader<data::synthetic_images, float> sync_loader(ds, 64, opts);
+    opts.mode = data::loader_mode::async;
+    opts.num_workers = 1;
+    data::data_loader<data::synthetic_images, float> async_loader(ds, 64, opts);
+    const double batches = static_cast<double>(sync_loader.batches_per_epoch());
+
+    epoch_timing load, sync, async;
+    double device = 0;
+    for (auto _ : state) {
+        load = epoch_with_device(sync_loader, clock_type::duration::zero());
+        const auto step = std::chrono::duration_cast<clock_type::duration>(
+            std::chrono::duration<double>(load.waiting / batches / ratio));
+        device = std::chrono::duration<double>(step).count() * batches;
+        sync = epoch_with_device(sync_loader, step);
+        async = epoch_with_device(async_loader, step);
+        state.SetIterationTime(async.total);
+    }
+    state.counters["load_ms"] = load.waiting * 1e3;
+    state.counters["device_ms"] = device * 1e3;
+    state.counters["sync_ms"] = sync.total * 1e3;
+    state.counters["async_ms"] = async.total * 1e3;
+    state.counters["sync_wait_ms"] = sync.waiting * 1e3;
+    state.counters["async_wait_ms"] = async.waiting * 1e3;
+    state.counters["hidden"] = 1.0 - async.waiting / sync.waiting;  // >= 0.95 expected while ratio < 1
+    state.counters["async_over_device"] = async.total / device;     // 1.0: the device never waits
+}
+// Loading at 25 %, 50 % and 80 % of the device's time per batch.
+BENCHMARK(BM_async_hides_loading)->Arg(25)->Arg(50)->Arg(80)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
