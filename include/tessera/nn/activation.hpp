@@ -1,0 +1,46 @@
+#pragma once
+// ReLU layer.
+#include "tessera/kernels/activation.hpp"
+#include "tessera/nn/layer.hpp"
+
+namespace tessera::nn {
+
+/// max(x, 0); backward masks by the saved output.
+template <Numeric P>
+class relu {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        activation<P> output, grad_input;
+    };
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const { return s; }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        return {static_cast<double>(s.size()), static_cast<double>(s.size()), detail::bytes_of(2 * s.size(), sizeof(T)),
+                detail::bytes_of(3 * s.size(), sizeof(T)), 0};
+    }
+    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+        detail::ensure_shape(st.output, tensor::shape_of(x));
+        kernels::relu_forward(x.data(), x.size(), st.output.data(), m_ws);
+        return st.output;
+    }
+    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+        if (want_dx) {
+            detail::ensure_shape(st.grad_input, tensor::shape_of(st.output));
+            kernels::relu_backward(st.output.data(), dy.data(), dy.size(), st.grad_input.data(), m_ws);
+        }
+        return st.grad_input;
+    }
+    template <class F>
+    void visit_parameters(F&&, std::string_view = {}) {}
+    template <class F>
+    void visit_buffers(F&&, std::string_view = {}) {}
+    void initialize(std::mt19937_64&) {}
+
+private:
+    kernels::workspace<C> m_ws;
+};
+
+}  // namespace tessera::nn

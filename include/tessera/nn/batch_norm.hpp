@@ -1,0 +1,106 @@
+#pragma once
+// Batch normalisation layer: statistics per micro-batch in training, running statistics in evaluation.
+#include <cstddef>
+#include <string>
+
+#include "tessera/kernels/batch_norm.hpp"
+#include "tessera/nn/layer.hpp"
+
+namespace tessera::nn {
+
+/// Per-channel batch norm over n·h·w. Note: training statistics are those of the micro-batch a stage
+/// sees, so results depend on the micro-batch size (as on the IPU and in PopTorch).
+template <Numeric P>
+class batch_norm {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using W = typename P::weight_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        const activation<P>* input = nullptr;
+        activation<P> output, grad_input;
+        kernels::batch_norm_saved<C> saved;
+    };
+
+    explicit batch_norm(std::size_t channels, double eps = 1e-5, double momentum = 0.1)
+        : m_channels(channels), m_eps(static_cast<C>(eps)), m_momentum(static_cast<C>(momentum)),
+          m_gamma(tensor::dense<W, 1>::from_shape({channels})), m_beta(tensor::dense<W, 1>::from_shape({channels})),
+          m_dgamma(tensor::dense<C, 1>::from_shape({channels})), m_dbeta(tensor::dense<C, 1>::from_shape({channels})),
+          m_running_mean(tensor::dense<C, 1>::from_shape({channels})),
+          m_running_var(tensor::dense<C, 1>::from_shape({channels})) {
+        if (channels == 0) throw tensor::shape_error("tessera::nn::batch_norm: channels must be positive");
+        m_dgamma.fill(C(0));
+        m_dbeta.fill(C(0));
+        reset();
+    }
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
+        if (s.c != m_channels)
+            throw tensor::shape_error("tessera::nn::batch_norm: input " + s.str() + " has " + std::to_string(s.c) +
+                                      " channels, the layer expects " + std::to_string(m_channels));
+        return s;
+    }
+
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        const double n = static_cast<double>(output_shape(s).size());
+        return {5 * n, 9 * n, detail::bytes_of(2 * s.size(), sizeof(T)), detail::bytes_of(4 * s.size(), sizeof(T)),
+                2 * m_channels};
+    }
+
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        const tensor::shape s = output_shape(tensor::shape_of(x));
+        detail::ensure_shape(st.output, s);
+        if (ctx.mode == mode::train)
+            kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
+                                              m_momentum, m_running_mean.data(), m_running_var.data(), st.saved,
+                                              st.output.data(), m_ws);
+        else
+            kernels::batch_norm_forward_eval(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
+                                             m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws);
+        st.input = &x;
+        return st.output;
+    }
+
+    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+        const tensor::shape s = tensor::shape_of(*st.input);
+        detail::ensure_shape(st.grad_input, s);
+        // The input gradient comes out of the same pass as dgamma and dbeta: computed even when unused.
+        kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
+                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws);
+        (void)want_dx;
+        return st.grad_input;
+    }
+
+    template <class F>
+    void visit_parameters(F&& f, std::string_view prefix = {}) {
+        f(detail::join(prefix, "weight"), std::span<W>(m_gamma.data(), m_channels), detail::flat(m_dgamma));
+        f(detail::join(prefix, "bias"), std::span<W>(m_beta.data(), m_channels), detail::flat(m_dbeta));
+    }
+    template <class F>
+    void visit_buffers(F&& f, std::string_view prefix = {}) {
+        f(detail::join(prefix, "running_mean"), detail::flat(m_running_mean));
+        f(detail::join(prefix, "running_var"), detail::flat(m_running_var));
+    }
+
+    void initialize(std::mt19937_64&) { reset(); }
+
+    /// γ = 1, β = 0, running mean 0, running variance 1 (PyTorch's initial values).
+    void reset() {
+        m_gamma.fill(kernels::detail::store_as<W>(1.0));
+        m_beta.fill(kernels::detail::store_as<W>(0.0));
+        m_running_mean.fill(C(0));
+        m_running_var.fill(C(1));
+    }
+
+    [[nodiscard]] std::size_t channels() const noexcept { return m_channels; }
+
+private:
+    std::size_t m_channels;
+    C m_eps, m_momentum;
+    tensor::dense<W, 1> m_gamma, m_beta;
+    tensor::dense<C, 1> m_dgamma, m_dbeta, m_running_mean, m_running_var;
+    kernels::workspace<C> m_ws;
+};
+
+}  // namespace tessera::nn

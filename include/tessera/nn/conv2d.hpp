@@ -1,0 +1,101 @@
+#pragma once
+// 2-D convolution layer (no bias: every convolution in a ResNet is followed by batch norm).
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include "tessera/kernels/conv.hpp"
+#include "tessera/nn/layer.hpp"
+
+namespace tessera::nn {
+
+/// Convolution with weights [kh][kw][in][out] (a k × out matrix), Kaiming-normal initialised
+/// (fan_out, gain √2), as torchvision initialises ResNets.
+template <Numeric P>
+class conv2d {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using W = typename P::weight_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        const activation<P>* input = nullptr;
+        activation<P> output, grad_input;
+    };
+
+    conv2d(std::size_t in_channels, std::size_t out_channels, const kernels::window& g)
+        : m_in(in_channels), m_out(out_channels), m_window(g),
+          m_weight(tensor::dense<W, 1>::from_shape({g.kh * g.kw * in_channels * out_channels})),
+          m_grad(tensor::dense<C, 1>::from_shape({m_weight.size()})) {
+        if (in_channels == 0 || out_channels == 0 || g.kh == 0 || g.kw == 0 || g.stride == 0)
+            throw tensor::shape_error("tessera::nn::conv2d: channels, kernel and stride must be positive (in=" +
+                                      std::to_string(in_channels) + ", out=" + std::to_string(out_channels) + ")");
+        m_grad.fill(C(0));
+        m_weight.fill(kernels::detail::store_as<W>(0.0));
+    }
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
+        check(s);
+        return m_window.output(s, m_out);
+    }
+
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        const tensor::shape o = output_shape(s);
+        const double macs = static_cast<double>(o.size()) * static_cast<double>(m_weight.size() / m_out);
+        return {2 * macs, 4 * macs,  // backward: data and weight gradients
+                detail::bytes_of(s.size() + o.size(), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)),
+                detail::bytes_of(2 * s.size() + 2 * o.size(), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)) +
+                    detail::bytes_of(m_weight.size(), sizeof(C)),
+                m_weight.size()};
+    }
+
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        const tensor::shape s = tensor::shape_of(x);
+        detail::ensure_shape(st.output, output_shape(s));
+        kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), m_ws, ctx.gemm());
+        st.input = &x;
+        return st.output;
+    }
+
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        const tensor::shape s = tensor::shape_of(*st.input);
+        kernels::conv2d_backward_weight(st.input->data(), s, dy.data(), m_out, m_window, m_grad.data(), m_ws, ctx.gemm());
+        if (want_dx) {
+            detail::ensure_shape(st.grad_input, s);
+            kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), m_ws,
+                                          ctx.gemm());
+        }
+        return st.grad_input;
+    }
+
+    template <class F>
+    void visit_parameters(F&& f, std::string_view prefix = {}) {
+        f(detail::join(prefix, "weight"), std::span<W>(m_weight.data(), m_weight.size()), detail::flat(m_grad));
+    }
+    template <class F>
+    void visit_buffers(F&&, std::string_view = {}) {}
+
+    void initialize(std::mt19937_64& rng) {
+        detail::fill_normal(std::span<W>(m_weight.data(), m_weight.size()),
+                            std::sqrt(2.0 / static_cast<double>(m_out * m_window.kh * m_window.kw)), rng);
+    }
+
+    [[nodiscard]] std::size_t in_channels() const noexcept { return m_in; }
+    [[nodiscard]] std::size_t out_channels() const noexcept { return m_out; }
+    [[nodiscard]] const kernels::window& geometry() const noexcept { return m_window; }
+
+private:
+    void check(const tensor::shape& s) const {
+        if (s.c != m_in)
+            throw tensor::shape_error("tessera::nn::conv2d: input " + s.str() + " has " + std::to_string(s.c) +
+                                      " channels, the layer expects " + std::to_string(m_in));
+    }
+
+    std::size_t m_in, m_out;
+    kernels::window m_window;
+    tensor::dense<W, 1> m_weight;
+    tensor::dense<C, 1> m_grad;
+    kernels::workspace<C> m_ws;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,131 @@
+#pragma once
+// The Layer concept and what every layer shares: numeric policy, run context, cost, activation buffers.
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "tessera/config/precision.hpp"
+#include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/storage.hpp"
+#include "tessera/tensor/dense.hpp"
+
+namespace tessera::nn {
+
+/// What a layer needs from a precision policy: the storage type of activations (`data_type`), of
+/// weights (`weight_type`) and the type arithmetic accumulates in. config::fp32, config::mixed and
+/// config::half satisfy it; so does a test's fp64 policy (gradient checks in double).
+template <class P>
+concept Numeric = requires {
+    typename P::data_type;
+    typename P::weight_type;
+    typename P::accumulate_type;
+} && kernels::Storage<typename P::data_type> && kernels::Storage<typename P::weight_type> &&
+                  kernels::Compute<typename P::accumulate_type>;
+
+static_assert(Numeric<config::fp32> && Numeric<config::mixed> && Numeric<config::half>);
+
+/// An activation (or activation gradient): NHWC, stored in the policy's data type.
+template <Numeric P>
+using activation = tensor::dense<typename P::data_type, 4>;
+
+/// Training uses batch statistics and keeps what backward needs; evaluation uses running statistics.
+enum class mode : bool { eval = false, train = true };
+
+/// How one forward or backward call runs.
+struct context {
+    nn::mode mode = mode::train;
+    std::size_t threads = 1;  ///< threads for the GEMMs inside the call
+    [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads}; }
+};
+
+/// Work of one forward and one backward pass over a micro-batch, and the bytes they move
+/// (activations read and written plus parameters read, in their storage types).
+struct cost {
+    double forward_flops = 0, backward_flops = 0, forward_bytes = 0, backward_bytes = 0;
+    std::size_t parameters = 0;
+
+    cost& operator+=(const cost& o) noexcept {
+        forward_flops += o.forward_flops, backward_flops += o.backward_flops;
+        forward_bytes += o.forward_bytes, backward_bytes += o.backward_bytes, parameters += o.parameters;
+        return *this;
+    }
+    [[nodiscard]] double flops() const noexcept { return forward_flops + backward_flops; }
+    [[nodiscard]] double bytes() const noexcept { return forward_bytes + backward_bytes; }
+};
+
+/// A parameter visitor receives (name, values in the weight type, gradient in the accumulate type).
+/// A buffer visitor (running statistics) receives (name, values in the accumulate type).
+/// @code
+///   model.visit_parameters([](std::string_view name, auto value, auto grad) { ... });
+/// @endcode
+template <Numeric P>
+using parameter_function =
+    std::function<void(std::string_view, std::span<typename P::weight_type>, std::span<typename P::accumulate_type>)>;
+template <Numeric P>
+using buffer_function = std::function<void(std::string_view, std::span<typename P::accumulate_type>)>;
+
+/// A layer: shape inference, forward and backward through a per-micro-batch state (so a pipeline can
+/// keep several micro-batches in flight), parameters and buffers by visitor, and a cost model.
+/// forward returns the state's output; the input must stay alive until backward. backward
+/// accumulates parameter gradients (+=) and returns the input gradient unless want_dx is false.
+template <class L>
+concept Layer = Numeric<typename L::precision> && std::default_initializable<typename L::state> &&
+                requires(L& layer, const L& c, const tensor::shape& s, typename L::state& st,
+                         const activation<typename L::precision>& x, const context& ctx,
+                         parameter_function<typename L::precision> pf, buffer_function<typename L::precision> bf,
+                         std::mt19937_64& rng, std::string_view prefix) {
+                    { c.output_shape(s) } -> std::same_as<tensor::shape>;
+                    { c.cost(s) } -> std::same_as<nn::cost>;
+                    { layer.forward(x, st, ctx) } -> std::same_as<const activation<typename L::precision>&>;
+                    { layer.backward(x, st, ctx, true) } -> std::same_as<const activation<typename L::precision>&>;
+                    layer.visit_parameters(pf, prefix);
+                    layer.visit_buffers(bf, prefix);
+                    layer.initialize(rng);
+                };
+
+namespace detail {
+
+/// Gives t the NHWC shape s, reallocating only when the shape changes.
+template <class T>
+void ensure_shape(tensor::dense<T, 4>& t, const tensor::shape& s) {
+    if (tensor::shape_of(t) != s) t = tensor::make_nhwc<T>(s);
+}
+
+[[nodiscard]] inline std::string join(std::string_view prefix, std::string_view name) {
+    if (prefix.empty()) return std::string(name);
+    std::string out(prefix);
+    out += '.';
+    out += name;
+    return out;
+}
+
+/// Fills values with a normal(0, stddev) draw, stored in the weight type.
+template <class W>
+void fill_normal(std::span<W> values, double stddev, std::mt19937_64& rng) {
+    std::normal_distribution<double> dist(0.0, stddev);
+    for (auto& v : values) v = kernels::detail::store_as<W>(dist(rng));
+}
+
+template <class W>
+void fill_uniform(std::span<W> values, double bound, std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> dist(-bound, bound);
+    for (auto& v : values) v = kernels::detail::store_as<W>(dist(rng));
+}
+
+template <class T>
+[[nodiscard]] std::span<T> flat(tensor::dense<T, 1>& t) noexcept {
+    return {t.data(), t.size()};
+}
+
+[[nodiscard]] constexpr double bytes_of(std::size_t n, std::size_t elem) noexcept {
+    return static_cast<double>(n) * static_cast<double>(elem);
+}
+
+}  // namespace detail
+
+}  // namespace tessera::nn

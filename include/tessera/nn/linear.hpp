@@ -1,0 +1,86 @@
+#pragma once
+// Fully connected layer: y = x·Wᵀ + b over the flattened (h·w·c) features of each sample.
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include "tessera/kernels/linear.hpp"
+#include "tessera/nn/layer.hpp"
+
+namespace tessera::nn {
+
+/// W is (out × in) and b (out), initialised uniform(±1/√in) as PyTorch's nn.Linear.
+template <Numeric P>
+class linear {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using W = typename P::weight_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        const activation<P>* input = nullptr;
+        activation<P> output, grad_input;
+    };
+
+    linear(std::size_t in_features, std::size_t out_features)
+        : m_in(in_features), m_out(out_features), m_weight(tensor::dense<W, 1>::from_shape({in_features * out_features})),
+          m_bias(tensor::dense<W, 1>::from_shape({out_features})),
+          m_dweight(tensor::dense<C, 1>::from_shape({in_features * out_features})),
+          m_dbias(tensor::dense<C, 1>::from_shape({out_features})) {
+        if (in_features == 0 || out_features == 0)
+            throw tensor::shape_error("tessera::nn::linear: features must be positive (in=" + std::to_string(in_features) +
+                                      ", out=" + std::to_string(out_features) + ")");
+        m_weight.fill(kernels::detail::store_as<W>(0.0));
+        m_bias.fill(kernels::detail::store_as<W>(0.0));
+        m_dweight.fill(C(0));
+        m_dbias.fill(C(0));
+    }
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
+        if (s.per_sample() != m_in)
+            throw tensor::shape_error("tessera::nn::linear: input " + s.str() + " has " + std::to_string(s.per_sample()) +
+                                      " features per sample, the layer expects " + std::to_string(m_in));
+        return {s.n, 1, 1, m_out};
+    }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        const double macs = static_cast<double>(s.n * m_in * m_out);
+        return {2 * macs, 4 * macs, detail::bytes_of(s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)),
+                detail::bytes_of(2 * s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W) + sizeof(C)),
+                m_weight.size() + m_bias.size()};
+    }
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        const tensor::shape s = tensor::shape_of(x);
+        detail::ensure_shape(st.output, output_shape(s));
+        kernels::linear_forward(x.data(), s.n, m_in, m_weight.data(), m_bias.data(), m_out, st.output.data(), m_ws, ctx.gemm());
+        st.input = &x;
+        return st.output;
+    }
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        const tensor::shape s = tensor::shape_of(*st.input);
+        if (want_dx) detail::ensure_shape(st.grad_input, s);
+        kernels::linear_backward(st.input->data(), dy.data(), s.n, m_in, m_weight.data(), m_out,
+                                 want_dx ? st.grad_input.data() : static_cast<T*>(nullptr), m_dweight.data(),
+                                 m_dbias.data(), m_ws, ctx.gemm());
+        return st.grad_input;
+    }
+    template <class F>
+    void visit_parameters(F&& f, std::string_view prefix = {}) {
+        f(detail::join(prefix, "weight"), std::span<W>(m_weight.data(), m_weight.size()), detail::flat(m_dweight));
+        f(detail::join(prefix, "bias"), std::span<W>(m_bias.data(), m_bias.size()), detail::flat(m_dbias));
+    }
+    template <class F>
+    void visit_buffers(F&&, std::string_view = {}) {}
+    void initialize(std::mt19937_64& rng) {
+        const double bound = 1.0 / std::sqrt(static_cast<double>(m_in));
+        detail::fill_uniform(std::span<W>(m_weight.data(), m_weight.size()), bound, rng);
+        detail::fill_uniform(std::span<W>(m_bias.data(), m_bias.size()), bound, rng);
+    }
+
+private:
+    std::size_t m_in, m_out;
+    tensor::dense<W, 1> m_weight, m_bias;
+    tensor::dense<C, 1> m_dweight, m_dbias;
+    kernels::workspace<C> m_ws;
+};
+
+}  // namespace tessera::nn

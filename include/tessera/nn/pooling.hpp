@@ -1,0 +1,138 @@
+#pragma once
+// Pooling layers: max, average and global average.
+#include <cstdint>
+#include <vector>
+
+#include "tessera/kernels/pooling.hpp"
+#include "tessera/nn/layer.hpp"
+
+namespace tessera::nn {
+
+/// Max pooling over a window (padding never wins).
+template <Numeric P>
+class max_pool {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        tensor::shape in;
+        activation<P> output, grad_input;
+        std::vector<std::uint32_t> argmax;
+    };
+    explicit max_pool(const kernels::window& g) : m_window(g) {}
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const { return m_window.output(s, s.c); }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        const auto o = output_shape(s);
+        return {static_cast<double>(o.size() * m_window.kh * m_window.kw), static_cast<double>(o.size()),
+                detail::bytes_of(s.size() + o.size(), sizeof(T)), detail::bytes_of(s.size() + o.size(), sizeof(T)), 0};
+    }
+    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+        st.in = tensor::shape_of(x);
+        detail::ensure_shape(st.output, output_shape(st.in));
+        kernels::max_pool_forward(x.data(), st.in, m_window, st.output.data(), st.argmax, m_ws);
+        return st.output;
+    }
+    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+        if (want_dx) {
+            detail::ensure_shape(st.grad_input, st.in);
+            kernels::max_pool_backward(dy.data(), st.in, m_window, st.argmax, st.grad_input.data(), m_ws);
+        }
+        return st.grad_input;
+    }
+    template <class F>
+    void visit_parameters(F&&, std::string_view = {}) {}
+    template <class F>
+    void visit_buffers(F&&, std::string_view = {}) {}
+    void initialize(std::mt19937_64&) {}
+
+private:
+    kernels::window m_window;
+    kernels::workspace<C> m_ws;
+};
+
+/// Average pooling (padding counts in the divisor).
+template <Numeric P>
+class avg_pool {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        tensor::shape in;
+        activation<P> output, grad_input;
+    };
+    explicit avg_pool(const kernels::window& g) : m_window(g) {}
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const { return m_window.output(s, s.c); }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        const auto o = output_shape(s);
+        const double f = static_cast<double>(o.size() * m_window.kh * m_window.kw);
+        return {f, f, detail::bytes_of(s.size() + o.size(), sizeof(T)), detail::bytes_of(s.size() + o.size(), sizeof(T)), 0};
+    }
+    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+        st.in = tensor::shape_of(x);
+        detail::ensure_shape(st.output, output_shape(st.in));
+        kernels::avg_pool_forward(x.data(), st.in, m_window, st.output.data(), m_ws);
+        return st.output;
+    }
+    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+        if (want_dx) {
+            detail::ensure_shape(st.grad_input, st.in);
+            kernels::avg_pool_backward(dy.data(), st.in, m_window, st.grad_input.data(), m_ws);
+        }
+        return st.grad_input;
+    }
+    template <class F>
+    void visit_parameters(F&&, std::string_view = {}) {}
+    template <class F>
+    void visit_buffers(F&&, std::string_view = {}) {}
+    void initialize(std::mt19937_64&) {}
+
+private:
+    kernels::window m_window;
+    kernels::workspace<C> m_ws;
+};
+
+/// Global average pooling: (n, h, w, c) -> (n, 1, 1, c).
+template <Numeric P>
+class global_avg_pool {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        tensor::shape in;
+        activation<P> output, grad_input;
+    };
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const { return {s.n, 1, 1, s.c}; }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        return {static_cast<double>(s.size()), static_cast<double>(s.size()),
+                detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), 0};
+    }
+    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+        st.in = tensor::shape_of(x);
+        detail::ensure_shape(st.output, output_shape(st.in));
+        kernels::global_avg_pool_forward(x.data(), st.in, st.output.data(), m_ws);
+        return st.output;
+    }
+    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+        if (want_dx) {
+            detail::ensure_shape(st.grad_input, st.in);
+            kernels::global_avg_pool_backward(dy.data(), st.in, st.grad_input.data(), m_ws);
+        }
+        return st.grad_input;
+    }
+    template <class F>
+    void visit_parameters(F&&, std::string_view = {}) {}
+    template <class F>
+    void visit_buffers(F&&, std::string_view = {}) {}
+    void initialize(std::mt19937_64&) {}
+
+private:
+    kernels::workspace<C> m_ws;
+};
+
+}  // namespace tessera::nn

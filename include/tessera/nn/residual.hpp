@@ -1,0 +1,275 @@
+#pragma once
+// Residual blocks: basic (two 3×3) and bottleneck (1×1, 3×3, 1×1), with identity, projection
+// (option B) or zero-padding (option A) shortcuts.
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "tessera/nn/activation.hpp"
+#include "tessera/nn/batch_norm.hpp"
+#include "tessera/nn/conv2d.hpp"
+#include "tessera/nn/sequential.hpp"
+
+namespace tessera::nn {
+
+/// Shortcut policies for blocks that change shape. Unchanged shapes always use the identity.
+/// projection_shortcut: 1×1 convolution (stride s) + batch norm — He et al.'s option B, torchvision.
+/// padding_shortcut: subsample by s and pad channels with zeros, no parameters — option A, used by
+/// He et al. for the CIFAR ResNets.
+struct projection_shortcut {
+    static constexpr bool projects = true;
+};
+struct padding_shortcut {
+    static constexpr bool projects = false;
+};
+
+template <class S>
+concept ShortcutPolicy = requires {
+    { S::projects } -> std::convertible_to<bool>;
+};
+
+namespace detail {
+
+/// out = a + b elementwise, computed in C, any storage types.
+template <class C, class T>
+void add(const T* a, const T* b, T* out, std::size_t n) {
+    if constexpr (std::is_same_v<C, T>) {
+        for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    } else {
+        constexpr std::size_t chunk = 256;
+        alignas(64) C x[chunk], y[chunk];
+        for (std::size_t i = 0; i < n; i += chunk) {
+            const std::size_t m = std::min(chunk, n - i);
+            kernels::convert_n(a + i, x, m);
+            kernels::convert_n(b + i, y, m);
+            for (std::size_t j = 0; j < m; ++j) x[j] += y[j];
+            kernels::convert_n(x, out + i, m);
+        }
+    }
+}
+
+}  // namespace detail
+
+/// The shortcut branch of a residual block.
+template <Numeric P>
+class shortcut {
+public:
+    using precision = P;
+    using T = typename P::data_type;
+    using C = typename P::accumulate_type;
+    enum class kind { identity, projection, padding };
+    struct state {
+        typename conv2d<P>::state conv;
+        typename batch_norm<P>::state bn;
+        tensor::shape in;
+        activation<P> output, grad_input;
+    };
+
+    shortcut(std::size_t in_channels, std::size_t out_channels, std::size_t stride, bool projects)
+        : m_in(in_channels), m_out(out_channels), m_stride(stride) {
+        if (stride == 1 && in_channels == out_channels) {
+            m_kind = kind::identity;
+        } else if (projects) {
+            m_kind = kind::projection;
+            m_conv.emplace(in_channels, out_channels, kernels::window{1, 1, stride, 0});
+            m_bn.emplace(out_channels);
+        } else {
+            if (out_channels < in_channels)
+                throw tensor::shape_error("tessera::nn::shortcut: a padding shortcut cannot reduce channels (" +
+                                          std::to_string(in_channels) + " -> " + std::to_string(out_channels) + ")");
+            m_kind = kind::padding;
+        }
+    }
+
+    [[nodiscard]] kind type() const noexcept { return m_kind; }
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
+        if (m_kind == kind::projection) return m_conv->output_shape(s);
+        return {s.n, (s.h + m_stride - 1) / m_stride, (s.w + m_stride - 1) / m_stride, m_out};
+    }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        if (m_kind != kind::projection) return {};
+        nn::cost c = m_conv->cost(s);
+        c += m_bn->cost(m_conv->output_shape(s));
+        return c;
+    }
+
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        st.in = tensor::shape_of(x);
+        if (m_kind == kind::identity) return x;
+        if (m_kind == kind::projection) return m_bn->forward(m_conv->forward(x, st.conv, ctx), st.bn, ctx);
+        const tensor::shape o = output_shape(st.in);
+        detail::ensure_shape(st.output, o);
+        const std::size_t offset = (m_out - m_in) / 2;
+        T* y = st.output.data();
+        std::fill(y, y + o.size(), kernels::detail::store_as<T>(0.0));
+        for (std::size_t n = 0; n < o.n; ++n)
+            for (std::size_t oy = 0; oy < o.h; ++oy)
+                for (std::size_t ox = 0; ox < o.w; ++ox)
+                    std::copy_n(x.data() + ((n * st.in.h + oy * m_stride) * st.in.w + ox * m_stride) * m_in, m_in,
+                                y + ((n * o.h + oy) * o.w + ox) * m_out + offset);
+        return st.output;
+    }
+
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        if (m_kind == kind::identity) return dy;
+        if (m_kind == kind::projection) return m_conv->backward(m_bn->backward(dy, st.bn, ctx, true), st.conv, ctx, want_dx);
+        const tensor::shape o = output_shape(st.in);
+        detail::ensure_shape(st.grad_input, st.in);
+        const std::size_t offset = (m_out - m_in) / 2;
+        T* dx = st.grad_input.data();
+        std::fill(dx, dx + st.in.size(), kernels::detail::store_as<T>(0.0));
+        for (std::size_t n = 0; n < o.n; ++n)
+            for (std::size_t oy = 0; oy < o.h; ++oy)
+                for (std::size_t ox = 0; ox < o.w; ++ox)
+                    std::copy_n(dy.data() + ((n * o.h + oy) * o.w + ox) * m_out + offset, m_in,
+                                dx + ((n * st.in.h + oy * m_stride) * st.in.w + ox * m_stride) * m_in);
+        return st.grad_input;
+    }
+
+    template <class F>
+    void visit_parameters(F&& f, std::string_view prefix = {}) {
+        if (m_kind != kind::projection) return;
+        m_conv->visit_parameters(f, detail::join(prefix, "0"));
+        m_bn->visit_parameters(f, detail::join(prefix, "1"));
+    }
+    template <class F>
+    void visit_buffers(F&& f, std::string_view prefix = {}) {
+        if (m_kind == kind::projection) m_bn->visit_buffers(f, detail::join(prefix, "1"));
+    }
+    void initialize(std::mt19937_64& rng) {
+        if (m_kind != kind::projection) return;
+        m_conv->initialize(rng);
+        m_bn->initialize(rng);
+    }
+
+private:
+    std::size_t m_in, m_out, m_stride;
+    kind m_kind = kind::identity;
+    std::optional<conv2d<P>> m_conv;
+    std::optional<batch_norm<P>> m_bn;
+};
+
+/// relu(main(x) + shortcut(x)). Main is a layer (a sequential of convolutions and batch norms).
+template <Layer Main>
+class residual {
+public:
+    using precision = typename Main::precision;
+    using P = precision;
+    using T = typename P::data_type;
+    using C = typename P::accumulate_type;
+    struct state {
+        typename Main::state main;
+        typename shortcut<P>::state skip;
+        activation<P> sum, grad_input;
+        typename relu<P>::state out;
+    };
+
+    residual(Main main, shortcut<P> skip) : m_main(std::move(main)), m_skip(std::move(skip)) {}
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
+        const tensor::shape a = m_main.output_shape(s), b = m_skip.output_shape(s);
+        if (a != b)
+            throw tensor::shape_error("tessera::nn::residual: main branch gives " + a.str() + ", shortcut gives " + b.str());
+        return a;
+    }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        nn::cost c = m_main.cost(s);
+        c += m_skip.cost(s);
+        const tensor::shape o = output_shape(s);
+        c += nn::cost{static_cast<double>(o.size()), 0, detail::bytes_of(3 * o.size(), sizeof(T)),
+                      detail::bytes_of(3 * o.size(), sizeof(T)), 0};
+        c += m_relu.cost(o);
+        return c;
+    }
+
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        const auto& a = m_main.forward(x, st.main, ctx);
+        const auto& b = m_skip.forward(x, st.skip, ctx);
+        detail::ensure_shape(st.sum, tensor::shape_of(a));
+        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size());
+        return m_relu.forward(st.sum, st.out, ctx);
+    }
+
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        const auto& dsum = m_relu.backward(dy, st.out, ctx, true);
+        const auto& da = m_main.backward(dsum, st.main, ctx, want_dx);
+        const auto& db = m_skip.backward(dsum, st.skip, ctx, want_dx);
+        if (!want_dx) return st.grad_input;
+        detail::ensure_shape(st.grad_input, tensor::shape_of(da));
+        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size());
+        return st.grad_input;
+    }
+
+    template <class F>
+    void visit_parameters(F&& f, std::string_view prefix = {}) {
+        m_main.visit_parameters(f, prefix);
+        m_skip.visit_parameters(f, detail::join(prefix, "downsample"));
+    }
+    template <class F>
+    void visit_buffers(F&& f, std::string_view prefix = {}) {
+        m_main.visit_buffers(f, prefix);
+        m_skip.visit_buffers(f, detail::join(prefix, "downsample"));
+    }
+    void initialize(std::mt19937_64& rng) {
+        m_main.initialize(rng);
+        m_skip.initialize(rng);
+    }
+
+    [[nodiscard]] Main& main_branch() noexcept { return m_main; }
+    [[nodiscard]] shortcut<P>& skip_branch() noexcept { return m_skip; }
+
+private:
+    Main m_main;
+    shortcut<P> m_skip;
+    relu<P> m_relu;
+};
+
+namespace detail {
+
+template <Numeric P>
+using basic_main = sequential<conv2d<P>, batch_norm<P>, relu<P>, conv2d<P>, batch_norm<P>>;
+template <Numeric P>
+using bottleneck_main =
+    sequential<conv2d<P>, batch_norm<P>, relu<P>, conv2d<P>, batch_norm<P>, relu<P>, conv2d<P>, batch_norm<P>>;
+
+template <Numeric P>
+basic_main<P> make_basic_main(std::size_t in, std::size_t width, std::size_t stride) {
+    basic_main<P> m(conv2d<P>(in, width, {3, 3, stride, 1}), batch_norm<P>(width), relu<P>(),
+                    conv2d<P>(width, width, {3, 3, 1, 1}), batch_norm<P>(width));
+    m.named({"conv1", "bn1", "relu1", "conv2", "bn2"});
+    return m;
+}
+
+template <Numeric P>
+bottleneck_main<P> make_bottleneck_main(std::size_t in, std::size_t width, std::size_t stride) {
+    bottleneck_main<P> m(conv2d<P>(in, width, {1, 1, 1, 0}), batch_norm<P>(width), relu<P>(),
+                         conv2d<P>(width, width, {3, 3, stride, 1}), batch_norm<P>(width), relu<P>(),
+                         conv2d<P>(width, 4 * width, {1, 1, 1, 0}), batch_norm<P>(4 * width));
+    m.named({"conv1", "bn1", "relu1", "conv2", "bn2", "relu2", "conv3", "bn3"});
+    return m;
+}
+
+}  // namespace detail
+
+/// Two 3×3 convolutions (the first with the stride) and a shortcut: ResNet-18/34 and the CIFAR ResNets.
+template <Numeric P, ShortcutPolicy S = projection_shortcut>
+class basic_block : public residual<detail::basic_main<P>> {
+public:
+    static constexpr std::size_t expansion = 1;
+    basic_block(std::size_t in_channels, std::size_t width, std::size_t stride)
+        : residual<detail::basic_main<P>>(detail::make_basic_main<P>(in_channels, width, stride),
+                                          shortcut<P>(in_channels, width, stride, S::projects)) {}
+};
+
+/// 1×1 reduce, 3×3 (with the stride, torchvision's "v1.5"), 1×1 expand ×4: ResNet-50/101/152.
+template <Numeric P, ShortcutPolicy S = projection_shortcut>
+class bottleneck : public residual<detail::bottleneck_main<P>> {
+public:
+    static constexpr std::size_t expansion = 4;
+    bottleneck(std::size_t in_channels, std::size_t width, std::size_t stride)
+        : residual<detail::bottleneck_main<P>>(detail::make_bottleneck_main<P>(in_channels, width, stride),
+                                               shortcut<P>(in_channels, 4 * width, stride, S::projects)) {}
+};
+
+}  // namespace tessera::nn

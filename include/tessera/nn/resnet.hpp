@@ -1,0 +1,299 @@
+#pragma once
+// resnet<Block, Stem, Layers...>: the ResNet family, with its blocks exposed for cutting into stages.
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/config/error.hpp"
+#include "tessera/nn/linear.hpp"
+#include "tessera/nn/pooling.hpp"
+#include "tessera/nn/residual.hpp"
+
+namespace tessera::nn {
+
+/// A residual block type: a Layer built from (in channels, width, stride) whose output has
+/// width × expansion channels.
+template <class B>
+concept Block = Layer<B> && std::constructible_from<B, std::size_t, std::size_t, std::size_t> &&
+                requires { { B::expansion } -> std::convertible_to<std::size_t>; };
+
+/// A stem: a Layer built from the number of input channels; `width` is the first stage's width.
+template <class S>
+concept Stem = Layer<S> && std::constructible_from<S, std::size_t> &&
+               requires { { S::width } -> std::convertible_to<std::size_t>; };
+
+/// ImageNet stem: 7×7/2 convolution to 64 channels, batch norm, ReLU, 3×3/2 max pooling.
+template <Numeric P>
+class imagenet_stem : public sequential<conv2d<P>, batch_norm<P>, relu<P>, max_pool<P>> {
+    using base = sequential<conv2d<P>, batch_norm<P>, relu<P>, max_pool<P>>;
+
+public:
+    static constexpr std::size_t width = 64;
+    explicit imagenet_stem(std::size_t in_channels)
+        : base(conv2d<P>(in_channels, width, {7, 7, 2, 3}), batch_norm<P>(width), relu<P>(),
+               max_pool<P>({3, 3, 2, 1})) {
+        this->named({"conv1", "bn1", "relu", "maxpool"});
+    }
+};
+
+/// CIFAR stem (He et al. 2016, §4.2): 3×3 convolution to 16 channels, batch norm, ReLU.
+template <Numeric P>
+class cifar_stem : public sequential<conv2d<P>, batch_norm<P>, relu<P>> {
+    using base = sequential<conv2d<P>, batch_norm<P>, relu<P>>;
+
+public:
+    static constexpr std::size_t width = 16;
+    explicit cifar_stem(std::size_t in_channels)
+        : base(conv2d<P>(in_channels, width, {3, 3, 1, 1}), batch_norm<P>(width), relu<P>()) {
+        this->named({"conv1", "bn1", "relu"});
+    }
+};
+
+/// Global average pooling and the classifier.
+template <Numeric P>
+class classifier_head : public sequential<global_avg_pool<P>, linear<P>> {
+    using base = sequential<global_avg_pool<P>, linear<P>>;
+
+public:
+    classifier_head(std::size_t features, std::size_t classes) : base(global_avg_pool<P>(), linear<P>(features, classes)) {
+        this->named({"avgpool", "fc"});
+    }
+};
+
+/// A ResNet: stem, then one stage per entry of Layers (Layers[i] blocks of width Stem::width·2^i, the
+/// first block of every stage but the first with stride 2), then pooling and a linear classifier.
+/// The model is a list of units — "stem", "layer1[0]", ..., "head" — so a strategy can cut it into
+/// stages: forward_units / backward_units run any contiguous range, and unit_index("layer3[8]") finds one.
+/// @code
+///   nn::resnet20<config::fp32> model(/*in_channels=*/1, /*classes=*/10);
+///   auto stage2 = model.unit_index("layer3[8]");
+/// @endcode
+template <Block B, Stem S, std::size_t... Layers>
+class resnet {
+    static_assert(sizeof...(Layers) > 0 && ((Layers > 0) && ...),
+                  "tessera::nn::resnet: every stage needs at least one block");
+    static_assert(std::is_same_v<typename B::precision, typename S::precision>,
+                  "tessera::nn::resnet: Block and Stem must use the same precision policy");
+
+public:
+    using precision = typename B::precision;
+    using P = precision;
+    using block_type = B;
+    using stem_type = S;
+    static constexpr std::size_t stages = sizeof...(Layers);
+    static constexpr std::size_t blocks_per_stage[stages] = {Layers...};
+
+    struct state {
+        typename S::state stem;
+        std::vector<typename B::state> blocks;
+        typename classifier_head<P>::state head;
+        const activation<P>* input = nullptr;
+    };
+
+    resnet(std::size_t in_channels, std::size_t classes)
+        : m_in_channels(in_channels), m_classes(classes), m_stem(in_channels),
+          m_head(S::width * (std::size_t{1} << (stages - 1)) * B::expansion, classes) {
+        std::size_t channels = S::width, stage = 0;
+        m_blocks.reserve((Layers + ...));
+        for (const std::size_t count : blocks_per_stage) {
+            const std::size_t width = S::width << stage;
+            for (std::size_t i = 0; i < count; ++i) {
+                m_blocks.emplace_back(channels, width, (i == 0 && stage > 0) ? 2 : 1);
+                m_names.push_back("layer" + std::to_string(stage + 1) + "[" + std::to_string(i) + "]");
+                m_param_names.push_back("layer" + std::to_string(stage + 1) + "." + std::to_string(i));
+                channels = width * B::expansion;
+            }
+            ++stage;
+        }
+        std::mt19937_64 rng(0x7e55e7a);
+        initialize(rng);
+    }
+
+    /// Units: 0 is the stem, 1..blocks() the residual blocks, blocks()+1 the head.
+    [[nodiscard]] std::size_t units() const noexcept { return m_blocks.size() + 2; }
+    [[nodiscard]] std::size_t blocks() const noexcept { return m_blocks.size(); }
+    [[nodiscard]] std::string unit_name(std::size_t u) const {
+        check_unit(u);
+        return u == 0 ? "stem" : u == units() - 1 ? "head" : m_names[u - 1];
+    }
+    /// The unit called `name` ("stem", "layer3[8]", "head"); throws config::config_error if none is.
+    [[nodiscard]] std::size_t unit_index(std::string_view name) const {
+        for (std::size_t u = 0; u < units(); ++u)
+            if (unit_name(u) == name) return u;
+        throw config::config_error("tessera::nn::resnet: no unit named '" + std::string(name) + "' (units are stem, " +
+                                   m_names.front() + " ... " + m_names.back() + ", head)");
+    }
+    [[nodiscard]] B& block(std::size_t i) { return m_blocks.at(i); }
+
+    [[nodiscard]] std::size_t in_channels() const noexcept { return m_in_channels; }
+    [[nodiscard]] std::size_t classes() const noexcept { return m_classes; }
+
+    /// Shape entering unit u for a model input of shape s.
+    [[nodiscard]] tensor::shape unit_input_shape(std::size_t u, const tensor::shape& s) const {
+        check_unit(u);
+        tensor::shape cur = s;
+        for (std::size_t i = 0; i < u; ++i) cur = unit_output_shape(i, cur);
+        return cur;
+    }
+    [[nodiscard]] tensor::shape unit_output_shape(std::size_t u, const tensor::shape& in) const {
+        check_unit(u);
+        if (u == 0) return m_stem.output_shape(in);
+        if (u == units() - 1) return m_head.output_shape(in);
+        return m_blocks[u - 1].output_shape(in);
+    }
+    /// Cost of unit u when its input has shape `in`.
+    [[nodiscard]] nn::cost unit_cost(std::size_t u, const tensor::shape& in) const {
+        check_unit(u);
+        if (u == 0) return m_stem.cost(in);
+        if (u == units() - 1) return m_head.cost(in);
+        return m_blocks[u - 1].cost(in);
+    }
+
+    [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
+        return unit_output_shape(units() - 1, unit_input_shape(units() - 1, s));
+    }
+    [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
+        nn::cost total;
+        tensor::shape cur = s;
+        for (std::size_t u = 0; u < units(); ++u) {
+            total += unit_cost(u, cur);
+            cur = unit_output_shape(u, cur);
+        }
+        return total;
+    }
+
+    /// Runs units [first, last) on x (the input of unit `first`); returns the output of unit last-1.
+    const activation<P>& forward_units(std::size_t first, std::size_t last, const activation<P>& x, state& st,
+                                       const context& ctx) {
+        check_range(first, last);
+        if (st.blocks.size() != m_blocks.size()) st.blocks.resize(m_blocks.size());
+        const activation<P>* cur = &x;
+        for (std::size_t u = first; u < last; ++u) {
+            if (u == 0)
+                cur = &m_stem.forward(*cur, st.stem, ctx);
+            else if (u == units() - 1)
+                cur = &m_head.forward(*cur, st.head, ctx);
+            else
+                cur = &m_blocks[u - 1].forward(*cur, st.blocks[u - 1], ctx);
+        }
+        return *cur;
+    }
+
+    /// Backward through units [first, last) given the gradient of unit last-1's output; returns the
+    /// gradient of unit first's input (computed only when want_dx).
+    const activation<P>& backward_units(std::size_t first, std::size_t last, const activation<P>& dy, state& st,
+                                        const context& ctx, bool want_dx) {
+        check_range(first, last);
+        const activation<P>* cur = &dy;
+        for (std::size_t u = last; u-- > first;) {
+            const bool dx = u > first || want_dx;
+            if (u == 0)
+                cur = &m_stem.backward(*cur, st.stem, ctx, dx);
+            else if (u == units() - 1)
+                cur = &m_head.backward(*cur, st.head, ctx, dx);
+            else
+                cur = &m_blocks[u - 1].backward(*cur, st.blocks[u - 1], ctx, dx);
+        }
+        return *cur;
+    }
+
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        return forward_units(0, units(), x, st, ctx);
+    }
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        return backward_units(0, units(), dy, st, ctx, want_dx);
+    }
+
+    /// Parameters of units [first, last) with torchvision's names ("conv1.weight", "layer3.8.bn2.bias", "fc.weight").
+    template <class F>
+    void visit_unit_parameters(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u) {
+            if (u == 0)
+                m_stem.visit_parameters(f, prefix);
+            else if (u == units() - 1)
+                m_head.visit_parameters(f, prefix);
+            else
+                m_blocks[u - 1].visit_parameters(f, detail::join(prefix, m_param_names[u - 1]));
+        }
+    }
+    template <class F>
+    void visit_unit_buffers(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u) {
+            if (u == 0)
+                m_stem.visit_buffers(f, prefix);
+            else if (u == units() - 1)
+                m_head.visit_buffers(f, prefix);
+            else
+                m_blocks[u - 1].visit_buffers(f, detail::join(prefix, m_param_names[u - 1]));
+        }
+    }
+    template <class F>
+    void visit_parameters(F&& f, std::string_view prefix = {}) {
+        visit_unit_parameters(0, units(), f, prefix);
+    }
+    template <class F>
+    void visit_buffers(F&& f, std::string_view prefix = {}) {
+        visit_unit_buffers(0, units(), f, prefix);
+    }
+    void initialize(std::mt19937_64& rng) {
+        m_stem.initialize(rng);
+        for (auto& b : m_blocks) b.initialize(rng);
+        m_head.initialize(rng);
+    }
+
+    /// Number of trainable parameters (weights, biases, batch-norm scales and shifts).
+    [[nodiscard]] std::size_t parameter_count() {
+        std::size_t n = 0;
+        visit_parameters([&](std::string_view, auto value, auto) { n += value.size(); });
+        return n;
+    }
+
+private:
+    void check_unit(std::size_t u) const {
+        if (u >= units())
+            throw config::config_error("tessera::nn::resnet: unit " + std::to_string(u) + " does not exist (the model has " +
+                                       std::to_string(units()) + " units)");
+    }
+    void check_range(std::size_t first, std::size_t last) const {
+        if (first >= last || last > units())
+            throw config::config_error("tessera::nn::resnet: unit range [" + std::to_string(first) + ", " +
+                                       std::to_string(last) + ") is empty or past the " + std::to_string(units()) + " units");
+    }
+
+    std::size_t m_in_channels, m_classes;
+    S m_stem;
+    std::vector<B> m_blocks;
+    classifier_head<P> m_head;
+    std::vector<std::string> m_names, m_param_names;
+};
+
+/// ImageNet ResNets (torchvision's definitions; option B shortcuts).
+template <Numeric P = config::fp32>
+using resnet18 = resnet<basic_block<P>, imagenet_stem<P>, 2, 2, 2, 2>;
+template <Numeric P = config::fp32>
+using resnet34 = resnet<basic_block<P>, imagenet_stem<P>, 3, 4, 6, 3>;
+template <Numeric P = config::fp32>
+using resnet50 = resnet<bottleneck<P>, imagenet_stem<P>, 3, 4, 6, 3>;
+template <Numeric P = config::fp32>
+using resnet101 = resnet<bottleneck<P>, imagenet_stem<P>, 3, 4, 23, 3>;
+template <Numeric P = config::fp32>
+using resnet152 = resnet<bottleneck<P>, imagenet_stem<P>, 3, 8, 36, 3>;
+
+/// CIFAR ResNets of He et al. 2016 §4.2 (6n+2 layers, widths 16/32/64), option A (zero-padding)
+/// shortcuts as in the paper. Use resnet<basic_block<P, projection_shortcut>, cifar_stem<P>, n, n, n>
+/// for option B.
+template <Numeric P = config::fp32>
+using resnet20 = resnet<basic_block<P, padding_shortcut>, cifar_stem<P>, 3, 3, 3>;
+template <Numeric P = config::fp32>
+using resnet32 = resnet<basic_block<P, padding_shortcut>, cifar_stem<P>, 5, 5, 5>;
+template <Numeric P = config::fp32>
+using resnet44 = resnet<basic_block<P, padding_shortcut>, cifar_stem<P>, 7, 7, 7>;
+template <Numeric P = config::fp32>
+using resnet56 = resnet<basic_block<P, padding_shortcut>, cifar_stem<P>, 9, 9, 9>;
+template <Numeric P = config::fp32>
+using resnet110 = resnet<basic_block<P, padding_shortcut>, cifar_stem<P>, 18, 18, 18>;
+
+}  // namespace tessera::nn

@@ -1,0 +1,150 @@
+// Finite-difference gradient checks (fp64) for every layer, shapes and costs, fp16 storage vs fp32.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gradient_check.hpp"
+
+using namespace tessera;
+using tessera::tensor::shape;
+
+
+TEST_CASE("the Layer concept accepts the layers and rejects other types", "[nn][concepts]") {
+    STATIC_REQUIRE(nn::Layer<nn::conv2d<config::fp32>>);
+    STATIC_REQUIRE(nn::Layer<nn::batch_norm<config::mixed>>);
+    STATIC_REQUIRE(nn::Layer<nn::relu<config::half>>);
+    STATIC_REQUIRE(nn::Layer<nn::max_pool<fp64>>);
+    STATIC_REQUIRE(nn::Layer<nn::avg_pool<fp64>>);
+    STATIC_REQUIRE(nn::Layer<nn::global_avg_pool<fp64>>);
+    STATIC_REQUIRE(nn::Layer<nn::linear<fp64>>);
+    STATIC_REQUIRE(nn::Layer<nn::basic_block<fp64>>);
+    STATIC_REQUIRE(nn::Layer<nn::bottleneck<config::half>>);
+    STATIC_REQUIRE(nn::Layer<nn::resnet20<config::fp32>>);
+    STATIC_REQUIRE(nn::Block<nn::basic_block<config::fp32>>);
+    STATIC_REQUIRE(nn::Stem<nn::cifar_stem<config::fp32>>);
+    STATIC_REQUIRE_FALSE(nn::Layer<int>);
+    STATIC_REQUIRE_FALSE(nn::Numeric<int>);
+}
+
+TEST_CASE("conv2d gradients match finite differences", "[nn][gradcheck]") {
+    nn::conv2d<fp64> same(3, 4, {3, 3, 1, 1});
+    check_gradients(same, {2, 5, 4, 3}, 1);
+    nn::conv2d<fp64> strided(2, 3, {3, 3, 2, 1});
+    check_gradients(strided, {1, 7, 6, 2}, 2);
+    nn::conv2d<fp64> pointwise(5, 3, {1, 1, 2, 0});
+    check_gradients(pointwise, {2, 5, 5, 5}, 3);
+}
+
+TEST_CASE("batch norm gradients match finite differences (training statistics)", "[nn][gradcheck]") {
+    nn::batch_norm<fp64> bn(5);
+    std::mt19937_64 rng(4);
+    bn.visit_parameters([&](std::string_view, std::span<double> v, std::span<double>) {
+        for (auto& x : v) x = std::uniform_real_distribution<double>(0.5, 1.5)(rng);
+    });
+    check_gradients(bn, {3, 2, 3, 5}, 5);
+}
+
+TEST_CASE("relu, pooling and linear gradients match finite differences", "[nn][gradcheck]") {
+    nn::relu<fp64> r;
+    check_gradients(r, {2, 3, 3, 4}, 6);
+    nn::max_pool<fp64> mp({3, 3, 2, 1});
+    check_gradients(mp, {2, 5, 6, 3}, 7);
+    nn::avg_pool<fp64> ap({2, 2, 2, 0});
+    check_gradients(ap, {1, 4, 6, 3}, 8);
+    nn::global_avg_pool<fp64> gap;
+    check_gradients(gap, {3, 3, 2, 4}, 9);
+    nn::linear<fp64> fc(12, 5);
+    check_gradients(fc, {3, 2, 2, 3}, 10);  // flattens h·w·c = 12 features
+}
+
+TEST_CASE("sequential and residual blocks: gradients, shapes and names", "[nn][gradcheck]") {
+    nn::sequential seq(nn::conv2d<fp64>(2, 3, {3, 3, 1, 1}), nn::batch_norm<fp64>(3), nn::relu<fp64>(),
+                       nn::linear<fp64>(3 * 4 * 4, 2));
+    REQUIRE(seq.output_shape({5, 4, 4, 2}) == shape{5, 1, 1, 2});
+    check_gradients(seq, {2, 4, 4, 2}, 11);
+
+    nn::basic_block<fp64> identity(4, 4, 1);
+    REQUIRE(identity.skip_branch().type() == nn::shortcut<fp64>::kind::identity);
+    check_gradients(identity, {2, 4, 3, 4}, 12);
+
+    nn::basic_block<fp64> projection(3, 6, 2);
+    REQUIRE(projection.skip_branch().type() == nn::shortcut<fp64>::kind::projection);
+    REQUIRE(projection.output_shape({2, 5, 5, 3}) == shape{2, 3, 3, 6});
+    check_gradients(projection, {2, 5, 5, 3}, 13);
+
+    nn::basic_block<fp64, nn::padding_shortcut> padding(2, 6, 2);  // option A
+    REQUIRE(padding.skip_branch().type() == nn::shortcut<fp64>::kind::padding);
+    check_gradients(padding, {2, 5, 4, 2}, 14);
+
+    nn::bottleneck<fp64> bott(4, 2, 2);
+    REQUIRE(bott.output_shape({1, 6, 6, 4}) == shape{1, 3, 3, 8});
+    check_gradients(bott, {2, 6, 5, 4}, 15);
+
+    std::vector<std::string> names;
+    projection.visit_parameters([&](std::string_view n, auto, auto) { names.emplace_back(n); }, "layer2.0");
+    REQUIRE(names == std::vector<std::string>{"layer2.0.conv1.weight", "layer2.0.bn1.weight", "layer2.0.bn1.bias",
+                                              "layer2.0.conv2.weight", "layer2.0.bn2.weight", "layer2.0.bn2.bias",
+                                              "layer2.0.downsample.0.weight", "layer2.0.downsample.1.weight",
+                                              "layer2.0.downsample.1.bias"});
+}
+
+TEST_CASE("layers reject inputs of the wrong shape, naming both", "[nn][errors]") {
+    nn::conv2d<config::fp32> conv(3, 8, {3, 3, 1, 1});
+    REQUIRE_THROWS_WITH(conv.output_shape({1, 8, 8, 4}), Catch::Contains("4 channels") && Catch::Contains("expects 3"));
+    nn::linear<config::fp32> fc(10, 2);
+    REQUIRE_THROWS_AS(fc.output_shape({1, 3, 3, 1}), tensor::shape_error);
+    REQUIRE_THROWS_AS(nn::conv2d<config::fp32>(3, 8, {5, 5, 1, 0}).output_shape({1, 3, 3, 3}), tensor::shape_error);
+}
+
+TEST_CASE("costs count multiply-adds as two FLOPs", "[nn][cost]") {
+    nn::conv2d<config::fp32> conv(16, 32, {3, 3, 2, 1});
+    const auto c = conv.cost({8, 28, 28, 16});
+    REQUIRE(c.forward_flops == 2.0 * 8 * 14 * 14 * 32 * (3 * 3 * 16));
+    REQUIRE(c.backward_flops == 2 * c.forward_flops);
+    REQUIRE(c.parameters == 3 * 3 * 16 * 32);
+    nn::conv2d<config::half> conv_h(16, 32, {3, 3, 2, 1});
+    REQUIRE(conv_h.cost({8, 28, 28, 16}).forward_bytes == Approx(c.forward_bytes / 2));  // fp16 storage halves bytes
+}
+
+TEST_CASE("a basic block in mixed and half precision follows fp32", "[nn][half]") {
+    nn::basic_block<config::fp32> b32(8, 16, 2);
+    nn::basic_block<config::mixed> b16(8, 16, 2);
+    nn::basic_block<config::half> bhh(8, 16, 2);
+    std::vector<std::vector<float>> weights;
+    b32.visit_parameters([&](std::string_view, std::span<float> v, auto) { weights.emplace_back(v.begin(), v.end()); });
+    std::size_t i = 0;
+    b16.visit_parameters([&](std::string_view, std::span<float> v, auto) { std::ranges::copy(weights[i++], v.begin()); });
+    i = 0;
+    bhh.visit_parameters([&](std::string_view, std::span<half> v, auto) {
+        std::ranges::transform(weights[i++], v.begin(), [](float f) { return half(f); });
+    });
+    const shape s{4, 9, 9, 8};
+    auto x32 = random_activation<config::fp32>(s, 20);
+    nn::activation<config::mixed> x16 = tensor::make_nhwc<half>(s);
+    std::ranges::transform(x32, x16.begin(), [](float f) { return half(f); });
+    auto dy32 = random_activation<config::fp32>(b32.output_shape(s), 21);
+    nn::activation<config::mixed> dy16 = tensor::make_nhwc<half>(b32.output_shape(s));
+    std::ranges::transform(dy32, dy16.begin(), [](float f) { return half(f); });
+
+    nn::context ctx;
+    decltype(b32)::state s32;
+    decltype(b16)::state s16;
+    decltype(bhh)::state shh;
+    const auto& y32 = b32.forward(x32, s32, ctx);
+    const auto& y16 = b16.forward(x16, s16, ctx);
+    const auto& yhh = bhh.forward(x16, shh, ctx);
+    const auto& dx32 = b32.backward(dy32, s32, ctx, true);
+    const auto& dx16 = b16.backward(dy16, s16, ctx, true);
+    const auto& dxhh = bhh.backward(dy16, shh, ctx, true);
+    // Outputs are O(1); fp16 storage of inputs, weights and activations gives ~1e-3 relative error.
+    REQUIRE(max_abs_diff(y16, y32) < 2e-2);
+    REQUIRE(max_abs_diff(yhh, y32) < 2e-2);
+    REQUIRE(max_abs_diff(dx16, dx32) < 2e-2);
+    REQUIRE(max_abs_diff(dxhh, dx32) < 2e-2);
+    std::vector<std::vector<float>> g32, g16;
+    b32.visit_parameters([&](std::string_view, auto, std::span<float> g) { g32.emplace_back(g.begin(), g.end()); });
+    bhh.visit_parameters([&](std::string_view, auto, std::span<float> g) { g16.emplace_back(g.begin(), g.end()); });
+    for (std::size_t p = 0; p < g32.size(); ++p) REQUIRE(cosine(g16[p], g32[p]) > 0.999);
+}

@@ -1,0 +1,146 @@
+// The ResNet family: published parameter counts, shapes, units for stage cutting, a whole-model gradient check.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "gradient_check.hpp"
+
+using namespace tessera;
+using tessera::tensor::shape;
+
+namespace {
+
+/// He et al.'s CIFAR ResNet with n blocks per stage, counted by hand: option A adds no parameters,
+/// option B adds a 1×1 projection and batch norm at stages 2 and 3.
+std::size_t cifar_count(std::size_t n, std::size_t in_channels, std::size_t classes, bool option_b) {
+    auto conv = [](std::size_t i, std::size_t o, std::size_t k) { return i * o * k * k; };
+    std::size_t total = conv(in_channels, 16, 3) + 2 * 16;
+    const std::size_t widths[] = {16, 32, 64};
+    std::size_t channels = 16;
+    for (const std::size_t w : widths) {
+        for (std::size_t b = 0; b < n; ++b) {
+            total += conv(channels, w, 3) + conv(w, w, 3) + 4 * w;
+            if (option_b && channels != w) total += conv(channels, w, 1) + 2 * w;
+            channels = w;
+        }
+    }
+    return total + 64 * classes + classes;
+}
+
+}  // namespace
+
+TEST_CASE("ImageNet ResNets have torchvision's parameter counts", "[nn][resnet]") {
+    REQUIRE(nn::resnet18<>(3, 1000).parameter_count() == 11'689'512);
+    REQUIRE(nn::resnet34<>(3, 1000).parameter_count() == 21'797'672);
+    REQUIRE(nn::resnet50<>(3, 1000).parameter_count() == 25'557'032);
+    REQUIRE(nn::resnet101<>(3, 1000).parameter_count() == 44'549'160);
+    REQUIRE(nn::resnet152<>(3, 1000).parameter_count() == 60'192'808);
+}
+
+TEST_CASE("CIFAR ResNets have He et al.'s parameter counts (option A)", "[nn][resnet]") {
+    // The paper's table 6: 0.27M, 0.46M, 0.66M, 0.85M, 1.7M.
+    REQUIRE(nn::resnet20<>(3, 10).parameter_count() == 269'722);
+    REQUIRE(nn::resnet32<>(3, 10).parameter_count() == 464'154);
+    REQUIRE(nn::resnet44<>(3, 10).parameter_count() == 658'586);
+    REQUIRE(nn::resnet56<>(3, 10).parameter_count() == 853'018);
+    REQUIRE(nn::resnet110<>(3, 10).parameter_count() == 1'727'962);
+    REQUIRE(nn::resnet20<>(3, 10).parameter_count() == cifar_count(3, 3, 10, false));
+    REQUIRE(nn::resnet110<>(3, 10).parameter_count() == cifar_count(18, 3, 10, false));
+    // Fashion-MNIST: one input channel.
+    REQUIRE(nn::resnet20<>(1, 10).parameter_count() == cifar_count(3, 1, 10, false));
+    // Option B: projection shortcuts.
+    using resnet20b = nn::resnet<nn::basic_block<config::fp32, nn::projection_shortcut>, nn::cifar_stem<config::fp32>, 3, 3, 3>;
+    REQUIRE(resnet20b(3, 10).parameter_count() == 272'474);
+    REQUIRE(resnet20b(3, 10).parameter_count() == cifar_count(3, 3, 10, true));
+}
+
+TEST_CASE("resnet names its units and parameters like torchvision and runs unit ranges", "[nn][resnet]") {
+    nn::resnet20<config::fp32> model(1, 10);
+    REQUIRE(model.units() == 11);
+    REQUIRE(model.unit_name(0) == "stem");
+    REQUIRE(model.unit_name(7) == "layer3[0]");
+    REQUIRE(model.unit_index("layer3[2]") == 9);
+    REQUIRE(model.unit_index("head") == 10);
+    REQUIRE_THROWS_WITH(model.unit_index("layer4[0]"), Catch::Contains("layer4[0]"));
+    nn::resnet56<config::fp32> deep(3, 10);
+    REQUIRE(deep.unit_index("layer3[8]") == 1 + 9 + 9 + 8);  // "stage 2 begins at layer3[8]"
+
+    std::vector<std::string> names;
+    nn::resnet18<config::fp32> r18(3, 1000);
+    r18.visit_parameters([&](std::string_view n, auto, auto) { names.emplace_back(n); });
+    REQUIRE(names.front() == "conv1.weight");
+    REQUIRE(std::ranges::find(names, "layer2.0.downsample.0.weight") != names.end());
+    REQUIRE(std::ranges::find(names, "layer4.1.bn2.bias") != names.end());
+    REQUIRE(names.back() == "fc.bias");
+
+    const shape in{2, 28, 28, 1};
+    REQUIRE(model.output_shape(in) == shape{2, 1, 1, 10});
+    REQUIRE(model.unit_input_shape(7, in) == shape{2, 14, 14, 32});
+    REQUIRE(r18.output_shape({1, 64, 64, 3}) == shape{1, 1, 1, 1000});
+
+    // Running the units in two ranges equals running them at once.
+    auto x = random_activation<config::fp32>(in, 30);
+    decltype(model)::state whole, split;
+    const nn::context ctx{nn::mode::eval, 1};
+    const auto y = model.forward(x, whole, ctx);
+    const auto& mid = model.forward_units(0, 8, x, split, ctx);
+    const auto& y2 = model.forward_units(8, model.units(), mid, split, ctx);
+    REQUIRE(max_abs_diff(y, y2) == 0.0);
+
+    // ResNet-20: about 40.6 M multiply-adds per 32×32 image, so (28/32)² of that at 28×28 with one
+    // input channel: ≈ 31 M multiply-adds = 62 MFLOPs (two per multiply-add), plus batch norm and ReLU.
+    const auto c = model.cost({1, 28, 28, 1});
+    REQUIRE(c.forward_flops > 60e6);
+    REQUIRE(c.forward_flops < 65e6);
+    REQUIRE(c.parameters == model.parameter_count());
+}
+
+TEST_CASE("a whole small ResNet passes a finite-difference gradient check", "[nn][resnet][gradcheck]") {
+    nn::resnet20<fp64> model(2, 3);
+    check_gradients(model, {2, 6, 6, 2}, 40, 6, 1e-7);
+    nn::resnet<nn::bottleneck<fp64>, nn::cifar_stem<fp64>, 1, 1> bottle(1, 4);
+    check_gradients(bottle, {2, 5, 5, 1}, 41, 6, 1e-7);
+}
+
+TEST_CASE("softmax cross-entropy drives a ResNet's backward, loss-scaled in half precision", "[nn][resnet][half]") {
+    nn::resnet20<config::fp32> m32(1, 10);
+    nn::resnet20<config::half> m16(1, 10);
+    std::vector<std::vector<float>> w;
+    m32.visit_parameters([&](std::string_view, std::span<float> v, auto) { w.emplace_back(v.begin(), v.end()); });
+    std::size_t i = 0;
+    m16.visit_parameters([&](std::string_view, std::span<half> v, auto) {
+        std::ranges::transform(w[i++], v.begin(), [](float f) { return half(f); });
+    });
+    const shape in{4, 12, 12, 1};
+    const auto x32 = random_activation<config::fp32>(in, 50);
+    auto x16 = tensor::make_nhwc<half>(in);
+    std::ranges::transform(x32, x16.begin(), [](float f) { return half(f); });
+    const std::vector<std::int32_t> labels{1, 7, 3, 3};
+    nn::softmax_cross_entropy<config::fp32> l32;
+    nn::softmax_cross_entropy<config::half> l16;
+    decltype(m32)::state s32;
+    decltype(m16)::state s16;
+    const nn::context ctx;
+    const auto r32 = l32(m32.forward(x32, s32, ctx), labels);
+    const auto r16 = l16(m16.forward(x16, s16, ctx), labels, 1024.0);  // static loss scale
+    REQUIRE(r16.loss == Approx(r32.loss).epsilon(2e-2));
+    m32.backward(l32.gradient(), s32, ctx, false);
+    m16.backward(l16.gradient(), s16, ctx, false);
+    std::vector<std::vector<float>> g32, g16;
+    m32.visit_parameters([&](std::string_view, auto, std::span<float> g) { g32.emplace_back(g.begin(), g.end()); });
+    m16.visit_parameters([&](std::string_view, auto, std::span<float> g) {
+        g16.emplace_back();
+        for (float v : g) g16.back().push_back(v / 1024.0f);  // unscale
+    });
+    // fp16 weights, activations and activation gradients: every gradient points the same way as fp32's
+    // (cosine > 0.95 each, > 0.99 on average; batch-norm shifts of deep layers are the noisiest).
+    double mean = 0;
+    for (std::size_t p = 0; p < g32.size(); ++p) {
+        CAPTURE(p);
+        const double c = cosine(g16[p], g32[p]);
+        REQUIRE(c > 0.95);
+        mean += c / static_cast<double>(g32.size());
+    }
+    REQUIRE(mean > 0.99);
+}
