@@ -13,6 +13,7 @@
 #include "tessera/data/iterable_view.hpp"
 #include "tessera/data/loader.hpp"
 #include "tessera/data/make_loader.hpp"
+#include "tessera/data/micro_batches.hpp"
 #include "tessera/data/normalize.hpp"
 #include "tessera/data/random.hpp"
 #include "tessera/data/sampler.hpp"

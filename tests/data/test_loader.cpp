@@ -499,3 +499,36 @@ TEST_CASE("make_data_loader<Config>: batch, shards and element type from the con
     REQUIRE(h->images().size() == f->images().size());
     for (std::size_t k = 0; k < f->images().size(); ++k) REQUIRE(h->images()[k].bits() == tessera::half(f->images()[k]).bits());
 }
+
+TEST_CASE("micro_batch: a combined batch splits [iteration][input group][micro-batch], masks included", "[data][loader][config]") {
+    namespace config = tessera::config;
+    const auto ds = indexed_dataset(100);
+    using cfg = config::config<config::replication<2>, config::gradient_accumulation<3>, config::device_iterations<2>>;
+    const auto b = config::make_batching<cfg>({.micro_batch = 2});
+    REQUIRE(b.combined_batch() == 24);
+    data::data_loader loader(ds, b, {.drop_last = false});
+    auto epoch = loader.epoch(0);
+    std::vector<data::batch_lease<float>> batches;
+    while (auto batch = epoch.next()) batches.push_back(std::move(*batch));
+    REQUIRE(batches.size() == 5);  // 100 = 4 x 24 + 4
+    // Sample k of the combined batch is micro-batch k / 2: (d, g, m) = ((k/2) / 6, (k/2) / 3 % 2, (k/2) % 3).
+    for (std::size_t d = 0; d < 2; ++d)
+        for (std::size_t g = 0; g < 2; ++g)
+            for (std::size_t m = 0; m < 3; ++m) {
+                const auto mb = data::micro_batch(batches[1], b, d, g, m);
+                const std::size_t first = 24 + ((d * 2 + g) * 3 + m) * 2;
+                REQUIRE(mb.images.size() == 4);
+                CHECK(mb.images[0] == static_cast<float>(first));
+                CHECK(mb.images[2] == static_cast<float>(first + 1));
+                CHECK(mb.labels[1] == ds.labels()[first + 1]);
+                CHECK(mb.valid == 2);
+            }
+    // The padded tail: 4 real samples fill micro-batches 0 and 1 of (d 0, g 0); the rest is masked out.
+    CHECK(data::micro_batch(batches[4], b, 0, 0, 0).valid == 2);
+    CHECK(data::micro_batch(batches[4], b, 0, 0, 1).valid == 2);
+    CHECK(data::micro_batch(batches[4], b, 0, 0, 2).valid == 0);
+    CHECK(data::micro_batch(batches[4], b, 1, 1, 2).valid == 0);
+    CHECK_THROWS_AS(data::micro_batch(batches[0], b, 2, 0, 0), config::batch_error);
+    const auto other = config::make_batching<cfg>({.micro_batch = 3});
+    CHECK_THROWS_AS(data::micro_batch(batches[0], other, 0, 0, 0), config::batch_error);
+}
