@@ -72,6 +72,8 @@ public:
     }
 
     [[nodiscard]] double now() const noexcept { return m_now; }
+    /// Whether intervals are recorded (labels need not be built when not).
+    [[nodiscard]] bool recording() const noexcept { return m_record; }
     [[nodiscard]] const std::vector<trace_event>& trace() const noexcept { return m_trace; }
     [[nodiscard]] const device_spec& spec() const noexcept { return m_spec; }
     /// Total modelled seconds spent on `kind`.

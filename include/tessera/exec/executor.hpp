@@ -85,11 +85,12 @@ public:
     using label = typename M::label;
 
     /// Plans memory (out_of_device_memory when over budget, before anything runs) and starts the IPU threads.
+    /// `record_trace`: keep every interval of the modelled clocks (for timelines); off saves time.
     executor(schedule sched, cost_model costs, std::size_t replicas = 1, emulator::device_spec spec = {},
-             config::reduction reduce = config::reduction::mean)
+             config::reduction reduce = config::reduction::mean, bool record_trace = true)
         : m_schedule(std::move(sched)), m_costs(std::move(costs)), m_replicas(replicas), m_reduce(reduce),
           m_plan(check_and_plan(m_schedule, m_costs, replicas, spec)),
-          m_cluster(replicas * m_schedule.ipus, spec) {}
+          m_cluster(replicas * m_schedule.ipus, spec, record_trace) {}
 
     [[nodiscard]] const schedule& program() const noexcept { return m_schedule; }
     [[nodiscard]] const memory_plan& plan() const noexcept { return m_plan; }
@@ -299,7 +300,7 @@ private:
             throw std::logic_error("tessera::exec::executor: IPU " + std::to_string(dev.id()) + ": '" + to_string(in) +
                                    "' received micro-batch " + std::to_string(msg->micro_batch) + " of iteration " +
                                    std::to_string(msg->iteration));
-        dev.clock().wait_until(msg->ready_at, "wait " + to_string(in));
+        dev.clock().wait_until(msg->ready_at, dev.clock().recording() ? "wait " + to_string(in) : std::string());
         return std::move(*msg);
     }
 
@@ -386,7 +387,7 @@ private:
                 }
                 case opcode::all_reduce: {
                     const double latest = w.reduce[s]->reduce(r, model.gradients(s), clock.now());
-                    clock.wait_until(latest, "wait all_reduce s" + std::to_string(s));
+                    clock.wait_until(latest, clock.recording() ? "wait all_reduce s" + std::to_string(s) : std::string());
                     break;
                 }
                 case opcode::update:

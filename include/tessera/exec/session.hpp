@@ -26,6 +26,7 @@ namespace tessera::exec {
 struct session_options {
     emulator::device_spec device{};       ///< the emulated IPU's figures
     std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
+    bool record_trace = true;             ///< keep the modelled clocks' intervals (timeline reports)
 };
 
 /// A compiled model: R replicas of a staged model on R × IPUs-per-replica emulated IPUs.
@@ -117,7 +118,7 @@ private:
         }
         bar.update();  // memory plan and threads: checked and started by the executor
         auto ex = std::make_unique<executor<M>>(std::move(sched), std::move(costs), replicas, settings.device,
-                                                C::accumulation_reduction);
+                                                C::accumulation_reduction, settings.record_trace);
         bar.update();
         return ex;
     }

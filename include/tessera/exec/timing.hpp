@@ -28,44 +28,46 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
     using emulator::link;
     const auto& c = costs.stages[in.stage];
     const bool training = sched.request.training;
+    const bool named = clock.recording();  // labels cost an allocation: only when they are kept
+    std::string name = named ? label(in) : std::string();
     switch (in.op) {
-        case opcode::load: clock.transfer(double(c.input_bytes), link::host_link, activity::host_io, label(in)); break;
+        case opcode::load: clock.transfer(double(c.input_bytes), link::host_link, activity::host_io, std::move(name)); break;
         case opcode::load_label:
-            clock.transfer(double(costs.label_bytes), link::host_link, activity::host_io, label(in));
+            clock.transfer(double(costs.label_bytes), link::host_link, activity::host_io, std::move(name));
             break;
         case opcode::recv_act:
         case opcode::recv_grad: break;
         case opcode::fwd:
-            clock.compute(c.forward_flops, costs.bits, activity::forward, label(in));
+            clock.compute(c.forward_flops, costs.bits, activity::forward, std::move(name));
             if (sched.activations_off_chip && training)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
-                               "stash out s" + std::to_string(in.stage));
+                               (named ? "stash out s" + std::to_string(in.stage) : std::string()));
             break;
-        case opcode::send_act: clock.transfer(double(c.output_bytes), link::ipu_link, activity::transfer, label(in)); break;
+        case opcode::send_act: clock.transfer(double(c.output_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
         case opcode::outfeed:
             clock.transfer(double(training ? costs.output_bytes_to_host : c.output_bytes), link::host_link,
-                           activity::host_io, label(in));
+                           activity::host_io, std::move(name));
             break;
         case opcode::bwd:
             if (sched.activations_off_chip)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
-                               "stash in s" + std::to_string(in.stage));
-            if (c.recompute) clock.compute(c.forward_flops, costs.bits, activity::recompute, "recompute " + label(in));
-            clock.compute(c.backward_flops, costs.bits, activity::backward, label(in));
+                               (named ? "stash in s" + std::to_string(in.stage) : std::string()));
+            if (c.recompute) clock.compute(c.forward_flops, costs.bits, activity::recompute, named ? "recompute " + name : std::string());
+            clock.compute(c.backward_flops, costs.bits, activity::backward, std::move(name));
             break;
-        case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, label(in)); break;
+        case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
         case opcode::stream_in:
         case opcode::stream_out:
             clock.transfer(double(c.weight_bytes + (training ? c.weight_bytes + c.optimiser_bytes : 0)),
-                           link::streaming_memory, activity::streaming, label(in));
+                           link::streaming_memory, activity::streaming, std::move(name));
             break;
         case opcode::all_reduce: {
             const double r = double(sched.request.replicas);
             // A ring all-reduce moves 2 (R - 1) / R of the gradients over the IPU-Links.
-            clock.transfer(2.0 * (r - 1.0) / r * double(c.weight_bytes), link::ipu_link, activity::all_reduce, label(in));
+            clock.transfer(2.0 * (r - 1.0) / r * double(c.weight_bytes), link::ipu_link, activity::all_reduce, std::move(name));
             break;
         }
-        case opcode::update: clock.compute(c.update_flops, 32, activity::update, label(in)); break;
+        case opcode::update: clock.compute(c.update_flops, 32, activity::update, std::move(name)); break;
     }
 }
 

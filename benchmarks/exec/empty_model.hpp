@@ -1,0 +1,62 @@
+#pragma once
+// Models for the exec benchmarks: stages that do nothing (scheduler overhead) or a fixed amount of
+// arithmetic (real speed-up).
+#include <cstddef>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "tessera/exec/cost.hpp"
+
+namespace tessera::bench {
+
+/// S stages that pass a token through: what remains is the cost of scheduling.
+struct empty_stages {
+    using tensor = std::vector<float>;
+    using label = std::vector<float>;
+    using stash = int;
+    std::size_t count = 2;
+
+    [[nodiscard]] std::size_t stages() const noexcept { return count; }
+    std::pair<tensor, stash> forward(std::size_t, tensor x) { return {std::move(x), 0}; }
+    std::pair<float, tensor> loss(const tensor& y, const label&) const { return {0.0f, y}; }
+    tensor backward(std::size_t, tensor g, stash) { return g; }
+    std::span<float> gradients(std::size_t) { return {}; }
+    void update(std::size_t, float) {}
+    [[nodiscard]] exec::stage_cost cost(std::size_t) const { return {}; }
+};
+
+/// S stages of `work` multiply-adds each way on a cache-resident vector: compute-bound and balanced.
+struct busy_stages {
+    using tensor = std::vector<float>;
+    using label = std::vector<float>;
+    using stash = tensor;
+    std::size_t count = 2;
+    std::size_t work = 1 << 18;  ///< multiply-adds per forward (backward does the same)
+    std::vector<std::vector<float>> grads = std::vector<std::vector<float>>(count, std::vector<float>(64, 0.0f));
+
+    [[nodiscard]] std::size_t stages() const noexcept { return count; }
+    static void churn(tensor& x, std::size_t work) {
+        const std::size_t n = x.size();
+        for (std::size_t k = 0; k < work / n; ++k)
+            for (std::size_t i = 0; i < n; ++i) x[i] = x[i] * 0.999f + 0.001f;
+    }
+    std::pair<tensor, stash> forward(std::size_t, tensor x) {
+        stash keep = x;
+        churn(x, work);
+        return {std::move(x), std::move(keep)};
+    }
+    std::pair<float, tensor> loss(const tensor& y, const label&) const { return {y[0], y}; }
+    tensor backward(std::size_t s, tensor g, stash st) {
+        churn(g, work);
+        for (std::size_t i = 0; i < g.size() && i < grads[s].size(); ++i) grads[s][i] += g[i] * st[i];
+        return g;
+    }
+    std::span<float> gradients(std::size_t s) { return grads[s]; }
+    void update(std::size_t s, float) { std::fill(grads[s].begin(), grads[s].end(), 0.0f); }
+    [[nodiscard]] exec::stage_cost cost(std::size_t) const {
+        return {.forward_flops = 2.0 * double(work), .backward_flops = 2.0 * double(work)};
+    }
+};
+
+}  // namespace tessera::bench
