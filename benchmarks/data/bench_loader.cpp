@@ -71,9 +71,9 @@ void BM_async_uint8_then_device_normalize(benchmark::State& state) {
     state.counters["bytes_per_sample"] = static_cast<double>(cifar_like().shape().size());
 }
 
-BENCHMARK(BM_sync_float)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_sync_float)->Arg(0)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_async_float)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_sync_uint8)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_sync_uint8)->Arg(0)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_async_uint8)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_async_uint8_then_device_normalize)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 

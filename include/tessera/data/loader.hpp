@@ -33,7 +33,8 @@ namespace tessera::data {
 
 /// How batches are produced (PopTorch's DataLoaderMode).
 enum class loader_mode {
-    sync,            ///< in the caller's thread, when it asks for the next batch
+    sync,            ///< when the caller asks for the next batch, nothing ahead; with num_workers > 1 the
+                     ///< caller and num_workers - 1 helpers split each batch (map-style datasets)
     async,           ///< worker threads fill a prefetch ring of `prefetch_depth` batches ahead of the caller
     async_rebatched  ///< workers load single samples and the loader batches them (no per-worker tail loss
                      ///< on iterable datasets); on map-style datasets the same as async
@@ -50,7 +51,7 @@ struct loader_options {
     bool shuffle = false;
     std::uint64_t seed = 0;          ///< same seed, same order and augmentation on every machine
     bool drop_last = true;           ///< false: the last batch is padded and masked instead
-    std::size_t num_workers = 0;     ///< worker threads in the async modes (0 means 1 there)
+    std::size_t num_workers = 0;     ///< loading threads (async modes: 0 means 1; sync: helpers, see loader_mode)
     loader_mode mode = loader_mode::sync;
     std::size_t prefetch_depth = 3;  ///< batches the async ring holds ahead (PopTorch's default: 3)
     std::size_t rank = 0;            ///< this process (instance) ...
@@ -130,13 +131,21 @@ public:
 
     [[nodiscard]] std::size_t batches() const noexcept { return m_shard.batches; }
 
-    void fill(batch_lease<Io>& lease, std::size_t b, typename loader_context<D, Io>::scratch& s) const {
+    /// Sets the batch's header (number, epoch, real samples) before its samples are filled.
+    void begin(batch_lease<Io>& lease, std::size_t b) const noexcept {
         auto& out = lease.storage();
-        const std::size_t n = m_ctx->shape.size();
+        const std::size_t n = m_shard.indices.size(), first = std::min(n, b * m_ctx->batch);
         out.number = b;
         out.epoch = m_epoch;
-        out.valid = 0;
-        for (std::size_t j = 0; j < m_ctx->batch; ++j) {
+        out.valid = std::min(m_ctx->batch, n - first);
+    }
+
+    /// Fills samples first, first + stride, ... of batch b (several threads may fill disjoint ones).
+    void fill_part(batch_lease<Io>& lease, std::size_t b, typename loader_context<D, Io>::scratch& s, std::size_t first,
+                   std::size_t stride) const {
+        auto& out = lease.storage();
+        const std::size_t n = m_ctx->shape.size();
+        for (std::size_t j = first; j < m_ctx->batch; j += stride) {
             const std::size_t pos = b * m_ctx->batch + j;
             if (pos >= m_shard.indices.size()) {
                 loader_context<D, Io>::pad(out, j, n);
@@ -148,8 +157,12 @@ public:
             out.labels[j] = y;
             out.mask[j] = 1;
             out.indices[j] = index;
-            ++out.valid;
         }
+    }
+
+    void fill(batch_lease<Io>& lease, std::size_t b, typename loader_context<D, Io>::scratch& s) const {
+        begin(lease, b);
+        fill_part(lease, b, s, 0, 1);
     }
 
 private:
@@ -158,25 +171,108 @@ private:
     std::size_t m_epoch;
 };
 
+/// Loads batch b when the caller asks for it, nothing ahead. With W workers the caller and W - 1
+/// helper threads fill the batch's samples j = w, w + W, ... together.
 template <class D, class Io>
 class map_sync_state final : public epoch_state<Io> {
 public:
-    map_sync_state(const loader_context<D, Io>& ctx, shard s, std::size_t epoch)
-        : m_ctx(&ctx), m_producer(ctx, std::move(s), epoch), m_scratch(ctx.shape.size()) {}
+    map_sync_state(const loader_context<D, Io>& ctx, shard s, std::size_t epoch, std::size_t workers)
+        : m_ctx(&ctx), m_producer(ctx, std::move(s), epoch), m_scratch(ctx.shape.size()),
+          m_workers(std::max<std::size_t>(1, workers)) {
+        try {
+            m_helpers.reserve(m_workers - 1);
+            for (std::size_t w = 1; w < m_workers; ++w) m_helpers.emplace_back([this, w] { help(w); });
+        } catch (...) {
+            stop();
+            throw;
+        }
+    }
+
+    ~map_sync_state() override { stop(); }
 
     std::optional<batch_lease<Io>> next() override {
         if (m_next >= m_producer.batches()) return std::nullopt;
         auto lease = m_ctx->pool.acquire();
-        m_producer.fill(lease, m_next, m_scratch);
+        m_producer.begin(lease, m_next);
+        if (!m_helpers.empty()) {
+            {
+                std::lock_guard lock(m_mutex);
+                m_job = &lease;
+                m_job_batch = m_next;
+                m_pending = m_helpers.size();
+                ++m_generation;
+            }
+            m_start.notify_all();
+        }
+        std::exception_ptr error;
+        try {
+            m_producer.fill_part(lease, m_next, m_scratch, 0, m_workers);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        if (!m_helpers.empty()) {  // wait for the helpers even on error: they write into `lease`
+            std::unique_lock lock(m_mutex);
+            m_done.wait(lock, [&] { return m_pending == 0; });
+            if (!error) error = std::exchange(m_error, nullptr);
+        }
+        if (error) std::rethrow_exception(error);
         ++m_next;
         return lease;
     }
 
 private:
+    void stop() noexcept {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stopping = true;
+        }
+        m_start.notify_all();
+        m_helpers.clear();  // joins
+    }
+
+    void help(std::size_t w) {
+        typename loader_context<D, Io>::scratch scratch(m_ctx->shape.size());
+        std::size_t seen = 0;
+        for (;;) {
+            batch_lease<Io>* job = nullptr;
+            std::size_t b = 0;
+            {
+                std::unique_lock lock(m_mutex);
+                m_start.wait(lock, [&] { return m_stopping || m_generation != seen; });
+                if (m_stopping) return;
+                seen = m_generation;
+                job = m_job;
+                b = m_job_batch;
+            }
+            std::exception_ptr error;
+            try {
+                m_producer.fill_part(*job, b, scratch, w, m_workers);
+            } catch (...) {
+                error = std::current_exception();
+            }
+            {
+                std::lock_guard lock(m_mutex);
+                if (error && !m_error) m_error = error;
+                // Drop this thread's reference under the lock, so the caller (who may rethrow and free the
+                // exception once m_pending is 0) never races with it.
+                error = nullptr;
+                if (--m_pending == 0) m_done.notify_one();
+            }
+        }
+    }
+
     const loader_context<D, Io>* m_ctx;
     map_producer<D, Io> m_producer;
     typename loader_context<D, Io>::scratch m_scratch;
+    std::size_t m_workers;
     std::size_t m_next = 0;
+    std::mutex m_mutex;
+    std::condition_variable m_start, m_done;
+    batch_lease<Io>* m_job = nullptr;
+    std::size_t m_job_batch = 0, m_pending = 0, m_generation = 0;
+    bool m_stopping = false;
+    std::exception_ptr m_error;
+    std::vector<std::jthread> m_helpers;  // last: started after everything above exists
 };
 
 /// Workers claim batch numbers in order and fill them; batch b goes to ring slot b mod depth and may
@@ -653,7 +749,8 @@ public:
         if constexpr (Dataset<D>) {
             const auto order = epoch_order(m_ctx->dataset->size(), o.shuffle, o.seed, e);
             auto part = shard_of(order, m_ctx->batch, o.rank, o.size, o.drop_last);
-            if (!async) return epoch_range(std::make_unique<detail::map_sync_state<D, Io>>(*m_ctx, std::move(part), e), e);
+            if (!async)
+                return epoch_range(std::make_unique<detail::map_sync_state<D, Io>>(*m_ctx, std::move(part), e, o.num_workers), e);
             return epoch_range(
                 std::make_unique<detail::map_async_state<D, Io>>(*m_ctx, std::move(part), e, workers, o.prefetch_depth), e);
         } else {
