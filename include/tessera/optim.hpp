@@ -1,0 +1,9 @@
+#pragma once
+// The optim layer: SGD, AdamW, learning-rate schedules, loss scaling, gradient buffers, checkpoints.
+#include "tessera/optim/adamw.hpp"
+#include "tessera/optim/checkpoint.hpp"
+#include "tessera/optim/gradient_buffer.hpp"
+#include "tessera/optim/loss_scaler.hpp"
+#include "tessera/optim/parameters.hpp"
+#include "tessera/optim/schedule.hpp"
+#include "tessera/optim/sgd.hpp"

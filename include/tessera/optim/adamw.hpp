@@ -1,0 +1,95 @@
+#pragma once
+// AdamW: Adam with decoupled weight decay (Loshchilov & Hutter; PyTorch's torch.optim.AdamW).
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/optim/parameters.hpp"
+
+namespace tessera::optim {
+
+struct adamw_options {
+    double learning_rate = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 1e-2;
+};
+
+/// p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
+/// p ← p − lr · (m / (1−β1ᵗ)) / (√(v / (1−β2ᵗ)) + eps). Moments in fp32.
+class adamw {
+public:
+    explicit adamw(adamw_options options = {}) : m_options(options) {
+        if (options.learning_rate < 0 || options.weight_decay < 0 || options.eps <= 0 || options.beta1 < 0 ||
+            options.beta1 >= 1 || options.beta2 < 0 || options.beta2 >= 1)
+            throw std::invalid_argument("tessera::optim::adamw: need lr >= 0, wd >= 0, eps > 0 and betas in [0, 1) (beta1=" +
+                                        std::to_string(options.beta1) + ", beta2=" + std::to_string(options.beta2) + ")");
+    }
+
+    [[nodiscard]] adamw_options& options() noexcept { return m_options; }
+    [[nodiscard]] double learning_rate() const noexcept { return m_options.learning_rate; }
+    void set_learning_rate(double lr) noexcept { m_options.learning_rate = lr; }
+    [[nodiscard]] std::uint64_t steps() const noexcept { return m_steps; }
+
+    template <ParameterSet S>
+    void prepare(S& params) {
+        std::size_t i = 0;
+        params.visit_parameters([&](std::string_view, auto value, auto) {
+            moments(i++, value.size());
+        });
+    }
+
+    template <ParameterSet S>
+    void step(S& params, double grad_scale = 1.0) {
+        ++m_steps;
+        const double t = static_cast<double>(m_steps);
+        const float lr = static_cast<float>(m_options.learning_rate);
+        const float decay = static_cast<float>(1.0 - m_options.learning_rate * m_options.weight_decay);
+        const float b1 = static_cast<float>(m_options.beta1), b2 = static_cast<float>(m_options.beta2);
+        const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(m_options.beta1, t)));
+        const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(m_options.beta2, t)));
+        const float eps = static_cast<float>(m_options.eps), gs = static_cast<float>(grad_scale);
+        std::size_t i = 0;
+        params.visit_parameters([&](std::string_view, auto value, auto grad) {
+            using W = typename decltype(value)::value_type;
+            auto [m, v] = moments(i++, value.size());
+            for (std::size_t k = 0; k < value.size(); ++k) {
+                const float g = static_cast<float>(grad[k]) * gs;
+                m[k] = b1 * m[k] + (1 - b1) * g;
+                v[k] = b2 * v[k] + (1 - b2) * g * g;
+                const float p = static_cast<float>(value[k]) * decay;
+                value[k] = kernels::detail::store_as<W>(p - lr * (m[k] * c1) / (std::sqrt(v[k] * c2) + eps));
+            }
+        });
+    }
+
+    template <class F>
+    void visit_state(F&& f) {
+        for (std::size_t i = 0; i < m_m.size(); ++i) {
+            f("exp_avg." + std::to_string(i), std::span<float>(m_m[i]));
+            f("exp_avg_sq." + std::to_string(i), std::span<float>(m_v[i]));
+        }
+    }
+    void set_steps(std::uint64_t s) noexcept { m_steps = s; }
+
+private:
+    std::pair<std::span<float>, std::span<float>> moments(std::size_t i, std::size_t n) {
+        if (m_m.size() <= i) m_m.resize(i + 1), m_v.resize(i + 1);
+        if (m_m[i].empty()) m_m[i].assign(n, 0.0f), m_v[i].assign(n, 0.0f);
+        if (m_m[i].size() != n)
+            throw std::invalid_argument("tessera::optim::adamw: parameter " + std::to_string(i) + " has " +
+                                        std::to_string(n) + " values but its moments " + std::to_string(m_m[i].size()));
+        return {m_m[i], m_v[i]};
+    }
+
+    adamw_options m_options;
+    std::vector<std::vector<float>> m_m, m_v;
+    std::uint64_t m_steps = 0;
+};
+
+}  // namespace tessera::optim

@@ -1,0 +1,103 @@
+#pragma once
+// Stochastic gradient descent with momentum, Nesterov momentum and L2 weight decay (PyTorch's torch.optim.SGD).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/optim/parameters.hpp"
+
+namespace tessera::optim {
+
+/// Hyper-parameters of sgd; learning_rate may be changed between steps (schedules).
+struct sgd_options {
+    double learning_rate = 0.1;
+    double momentum = 0.0;
+    double dampening = 0.0;
+    double weight_decay = 0.0;
+    bool nesterov = false;
+};
+
+/// For each parameter p with gradient g (times grad_scale, e.g. 1/loss scale):
+///   g += weight_decay·p;  b = momentum·b + (1 − dampening)·g  (b = g on the first step);
+///   g = nesterov ? g + momentum·b : b;  p −= learning_rate·g.
+/// The momentum buffers are fp32 whatever the weight type; 16-bit weights are updated in fp32 and rounded.
+/// @code
+///   optim::sgd opt({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+///   opt.step(model);
+/// @endcode
+class sgd {
+public:
+    explicit sgd(sgd_options options = {}) : m_options(options) {
+        if (options.learning_rate < 0 || options.momentum < 0 || options.weight_decay < 0 || options.dampening < 0)
+            throw std::invalid_argument("tessera::optim::sgd: learning rate, momentum, dampening and weight decay must "
+                                        "be non-negative (lr=" + std::to_string(options.learning_rate) + ", momentum=" +
+                                        std::to_string(options.momentum) + ")");
+        if (options.nesterov && (options.momentum <= 0 || options.dampening != 0))
+            throw std::invalid_argument("tessera::optim::sgd: Nesterov momentum needs momentum > 0 and dampening 0");
+    }
+
+    [[nodiscard]] sgd_options& options() noexcept { return m_options; }
+    [[nodiscard]] double learning_rate() const noexcept { return m_options.learning_rate; }
+    void set_learning_rate(double lr) noexcept { m_options.learning_rate = lr; }
+    [[nodiscard]] std::uint64_t steps() const noexcept { return m_steps; }
+
+    /// Allocates the state for params (done by the first step; call it before loading a checkpoint).
+    template <ParameterSet S>
+    void prepare(S& params) {
+        if (m_options.momentum <= 0) return;  // plain SGD keeps no state
+        std::size_t i = 0;
+        params.visit_parameters([&](std::string_view, auto value, auto) { buffer(i++, value.size()); });
+    }
+
+    template <ParameterSet S>
+    void step(S& params, double grad_scale = 1.0) {
+        const float lr = static_cast<float>(m_options.learning_rate), mom = static_cast<float>(m_options.momentum);
+        const float wd = static_cast<float>(m_options.weight_decay), damp = static_cast<float>(1.0 - m_options.dampening);
+        const float gs = static_cast<float>(grad_scale);
+        const bool first = m_steps == 0;
+        std::size_t i = 0;
+        params.visit_parameters([&](std::string_view, auto value, auto grad) {
+            using W = typename decltype(value)::value_type;
+            std::vector<float>* b = mom > 0 ? &buffer(i, value.size()) : nullptr;
+            ++i;
+            for (std::size_t k = 0; k < value.size(); ++k) {
+                const float p = static_cast<float>(value[k]);
+                float g = static_cast<float>(grad[k]) * gs + wd * p;
+                if (b != nullptr) {
+                    float& v = (*b)[k];
+                    v = first ? g : mom * v + damp * g;
+                    g = m_options.nesterov ? g + mom * v : v;
+                }
+                value[k] = kernels::detail::store_as<W>(p - lr * g);
+            }
+        });
+        ++m_steps;
+    }
+
+    /// Optimiser state for checkpoints: f(name, std::span<float>) per buffer.
+    template <class F>
+    void visit_state(F&& f) {
+        for (std::size_t i = 0; i < m_buffers.size(); ++i) f("momentum." + std::to_string(i), std::span<float>(m_buffers[i]));
+    }
+    void set_steps(std::uint64_t s) noexcept { m_steps = s; }
+
+private:
+    std::vector<float>& buffer(std::size_t i, std::size_t n) {
+        if (m_buffers.size() <= i) m_buffers.resize(i + 1);
+        if (m_buffers[i].empty()) m_buffers[i].assign(n, 0.0f);
+        if (m_buffers[i].size() != n)
+            throw std::invalid_argument("tessera::optim::sgd: parameter " + std::to_string(i) + " has " + std::to_string(n) +
+                                        " values but its momentum buffer " + std::to_string(m_buffers[i].size()) +
+                                        " (a different parameter set?)");
+        return m_buffers[i];
+    }
+
+    sgd_options m_options;
+    std::vector<std::vector<float>> m_buffers;
+    std::uint64_t m_steps = 0;
+};
+
+}  // namespace tessera::optim
