@@ -8,6 +8,7 @@
 #include "tessera/exec/partition.hpp"
 #include "tessera/exec/schedule.hpp"
 #include "tessera/exec/schedule_report.hpp"
+#include "tessera/exec/staged_network.hpp"
 #include "tessera/exec/session.hpp"
 #include "tessera/exec/timeline.hpp"
 #include "tessera/exec/timing.hpp"

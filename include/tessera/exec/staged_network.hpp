@@ -1,0 +1,197 @@
+#pragma once
+// A network of units (nn::resnet) cut into pipeline stages: the StagedModel the executor runs.
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/config/error.hpp"
+#include "tessera/exec/cost.hpp"
+#include "tessera/exec/partition.hpp"
+#include "tessera/nn/layer.hpp"
+#include "tessera/nn/loss.hpp"
+#include "tessera/tensor/dense.hpp"
+
+namespace tessera::exec {
+
+/// A network made of units that can run any contiguous range of them (nn::resnet: stem, blocks, head),
+/// with shape inference and a cost per unit.
+template <class N>
+concept UnitNetwork = nn::Numeric<typename N::precision> && std::copy_constructible<N> &&
+                      std::default_initializable<typename N::state> &&
+                      requires(N& n, const N& cn, std::size_t u, const tessera::tensor::shape& s,
+                               const nn::activation<typename N::precision>& x, typename N::state& st,
+                               const nn::context& ctx) {
+                          { cn.units() } -> std::convertible_to<std::size_t>;
+                          { cn.unit_name(u) } -> std::convertible_to<std::string>;
+                          { cn.unit_input_shape(u, s) } -> std::same_as<tessera::tensor::shape>;
+                          { cn.unit_output_shape(u, s) } -> std::same_as<tessera::tensor::shape>;
+                          { cn.unit_cost(u, s) } -> std::same_as<nn::cost>;
+                          { n.forward_units(u, u, x, st, ctx) } -> std::same_as<const nn::activation<typename N::precision>&>;
+                          { n.backward_units(u, u, x, st, ctx, true) } -> std::same_as<const nn::activation<typename N::precision>&>;
+                      };
+
+/// The parameters of units [first, last) of a network, as a parameter set an optimizer can step.
+template <UnitNetwork N>
+class unit_parameters {
+public:
+    unit_parameters(N& net, std::size_t first, std::size_t last) : m_net(&net), m_first(first), m_last(last) {}
+    template <class F>
+    void visit_parameters(F&& f) {
+        m_net->visit_unit_parameters(m_first, m_last, std::forward<F>(f));
+    }
+    template <class F>
+    void visit_buffers(F&& f) {
+        m_net->visit_unit_buffers(m_first, m_last, std::forward<F>(f));
+    }
+
+private:
+    N* m_net;
+    std::size_t m_first, m_last;
+};
+
+/// An optimizer for one stage: step(parameters, gradient scale) updates the values from the gradients.
+template <class O, class N>
+concept StageOptimizer = std::copy_constructible<O> && requires(O& o, unit_parameters<N>& p, double scale) {
+    o.step(p, scale);
+};
+
+/// Stages of a UnitNetwork with a softmax cross-entropy loss and one optimizer per stage; labels are
+/// class indices, one per sample. Satisfies StagedModel.
+/// @code
+///   nn::resnet20<> net(3, 10);
+///   auto model = exec::staged_network(net, exec::balanced_units(net, {32, 32, 32, 3}, 2), {32, 32, 32, 3}, sgd);
+/// @endcode
+template <UnitNetwork N, StageOptimizer<N> O>
+class staged_network {
+public:
+    using precision = typename N::precision;
+    using tensor = nn::activation<precision>;
+    using label = std::vector<std::int32_t>;
+    struct stage_state {
+        tensor input;                // kept alive until backward, as nn's layers require
+        typename N::state state;
+    };
+    using stash = std::unique_ptr<stage_state>;  // a stable address: layer states point at their inputs
+    static_assert(std::is_same_v<typename precision::accumulate_type, float>,
+                  "tessera::exec::staged_network: gradients are all-reduced as float (accumulate_type must be float)");
+
+    /// first_units[s]: the first unit of stage s (first_units[0] == 0, increasing);
+    /// input: the shape of one micro-batch entering the network.
+    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input, O optimizer)
+        : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input),
+          m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0) {
+        if (m_first.empty() || m_first.front() != 0)
+            throw config::config_error("tessera::exec::staged_network: stage 0 must start at unit 0");
+        for (std::size_t s = 1; s < m_first.size(); ++s)
+            if (m_first[s] <= m_first[s - 1] || m_first[s] >= m_net.units())
+                throw config::config_error("tessera::exec::staged_network: stage " + std::to_string(s) +
+                                           " starts at unit " + std::to_string(m_first[s]) +
+                                           " (stages need increasing first units below " +
+                                           std::to_string(m_net.units()) + ")");
+    }
+
+    [[nodiscard]] std::size_t stages() const noexcept { return m_first.size(); }
+    [[nodiscard]] std::size_t first_unit(std::size_t s) const { return m_first.at(s); }
+    [[nodiscard]] std::size_t last_unit(std::size_t s) const {
+        return s + 1 < m_first.size() ? m_first[s + 1] : m_net.units();
+    }
+    [[nodiscard]] N& network() noexcept { return m_net; }
+    [[nodiscard]] const N& network() const noexcept { return m_net; }
+
+    std::pair<tensor, stash> forward(std::size_t s, tensor x) {
+        auto st = std::make_unique<stage_state>();
+        st->input = std::move(x);
+        const auto& y = m_net.forward_units(first_unit(s), last_unit(s), st->input, st->state, m_context);
+        return {tensor(y), std::move(st)};
+    }
+
+    std::pair<float, tensor> loss(const tensor& logits, const label& labels) {
+        const auto r = m_loss(logits, labels);
+        return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
+    }
+
+    tensor backward(std::size_t s, tensor dy, stash st) {
+        const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, m_context, s > 0);
+        return s > 0 ? tensor(dx) : tensor{};
+    }
+
+    /// The stage's gradients gathered into one contiguous buffer (for the all-reduce); update() puts them back.
+    std::span<float> gradients(std::size_t s) {
+        auto& flat = m_flat.at(s);
+        flat.clear();
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        p.visit_parameters([&](std::string_view, auto, auto grad) { flat.insert(flat.end(), grad.begin(), grad.end()); });
+        m_gathered[s] = 1;
+        return flat;
+    }
+
+    /// Steps the stage's optimizer with gradients × scale, then zeroes the gradients.
+    void update(std::size_t s, float scale) {
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        if (m_gathered.at(s)) {
+            std::size_t k = 0;
+            p.visit_parameters([&](std::string_view, auto, auto grad) {
+                std::copy_n(m_flat[s].begin() + static_cast<std::ptrdiff_t>(k), grad.size(), grad.begin());
+                k += grad.size();
+            });
+            m_gathered[s] = 0;
+        }
+        m_optimizers[s].step(p, static_cast<double>(scale));
+        p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
+    }
+
+    [[nodiscard]] stage_cost cost(std::size_t s) const {
+        stage_cost c;
+        tessera::tensor::shape shape = m_net.unit_input_shape(first_unit(s), m_input);
+        const std::size_t data = sizeof(typename precision::data_type);
+        c.input_bytes = shape.n * shape.per_sample() * data;
+        std::size_t parameters = 0;
+        double written = 0;
+        for (std::size_t u = first_unit(s); u < last_unit(s); ++u) {
+            const nn::cost uc = m_net.unit_cost(u, shape);
+            c.forward_flops += uc.forward_flops;
+            c.backward_flops += uc.backward_flops;
+            parameters += uc.parameters;
+            written += uc.forward_bytes;  // what forward wrote is, roughly, what backward needs
+            shape = m_net.unit_output_shape(u, shape);
+        }
+        c.output_bytes = shape.n * shape.per_sample() * data;
+        c.weight_bytes = parameters * sizeof(typename precision::weight_type);
+        c.update_flops = 2.0 * double(parameters);
+        c.stash_bytes = static_cast<std::size_t>(written);
+        return c;
+    }
+
+private:
+    N m_net;
+    std::vector<std::size_t> m_first;
+    tessera::tensor::shape m_input;
+    std::vector<O> m_optimizers;
+    nn::softmax_cross_entropy<precision> m_loss;
+    nn::context m_context{};
+    std::vector<std::vector<float>> m_flat;
+    std::vector<char> m_gathered;
+};
+
+/// The first unit of each of `stages` stages balancing the units' FLOPs (forward + backward):
+/// automatic partition, where PopTorch needs hand-placed blocks.
+template <UnitNetwork N>
+[[nodiscard]] std::vector<std::size_t> balanced_units(const N& net, tessera::tensor::shape input, std::size_t stages) {
+    std::vector<double> costs;
+    tessera::tensor::shape shape = input;
+    for (std::size_t u = 0; u < net.units(); ++u) {
+        costs.push_back(net.unit_cost(u, shape).flops());
+        shape = net.unit_output_shape(u, shape);
+    }
+    return balance_stages(costs, stages).first_layer;
+}
+
+}  // namespace tessera::exec

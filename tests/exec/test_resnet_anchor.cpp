@@ -1,0 +1,148 @@
+// The correctness anchor on a small ResNet: every strategy, 2 and 4 stages, R = 1, 2, 4 replicas,
+// against the plain sequential reference written directly on the network (no stages, no threads).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "../emulator/deadline.hpp"
+#include "tessera/config/strategy.hpp"
+#include "tessera/exec/executor.hpp"
+#include "tessera/exec/staged_network.hpp"
+#include "tessera/nn/loss.hpp"
+#include "tessera/nn/resnet.hpp"
+
+namespace cfg = tessera::config;
+namespace exec = tessera::exec;
+namespace nn = tessera::nn;
+using P = cfg::fp32;
+using net_t = nn::resnet<nn::basic_block<P, nn::padding_shortcut>, nn::cifar_stem<P>, 1, 1>;  // stem, 2 blocks, head
+
+namespace {
+
+constexpr std::size_t batch = 2, side = 8, channels = 3, classes = 10;
+const tessera::tensor::shape input_shape{batch, side, side, channels};
+
+// Plain SGD, the same arithmetic in the stages and in the reference.
+struct plain_sgd {
+    float learning_rate = 0.05f;
+    template <class S>
+    void step(S& params, double scale) {
+        params.visit_parameters([&](std::string_view, auto value, auto grad) {
+            for (std::size_t k = 0; k < value.size(); ++k) value[k] -= learning_rate * (static_cast<float>(scale) * grad[k]);
+        });
+    }
+};
+
+using model_t = exec::staged_network<net_t, plain_sgd>;
+
+struct feed_t {
+    std::pair<nn::activation<P>, std::vector<std::int32_t>> operator()(std::size_t r, std::size_t d, std::size_t m) const {
+        std::mt19937 rng(static_cast<std::uint32_t>(11 + 1009 * r + 101 * d + m));
+        std::normal_distribution<float> pixel(0.0f, 1.0f);
+        std::uniform_int_distribution<std::int32_t> cls(0, classes - 1);
+        auto x = tessera::tensor::make_nhwc<float>(input_shape);
+        for (auto& v : x) v = pixel(rng);
+        std::vector<std::int32_t> y(batch);
+        for (auto& v : y) v = cls(rng);
+        return {std::move(x), std::move(y)};
+    }
+};
+
+std::vector<float> parameters_and_buffers(net_t& net) {
+    std::vector<float> all;
+    net.visit_parameters([&](std::string_view, auto value, auto) { all.insert(all.end(), value.begin(), value.end()); });
+    net.visit_buffers([&](std::string_view, auto value) { all.insert(all.end(), value.begin(), value.end()); });
+    return all;
+}
+
+// The sequential reference on whole networks: R replicas, G micro-batches each, gradients summed in
+// replica order, then SGD with the mean scale on every replica. Returns each replica's parameters
+// and batch-norm running statistics (the statistics differ between replicas: each sees its own data).
+std::vector<std::vector<float>> reference(const net_t& initial, std::size_t R, std::size_t G, std::size_t D) {
+    std::vector<net_t> nets(R, initial);
+    std::vector<plain_sgd> opts(R);
+    const feed_t feed;
+    const nn::context ctx{};
+    for (std::size_t d = 0; d < D; ++d) {
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t m = 0; m < G; ++m) {
+                auto [x, y] = feed(r, d, m);
+                net_t::state st;
+                nn::softmax_cross_entropy<P> loss;
+                const auto& logits = nets[r].forward(x, st, ctx);
+                (void)loss(logits, y);
+                (void)nets[r].backward(loss.gradient(), st, ctx, false);
+            }
+        if (R > 1) {
+            std::vector<std::vector<std::span<float>>> grads(R);
+            for (std::size_t r = 0; r < R; ++r)
+                nets[r].visit_parameters([&](std::string_view, auto, auto g) { grads[r].push_back(g); });
+            for (std::size_t p = 0; p < grads[0].size(); ++p)
+                for (std::size_t k = 0; k < grads[0][p].size(); ++k) {
+                    float sum = grads[0][p][k];
+                    for (std::size_t r = 1; r < R; ++r) sum += grads[r][p][k];
+                    for (std::size_t r = 0; r < R; ++r) grads[r][p][k] = sum;
+                }
+        }
+        const float scale = 1.0f / static_cast<float>(G * R);
+        for (std::size_t r = 0; r < R; ++r) {
+            opts[r].step(nets[r], static_cast<double>(scale));
+            nets[r].visit_parameters([](std::string_view, auto, auto g) { std::fill(g.begin(), g.end(), 0.0f); });
+        }
+    }
+    std::vector<std::vector<float>> out;
+    for (auto& n : nets) out.push_back(parameters_and_buffers(n));
+    return out;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("correctness anchor on a small ResNet: bit-identical to the sequential reference",
+                   "[exec][anchor][resnet][threads]", cfg::sharded<2>, cfg::sharded<4>,
+                   (cfg::pipelined<cfg::gpipe, 2>), (cfg::pipelined<cfg::gpipe, 4>),
+                   (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::one_f_one_b, 4>), cfg::phased<2>,
+                   cfg::phased<4>) {
+    constexpr std::size_t S = TestType::stages, G = 2 * S, D = 2;
+    const net_t initial(channels, classes);
+    REQUIRE(initial.units() == 4);
+    const auto first = exec::balanced_units(initial, input_shape, S);
+    REQUIRE(first.size() == S);
+    const model_t staged(initial, first, input_shape, plain_sgd{});
+    for (std::size_t R : {1u, 2u, 4u}) {
+        INFO("replicas: " << R << ", stages start at units " << first[0] << (S > 1 ? ", " : "") << (S > 1 ? first[1] : 0));
+        std::vector<model_t> models(R, staged);
+        exec::executor<model_t> ex(exec::make_schedule<TestType>(G, true, R), exec::costs_of(staged), R);
+        tessera::test::within_deadline(300, "resnet anchor", [&] {
+            return ex.run(std::span(models), feed_t{}, D, exec::output_selection::of<cfg::all>());
+        });
+        const auto expected = reference(initial, R, G, D);
+        for (std::size_t r = 0; r < R; ++r) CHECK(parameters_and_buffers(models[r].network()) == expected[r]);
+        net_t untouched = initial;
+        CHECK(parameters_and_buffers(untouched) != expected[0]);  // it did train
+    }
+}
+
+TEST_CASE("staged_network reports per-stage costs and balances units by FLOPs", "[exec][resnet]") {
+    const net_t net(channels, classes);
+    const auto two = exec::balanced_units(net, input_shape, 2);
+    CHECK(two.front() == 0);
+    const model_t staged(net, two, input_shape, plain_sgd{});
+    double flops = 0;
+    std::size_t weights = 0;
+    for (std::size_t s = 0; s < staged.stages(); ++s) {
+        const auto c = staged.cost(s);
+        flops += c.forward_flops + c.backward_flops;
+        weights += c.weight_bytes;
+        CHECK(c.input_bytes > 0);
+    }
+    const auto whole = net.cost(input_shape);
+    CHECK(flops == Approx(whole.flops()));
+    CHECK(weights == whole.parameters * sizeof(float));
+    CHECK(staged.cost(1).output_bytes == batch * classes * sizeof(float));
+    REQUIRE_THROWS_AS(model_t(net, {1, 2}, input_shape, plain_sgd{}), cfg::config_error);
+    REQUIRE_THROWS_AS(model_t(net, {0, 4}, input_shape, plain_sgd{}), cfg::config_error);
+}
