@@ -10,10 +10,13 @@
 
 #include "../emulator/deadline.hpp"
 #include "tessera/config/strategy.hpp"
+#include "tessera/config.hpp"
 #include "tessera/exec/executor.hpp"
+#include "tessera/exec/network_session.hpp"
 #include "tessera/exec/staged_network.hpp"
 #include "tessera/nn/loss.hpp"
 #include "tessera/nn/resnet.hpp"
+#include "tessera/optim/sgd.hpp"
 
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
@@ -62,9 +65,11 @@ std::vector<float> parameters_and_buffers(net_t& net) {
 // The sequential reference on whole networks: R replicas, G micro-batches each, gradients summed in
 // replica order, then SGD with the mean scale on every replica. Returns each replica's parameters
 // and batch-norm running statistics (the statistics differ between replicas: each sees its own data).
-std::vector<std::vector<float>> reference(const net_t& initial, std::size_t R, std::size_t G, std::size_t D) {
+template <class Opt = plain_sgd>
+std::vector<std::vector<float>> reference(const net_t& initial, std::size_t R, std::size_t G, std::size_t D,
+                                          const Opt& optimizer = {}) {
     std::vector<net_t> nets(R, initial);
-    std::vector<plain_sgd> opts(R);
+    std::vector<Opt> opts(R, optimizer);
     const feed_t feed;
     const nn::context ctx{};
     for (std::size_t d = 0; d < D; ++d) {
@@ -145,4 +150,78 @@ TEST_CASE("staged_network reports per-stage costs and balances units by FLOPs", 
     CHECK(staged.cost(1).output_bytes == batch * classes * sizeof(float));
     REQUIRE_THROWS_AS(model_t(net, {1, 2}, input_shape, plain_sgd{}), cfg::config_error);
     REQUIRE_THROWS_AS(model_t(net, {0, 4}, input_shape, plain_sgd{}), cfg::config_error);
+}
+
+TEST_CASE("training_model of a ResNet with optim::sgd (momentum) matches the reference", "[exec][resnet][session][threads]") {
+    namespace optim = tessera::optim;
+    using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>, cfg::device_iterations<2>,
+                          cfg::replication<2>, cfg::all>;
+    const net_t net(channels, classes);
+    const optim::sgd sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
+    auto run = exec::training_model<c>(net, sgd, {1, side, side, channels}, {.micro_batch = batch});
+    CHECK(run.model().stages() == 2);
+    CHECK(run.model().first_unit(1) == exec::balanced_units(net, input_shape, 2)[1]);
+    for (int call = 0; call < 2; ++call) {
+        const auto result = tessera::test::within_deadline(300, "resnet session", [&] { return run(feed_t{}); });
+        CHECK(result.losses[0].size() == 8);
+    }
+    // The reference: two calls of D = 2 updates (the feed repeats per call), replicas summed in order.
+    net_t trained = run.model().network();
+    const std::vector<float> got = parameters_and_buffers(trained);
+    const auto ref = [&] {
+        std::vector<net_t> n(2, net);
+        std::vector<optim::sgd> o(2, sgd);
+        const nn::context ctx{};
+        for (int callno = 0; callno < 2; ++callno)
+            for (std::size_t d = 0; d < 2; ++d) {
+                for (std::size_t r = 0; r < 2; ++r)
+                    for (std::size_t m = 0; m < 4; ++m) {
+                        auto [x, y] = feed_t{}(r, d, m);
+                        net_t::state st;
+                        nn::softmax_cross_entropy<P> loss;
+                        (void)loss(n[r].forward(x, st, ctx), y);
+                        (void)n[r].backward(loss.gradient(), st, ctx, false);
+                    }
+                std::vector<std::vector<std::span<float>>> g(2);
+                for (std::size_t r = 0; r < 2; ++r)
+                    n[r].visit_parameters([&](std::string_view, auto, auto gr) { g[r].push_back(gr); });
+                for (std::size_t p = 0; p < g[0].size(); ++p)
+                    for (std::size_t k = 0; k < g[0][p].size(); ++k) {
+                        const float sum = g[0][p][k] + g[1][p][k];
+                        g[0][p][k] = g[1][p][k] = sum;
+                    }
+                for (std::size_t r = 0; r < 2; ++r) {
+                    o[r].step(n[r], static_cast<double>(1.0f / 8.0f));
+                    n[r].visit_parameters([](std::string_view, auto, auto gr) { std::fill(gr.begin(), gr.end(), 0.0f); });
+                }
+            }
+        return parameters_and_buffers(n[0]);
+    }();
+    CHECK(got == ref);
+}
+
+TEST_CASE("padded samples count in neither the loss nor the gradient", "[exec][resnet]") {
+    const net_t net(channels, classes);
+    model_t staged(net, {0, 2}, input_shape, plain_sgd{});
+    auto logits = tessera::tensor::make_nhwc<float>({2, 1, 1, classes});
+    for (std::size_t k = 0; k < logits.size(); ++k) logits.data()[k] = 0.1f * float(k % 7) - 0.2f;
+    const std::vector<std::int32_t> labels{3, 5};
+    const auto [full, gfull] = staged.loss(logits, model_t::label(labels));
+    const auto [half, ghalf] = staged.loss(logits, model_t::label(labels, 1));
+    // The padded second sample: no gradient; the loss and the first row's gradient are those of a batch of one.
+    auto one = tessera::tensor::make_nhwc<float>({1, 1, 1, classes});
+    std::copy_n(logits.data(), classes, one.data());
+    const net_t net1(channels, classes);
+    model_t staged1(net1, {0, 2}, {1, side, side, channels}, plain_sgd{});
+    const auto [single, gsingle] = staged1.loss(one, model_t::label({3}));
+    CHECK(half == single);
+    for (std::size_t k = 0; k < classes; ++k) {
+        CHECK(ghalf.data()[k] == gsingle.data()[k]);
+        CHECK(ghalf.data()[classes + k] == 0.0f);
+    }
+    CHECK(full != half);
+    const auto [none, gnone] = staged.loss(logits, model_t::label(labels, 0));
+    CHECK(none == 0.0f);
+    CHECK(std::all_of(gnone.begin(), gnone.end(), [](float v) { return v == 0.0f; }));
+    REQUIRE_THROWS_AS(staged.loss(logits, model_t::label(labels, 3)), cfg::config_error);
 }

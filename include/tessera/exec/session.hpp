@@ -27,6 +27,8 @@ struct session_options {
     emulator::device_spec device{};       ///< the emulated IPU's figures
     std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
     bool record_trace = true;             ///< keep the modelled clocks' intervals (timeline reports)
+    std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
+                                              ///< marks); empty = balanced automatically by FLOPs
 };
 
 /// A compiled model: R replicas of a staged model on R × IPUs-per-replica emulated IPUs.

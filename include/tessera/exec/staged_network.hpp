@@ -15,6 +15,7 @@
 #include "tessera/config/error.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/partition.hpp"
+#include "tessera/kernels/loss.hpp"
 #include "tessera/nn/layer.hpp"
 #include "tessera/nn/loss.hpp"
 #include "tessera/tensor/dense.hpp"
@@ -74,7 +75,15 @@ class staged_network {
 public:
     using precision = typename N::precision;
     using tensor = nn::activation<precision>;
-    using label = std::vector<std::int32_t>;
+    /// Class indices of a micro-batch; samples from `valid` on are padding (the data loader's
+    /// drop_last = false tail) and count in neither the loss nor the gradients.
+    struct label {
+        std::vector<std::int32_t> classes;
+        std::size_t valid = 0;
+        label() = default;
+        label(std::vector<std::int32_t> c) : classes(std::move(c)), valid(classes.size()) {}  // NOLINT: implicit
+        label(std::vector<std::int32_t> c, std::size_t real) : classes(std::move(c)), valid(real) {}
+    };
     struct stage_state {
         tensor input;                // kept alive until backward, as nn's layers require
         typename N::state state;
@@ -113,9 +122,24 @@ public:
         return {tensor(y), std::move(st)};
     }
 
+    /// Mean cross-entropy over the real samples and its gradient (zero for padded samples).
     std::pair<float, tensor> loss(const tensor& logits, const label& labels) {
-        const auto r = m_loss(logits, labels);
-        return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
+        const auto shape = tessera::tensor::shape_of(logits);
+        if (labels.valid > labels.classes.size() || labels.classes.size() != shape.n)
+            throw config::config_error("tessera::exec::staged_network::loss: " + std::to_string(labels.classes.size()) +
+                                       " labels (" + std::to_string(labels.valid) + " real) for a batch of " +
+                                       std::to_string(shape.n));
+        if (labels.valid == shape.n) {
+            const auto r = m_loss(logits, labels.classes);
+            return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
+        }
+        tensor grad = tessera::tensor::make_nhwc<typename precision::data_type>(shape);
+        std::fill(grad.begin(), grad.end(), typename precision::data_type{});
+        if (labels.valid == 0) return {0.0f, std::move(grad)};
+        // Padding is at the end: the loss of the first `valid` rows, averaged over them only.
+        const auto r = kernels::softmax_cross_entropy(logits.data(), labels.valid, shape.per_sample(),
+                                                      labels.classes.data(), grad.data(), 1.0f, m_workspace);
+        return {static_cast<float>(r.loss), std::move(grad)};
     }
 
     tensor backward(std::size_t s, tensor dy, stash st) {
@@ -176,6 +200,7 @@ private:
     tessera::tensor::shape m_input;
     std::vector<O> m_optimizers;
     nn::softmax_cross_entropy<precision> m_loss;
+    kernels::workspace<float> m_workspace;
     nn::context m_context{};
     std::vector<std::vector<float>> m_flat;
     std::vector<char> m_gathered;

@@ -1,0 +1,49 @@
+#pragma once
+// Sessions of unit networks (nn::resnet): the model and its optimizer, cut into the config's stages.
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "tessera/config/batching.hpp"
+#include "tessera/config/config.hpp"
+#include "tessera/exec/session.hpp"
+#include "tessera/exec/staged_network.hpp"
+#include "tessera/tensor/dense.hpp"
+
+namespace tessera::exec {
+
+/// A training session of a unit network (nn::resnet) cut into the config's stages — by
+/// `settings.first_units`, or balanced by FLOPs — each stage with its own copy of `optimizer`.
+/// `sample`: the shape of one sample (its n is ignored; the micro-batch comes from the config/options).
+/// @code
+///   nn::resnet20<> net(3, 10);
+///   auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 0.1}), {1, 32, 32, 3}, {.micro_batch = 16});
+/// @endcode
+template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
+[[nodiscard]] session<C, staged_network<N, O>> training_model(const N& net, const O& optimizer,
+                                                               tessera::tensor::shape sample,
+                                                               config::options options = {},
+                                                               session_options settings = {}) {
+    static_assert(C::is_training, "tessera::exec::training_model: the config is for inference (use inference_model)");
+    const config::batching b = config::make_batching<C>(options);
+    sample.n = b.micro_batch;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
+    return session<C, staged_network<N, O>>(staged_network<N, O>(net, std::move(first), sample, optimizer), options,
+                                            settings);
+}
+
+/// An inference session of a unit network: the config's inference form (G = 1, outputs `all`).
+template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
+[[nodiscard]] session<typename C::for_inference, staged_network<N, O>> inference_model(
+    const N& net, const O& optimizer, tessera::tensor::shape sample, config::options options = {},
+    session_options settings = {}) {
+    using I = typename C::for_inference;
+    options.gradient_accumulation.reset();
+    const config::batching b = config::make_batching<I>(options);
+    sample.n = b.micro_batch;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, I::strategy::stages) : settings.first_units;
+    return session<I, staged_network<N, O>>(staged_network<N, O>(net, std::move(first), sample, optimizer), options,
+                                            settings);
+}
+
+}  // namespace tessera::exec
