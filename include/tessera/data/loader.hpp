@@ -20,6 +20,11 @@
 #include <utility>
 #include <vector>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 #include "tessera/data/augment.hpp"
 #include "tessera/data/batch.hpp"
 #include "tessera/data/concepts.hpp"
@@ -63,10 +68,16 @@ struct loader_options {
 
 namespace detail {
 
-template <class D>
-struct dataset_value {
-    using type = typename D::value_type;
-};
+/// Loader threads run as SCHED_BATCH on Linux: CPU-bound background work that does not preempt the
+/// thread that woke it. Without it, on busy shared cores, each hand-out (which wakes a worker to load
+/// the next batch) lets the worker preempt the caller for a whole batch's loading, and the device waits.
+inline void run_as_background_thread() noexcept {
+#if defined(__linux__)
+    sched_param param{};
+    param.sched_priority = 0;
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);  // unprivileged; best effort
+#endif
+}
 
 /// What every epoch's producers share: settings, the pool and the per-sample pipeline.
 template <class D, class Io>
@@ -231,6 +242,7 @@ private:
     }
 
     void help(std::size_t w) {
+        run_as_background_thread();
         typename loader_context<D, Io>::scratch scratch(m_ctx->shape.size());
         std::size_t seen = 0;
         for (;;) {
@@ -299,13 +311,13 @@ public:
         if (m_error) std::rethrow_exception(m_error);
         if (m_handed >= m_producer.batches()) return std::nullopt;
         auto& slot = m_ring[m_handed % m_ring.size()];
-        m_changed.wait(lock, [&] { return m_error || slot.has_value(); });
+        m_ready.wait(lock, [&] { return m_error || slot.has_value(); });
         if (m_error) std::rethrow_exception(m_error);
         batch_lease<Io> lease = std::move(*slot);
         slot.reset();
         ++m_handed;
         lock.unlock();
-        m_changed.notify_all();
+        m_space.notify_one();  // one more batch may start: wake one worker, not all of them
         return lease;
     }
 
@@ -315,17 +327,18 @@ private:
             std::lock_guard lock(m_mutex);
             m_stopping = true;
         }
-        m_changed.notify_all();
+        m_space.notify_all();
         m_threads.clear();  // joins
     }
 
     void work() {
+        run_as_background_thread();
         typename loader_context<D, Io>::scratch scratch(m_ctx->shape.size());
         for (;;) {
             std::size_t b = 0;
             {
                 std::unique_lock lock(m_mutex);
-                m_changed.wait(lock, [&] {
+                m_space.wait(lock, [&] {
                     return m_stopping || m_error || m_claimed >= m_producer.batches() || m_claimed < m_handed + m_ring.size();
                 });
                 if (m_stopping || m_error || m_claimed >= m_producer.batches()) return;
@@ -337,17 +350,21 @@ private:
                 std::lock_guard lock(m_mutex);
                 m_ring[b % m_ring.size()].emplace(std::move(lease));
             } catch (...) {
-                std::lock_guard lock(m_mutex);
-                if (!m_error) m_error = std::current_exception();
+                {
+                    std::lock_guard lock(m_mutex);
+                    if (!m_error) m_error = std::current_exception();
+                }
+                m_space.notify_all();  // the other workers stop too
             }
-            m_changed.notify_all();
+            m_ready.notify_one();  // the caller is the only one waiting for batches
         }
     }
 
     const loader_context<D, Io>* m_ctx;
     map_producer<D, Io> m_producer;
     std::mutex m_mutex;
-    std::condition_variable m_changed;
+    std::condition_variable m_space;  // workers wait for a free slot in the window
+    std::condition_variable m_ready;  // the caller waits for the next batch
     std::vector<std::optional<batch_lease<Io>>> m_ring;
     std::size_t m_handed = 0, m_claimed = 0;
     bool m_stopping = false;
@@ -492,6 +509,7 @@ public:
 
 private:
     void work(std::size_t w, std::size_t epoch, std::size_t workers) {
+        run_as_background_thread();
         auto& queue = *m_queues[w];
         try {
             stream_reader<D, Io> reader(*m_ctx, m_ctx->options.rank * workers + w, m_ctx->options.size * workers, epoch);
@@ -557,6 +575,7 @@ private:
     }
 
     void work(std::size_t w, std::size_t epoch, std::size_t workers) {
+        run_as_background_thread();
         try {
             stream_reader<D, Io> reader(*m_ctx, m_ctx->options.rank * workers + w, m_ctx->options.size * workers, epoch);
             for (;;) {
@@ -573,6 +592,7 @@ private:
     }
 
     void assemble(std::size_t epoch) {
+        run_as_background_thread();
         try {
             std::vector<std::size_t> live(m_samples.size());
             for (std::size_t w = 0; w < live.size(); ++w) live[w] = w;
