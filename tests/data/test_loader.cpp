@@ -246,6 +246,13 @@ TEST_CASE("data_loader: shuffling is seeded, differs per epoch and is the same o
     std::iota(expected.begin(), expected.end(), 0);
     data::shuffle(std::span(expected), data::mix_seed(1, 0));
     CHECK(order == expected);
+    // Regression pins: these literals must never change, on any machine or standard library (the
+    // order is integer arithmetic on splitmix64); a change here silently reorders every user's epochs.
+    CHECK(order == std::vector<std::size_t>{0, 3, 6, 1, 8, 4, 5, 2, 9, 7});
+    CHECK(data::epoch_order(10, true, 1, 1) == std::vector<std::size_t>{5, 0, 3, 9, 2, 1, 6, 4, 8, 7});
+    std::vector<std::uint8_t> pixels(8);
+    (void)data::synthetic_images(100, {1, 2, 4}, 10, 42).read(5, pixels);
+    CHECK(pixels == std::vector<std::uint8_t>{0, 0, 200, 231, 255, 95, 188, 24});
 }
 
 TEST_CASE("data_loader: drop_last = false pads the last batch and masks it", "[data][loader]") {

@@ -16,7 +16,8 @@ namespace tessera::data {
 
 /// `size` uint8 images of `shape` in `num_classes` classes. Each class has a fixed random prototype
 /// image (from the seed); sample i has label i mod num_classes and is its class prototype plus
-/// uniform noise in [-noise, +noise], clamped to [0, 255]. A nearest-class-mean classifier separates
+/// integer noise uniform in [-noise, +noise], clamped to [0, 255] (integer arithmetic only, so the
+/// bytes cannot depend on the compiler's floating-point contraction). A nearest-class-mean classifier separates
 /// the classes, so a model can learn them; nothing is stored per sample (read() computes it), so
 /// the dataset can be as large as a benchmark needs. Same seed, same bytes, on every machine.
 /// @code
@@ -27,7 +28,7 @@ public:
     using value_type = std::uint8_t;
 
     synthetic_images(std::size_t size, sample_shape shape, std::size_t num_classes, std::uint64_t seed,
-                     float noise = 64.0f)
+                     unsigned noise = 64)
         : m_size(size), m_shape(shape), m_classes(num_classes), m_seed(seed), m_noise(noise) {
         if (shape.size() == 0) throw shape_error("synthetic_images", 0, "an empty sample shape " + to_string(shape), "C, H, W > 0");
         if (num_classes == 0) throw label_error("synthetic_images", 0, "0 classes", "at least one class");
@@ -58,9 +59,11 @@ public:
         const label_t y = label(i);
         const auto proto = prototype(static_cast<std::size_t>(y));
         splitmix64 g(mix_seed(m_seed, i));
+        const std::uint64_t span = 2 * std::uint64_t{m_noise} + 1;
         for (std::size_t k = 0; k < out.size(); ++k) {
-            const float v = static_cast<float>(proto[k]) + m_noise * (2.0f * g.unit_float() - 1.0f);
-            out[k] = static_cast<std::uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f));  // round, saturate
+            const auto v = static_cast<std::int64_t>(proto[k]) + static_cast<std::int64_t>(g.below(span)) -
+                           static_cast<std::int64_t>(m_noise);
+            out[k] = static_cast<std::uint8_t>(std::clamp<std::int64_t>(v, 0, 255));
         }
         return y;
     }
@@ -70,7 +73,7 @@ private:
     sample_shape m_shape;
     std::size_t m_classes;
     std::uint64_t m_seed;
-    float m_noise;
+    unsigned m_noise;
     std::vector<std::uint8_t> m_prototypes;
 };
 
