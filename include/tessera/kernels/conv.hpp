@@ -40,10 +40,27 @@ private:
 
 namespace detail {
 
-/// Rows of the im2col matrix per chunk: keeps a chunk of columns (rows × k) near 1 MiB so it stays in L2.
-[[nodiscard]] inline std::size_t conv_chunk_rows(std::size_t k, std::size_t rows, std::size_t elem) {
+/// Rows of the im2col matrix per chunk: whole images (so chunks never write the same input pixel in
+/// col2im), about 1 MiB of columns (rows × k) so that a chunk stays in L2.
+[[nodiscard]] inline std::size_t conv_chunk_rows(std::size_t k, std::size_t rows_per_image, std::size_t images,
+                                                 std::size_t elem) {
     const std::size_t target = (std::size_t{1} << 20) / (elem * std::max<std::size_t>(k, 1));
-    return std::clamp<std::size_t>(target / 64 * 64, 64, std::max<std::size_t>(rows, 1));
+    const std::size_t per_chunk = std::clamp<std::size_t>(target / std::max<std::size_t>(rows_per_image, 1), 1, images);
+    return per_chunk * rows_per_image;
+}
+
+/// Threads for a chunked loop: never more than chunks.
+[[nodiscard]] inline std::size_t chunk_threads(const gemm_options& opt, std::size_t chunks) noexcept {
+    return std::max<std::size_t>(1, std::min(opt.threads, chunks));
+}
+
+/// One column buffer per thread.
+template <class C>
+std::vector<aligned_vector<C>>& thread_columns(workspace<C>& ws, std::size_t threads, std::size_t n) {
+    if (ws.cols.size() < threads) ws.cols.resize(threads);
+    for (std::size_t t = 0; t < threads; ++t)
+        if (ws.cols[t].size() < n) ws.cols[t].resize(n);
+    return ws.cols;
 }
 
 }  // namespace detail
@@ -103,14 +120,18 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     if (g.is_pointwise()) {
         gemm(trans::no, trans::no, rows, cout, k, C(1), x, k, w, cout, C(0), dst.target(), cout, opt);
     } else {
-        const std::size_t chunk = detail::conv_chunk_rows(k, rows, sizeof(C));
-        if (ws.col.size() < chunk * k) ws.col.resize(chunk * k);
-        for (std::size_t m0 = 0; m0 < rows; m0 += chunk) {
-            const std::size_t m1 = std::min(rows, m0 + chunk);
-            im2col(x, in, g, m0, m1, ws.col.data());
-            gemm(trans::no, trans::no, m1 - m0, cout, k, C(1), ws.col.data(), k, w, cout, C(0),
-                 dst.target() + m0 * cout, cout, opt);
-        }
+        // Chunks of whole images run in parallel, each thread with its own columns and a one-thread GEMM.
+        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
+        const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
+        auto& cols = detail::thread_columns(ws, threads, chunk * k);
+        C* y0 = dst.target();
+        detail::run_parallel(threads, [&](std::size_t t) {
+            for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
+                const std::size_t m1 = std::min(rows, m0 + chunk);
+                im2col(x, in, g, m0, m1, cols[t].data());
+                gemm(trans::no, trans::no, m1 - m0, cout, k, C(1), cols[t].data(), k, w, cout, C(0), y0 + m0 * cout, cout);
+            }
+        });
     }
     dst.commit();
 }
@@ -127,14 +148,16 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     } else {
         C* acc = dst.target();
         std::fill(acc, acc + in.size(), C(0));
-        const std::size_t chunk = detail::conv_chunk_rows(k, rows, sizeof(C));
-        if (ws.col.size() < chunk * k) ws.col.resize(chunk * k);
-        for (std::size_t m0 = 0; m0 < rows; m0 += chunk) {
-            const std::size_t m1 = std::min(rows, m0 + chunk);
-            gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), ws.col.data(), k,
-                 opt);
-            col2im_add(ws.col.data(), in, g, m0, m1, acc);
-        }
+        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
+        const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
+        auto& cols = detail::thread_columns(ws, threads, chunk * k);
+        detail::run_parallel(threads, [&](std::size_t t) {
+            for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
+                const std::size_t m1 = std::min(rows, m0 + chunk);
+                gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k);
+                col2im_add(cols[t].data(), in, g, m0, m1, acc);  // chunks hold whole images: no overlap
+            }
+        });
     }
     dst.commit();
 }
@@ -149,13 +172,24 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
         gemm(trans::yes, trans::no, k, cout, rows, C(1), x, k, dy, cout, C(1), dw, cout, opt);
         return;
     }
-    const std::size_t chunk = detail::conv_chunk_rows(k, rows, sizeof(C));
-    if (ws.col.size() < chunk * k) ws.col.resize(chunk * k);
-    for (std::size_t m0 = 0; m0 < rows; m0 += chunk) {
-        const std::size_t m1 = std::min(rows, m0 + chunk);
-        im2col(x, in, g, m0, m1, ws.col.data());
-        gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), ws.col.data(), k, dy + m0 * cout, cout, C(1), dw, cout,
-             opt);
+    const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
+    const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
+    auto& cols = detail::thread_columns(ws, threads, chunk * k);
+    // Thread 0 accumulates into dw; the others into their own partial sums, added at the end.
+    if (ws.partial.size() < (threads - 1) * k * cout) ws.partial.resize((threads - 1) * k * cout);
+    detail::run_parallel(threads, [&](std::size_t t) {
+        C* target = t == 0 ? dw : ws.partial.data() + (t - 1) * k * cout;
+        if (t > 0) std::fill(target, target + k * cout, C(0));
+        for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
+            const std::size_t m1 = std::min(rows, m0 + chunk);
+            im2col(x, in, g, m0, m1, cols[t].data());
+            gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout, C(1), target,
+                 cout);
+        }
+    });
+    for (std::size_t t = 1; t < threads; ++t) {
+        const C* part = ws.partial.data() + (t - 1) * k * cout;
+        for (std::size_t i = 0; i < k * cout; ++i) dw[i] += part[i];
     }
 }
 

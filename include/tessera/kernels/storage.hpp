@@ -86,7 +86,8 @@ private:
 /// Reusable scratch memory of one kernel caller (a layer owns one; nothing is global).
 template <Compute C>
 struct workspace {
-    aligned_vector<C> col, a, b, c;
+    aligned_vector<C> col, a, b, c, partial;
+    std::vector<aligned_vector<C>> cols;  ///< im2col columns, one buffer per thread
 };
 
 }  // namespace tessera::kernels
