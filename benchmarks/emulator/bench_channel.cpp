@@ -1,18 +1,21 @@
-// Bounded channel throughput between two threads: messages per second at several capacities.
+// Channel hand-off between two threads: messages per second at several capacities, for the
+// mutex-based channel and the lock-free single-producer single-consumer one, in the same run.
 #include <benchmark/benchmark.h>
 
 #include <thread>
 #include <vector>
 
 #include "tessera/emulator/channel.hpp"
+#include "tessera/emulator/spsc_channel.hpp"
 
 namespace emu = tessera::emulator;
 
-static void BM_channel_handoff(benchmark::State& state) {
+template <class Channel>
+static void BM_handoff(benchmark::State& state) {
     const auto capacity = static_cast<std::size_t>(state.range(0));
     constexpr int messages = 20000;
     for (auto _ : state) {
-        emu::channel<std::vector<float>> ch(capacity);
+        Channel ch(capacity);
         std::jthread producer([&] {
             for (int i = 0; i < messages; ++i) ch.send(std::vector<float>{});
             ch.close();
@@ -23,4 +26,5 @@ static void BM_channel_handoff(benchmark::State& state) {
     }
     state.SetItemsProcessed(state.iterations() * messages);
 }
-BENCHMARK(BM_channel_handoff)->Arg(1)->Arg(4)->Arg(64)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_handoff, emu::channel<std::vector<float>>)->Arg(1)->Arg(4)->Arg(64)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_handoff, emu::spsc_channel<std::vector<float>>)->Arg(1)->Arg(4)->Arg(64)->UseRealTime();

@@ -8,3 +8,4 @@
 #include "tessera/emulator/ipu.hpp"
 #include "tessera/emulator/memory_arena.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
+#include "tessera/emulator/spsc_channel.hpp"

@@ -20,7 +20,7 @@
 #include "tessera/config/error.hpp"
 #include "tessera/config/output_mode.hpp"
 #include "tessera/emulator/all_reduce.hpp"
-#include "tessera/emulator/channel.hpp"
+#include "tessera/emulator/spsc_channel.hpp"
 #include "tessera/emulator/cluster.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
@@ -122,16 +122,28 @@ public:
         // Channels of this call: IPU-to-IPU per replica and direction, infeed/labels/outfeed per replica.
         wiring w;
         for (std::size_t r = 0; r < R; ++r) {
-            w.infeed.push_back(std::make_unique<emulator::channel<message<tensor>>>(M_));
-            w.labels.push_back(std::make_unique<emulator::channel<message<label>>>(M_));
-            w.outfeed.push_back(std::make_unique<emulator::channel<out_message>>(iterations * M_));
+            w.infeed.push_back(std::make_unique<emulator::spsc_channel<message<tensor>>>(M_));
+            w.labels.push_back(std::make_unique<emulator::spsc_channel<message<label>>>(M_));
+            w.outfeed.push_back(std::make_unique<emulator::spsc_channel<out_message>>(iterations * M_));
             for (std::size_t i = 0; i < I; ++i)
                 for (const auto& in : m_schedule.programs[i])
                     if (in.op == opcode::send_act || in.op == opcode::send_grad) {
                         auto& ch = w.links[{r, i, in.peer, in.op == opcode::send_grad}];
-                        if (!ch) ch = std::make_unique<emulator::channel<message<tensor>>>(m_schedule.channel_capacity);
+                        if (!ch) ch = std::make_unique<emulator::spsc_channel<message<tensor>>>(m_schedule.channel_capacity);
                     }
         }
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t i = 0; i < I; ++i) {
+                auto& row = w.link_of.emplace_back();
+                for (const auto& in : m_schedule.programs[i]) {
+                    emulator::spsc_channel<message<tensor>>* ch = nullptr;
+                    if (in.op == opcode::send_act || in.op == opcode::send_grad)
+                        ch = w.links.at({r, i, in.peer, in.op == opcode::send_grad}).get();
+                    if (in.op == opcode::recv_act || in.op == opcode::recv_grad)
+                        ch = w.links.at({r, in.peer, i, in.op == opcode::recv_grad}).get();
+                    row.push_back(ch);
+                }
+            }
         for (std::size_t s = 0; s < m_schedule.stages; ++s)
             w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R));
         for (auto& c : w.infeed) m_cluster.on_abort([p = c.get()] { p->close(); });
@@ -243,12 +255,14 @@ private:
         std::optional<tensor> output;
     };
     struct wiring {
-        std::vector<std::unique_ptr<emulator::channel<message<tensor>>>> infeed;
-        std::vector<std::unique_ptr<emulator::channel<message<label>>>> labels;
-        std::vector<std::unique_ptr<emulator::channel<out_message>>> outfeed;
+        std::vector<std::unique_ptr<emulator::spsc_channel<message<tensor>>>> infeed;
+        std::vector<std::unique_ptr<emulator::spsc_channel<message<label>>>> labels;
+        std::vector<std::unique_ptr<emulator::spsc_channel<out_message>>> outfeed;
         std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>,
-                 std::unique_ptr<emulator::channel<message<tensor>>>> links;  // replica, from, to, gradient
+                 std::unique_ptr<emulator::spsc_channel<message<tensor>>>> links;  // replica, from, to, gradient
         std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> reduce;  // per stage
+        /// For each (replica × IPU) program, the channel each send/receive uses (looked up once per call).
+        std::vector<std::vector<emulator::spsc_channel<message<tensor>>*>> link_of;
     };
 
     static memory_plan check_and_plan(const schedule& sched, const cost_model& costs, std::size_t replicas,
@@ -277,20 +291,37 @@ private:
         }
     }
 
+    /// Values per (stage, micro-batch) held by one IPU during a program: a flat table, no allocation per value.
     template <class T>
-    static T take(std::map<std::pair<std::uint32_t, std::uint32_t>, T>& from, std::uint32_t s, std::uint32_t m,
-                  const instruction& in) {
-        auto it = from.find({s, m});
-        if (it == from.end())
-            throw std::logic_error("tessera::exec::executor: '" + to_string(in) + "' finds no value for stage " +
-                                   std::to_string(s) + ", micro-batch " + std::to_string(m));
-        T v = std::move(it->second);
-        from.erase(it);
-        return v;
-    }
+    class slots {
+    public:
+        slots(std::size_t stages, std::size_t micro_batches) : m_mb(micro_batches), m_values(stages * micro_batches) {}
+        void put(std::uint32_t s, std::uint32_t m, T value) { m_values[index(s, m)].emplace(std::move(value)); }
+        [[nodiscard]] bool has(std::uint32_t s, std::uint32_t m) const { return m_values[index(s, m)].has_value(); }
+        T take(std::uint32_t s, std::uint32_t m, const instruction& in) {
+            auto& slot = m_values[index(s, m)];
+            if (!slot)
+                throw std::logic_error("tessera::exec::executor: '" + to_string(in) + "' finds no value for stage " +
+                                       std::to_string(s) + ", micro-batch " + std::to_string(m));
+            T v = std::move(*slot);
+            slot.reset();
+            return v;
+        }
+
+    private:
+        [[nodiscard]] std::size_t index(std::uint32_t s, std::uint32_t m) const {
+            const std::size_t i = std::size_t{s} * m_mb + m;
+            if (m >= m_mb || i >= m_values.size())
+                throw std::logic_error("tessera::exec::executor: stage " + std::to_string(s) + ", micro-batch " +
+                                       std::to_string(m) + " is outside the program");
+            return i;
+        }
+        std::size_t m_mb;
+        std::vector<std::optional<T>> m_values;
+    };
 
     template <class T>
-    static message<T> receive(emulator::channel<message<T>>& ch, emulator::ipu& dev, const instruction& in,
+    static message<T> receive(emulator::spsc_channel<message<T>>& ch, emulator::ipu& dev, const instruction& in,
                               std::size_t d) {
         auto msg = ch.receive();
         if (!msg)
@@ -306,83 +337,82 @@ private:
 
     void run_program(emulator::ipu& dev, M& model, wiring& w, std::size_t r, std::size_t i, std::size_t d,
                      float scale) {
-        using key = std::pair<std::uint32_t, std::uint32_t>;
-        std::map<key, tensor> inputs;                     // (stage, mb): the stage's input
-        std::map<key, tensor> grads;                      // (stage, mb): gradient of the stage's output
-        std::map<key, typename M::stash> stashes;
-        std::map<key, tensor> kept_inputs;                // recomputing stages keep their input instead
-        std::map<std::uint32_t, label> labels;
-        std::map<std::uint32_t, std::pair<float, std::optional<tensor>>> results;
+        const std::size_t S_ = m_schedule.stages, M_ = m_schedule.request.micro_batches;
+        slots<tensor> inputs(S_, M_);                     // (stage, mb): the stage's input
+        slots<tensor> grads(S_, M_);                      // (stage, mb): gradient of the stage's output
+        slots<typename M::stash> stashes(S_, M_);
+        slots<tensor> kept_inputs(S_, M_);                // recomputing stages keep their input instead
+        slots<label> labels(1, M_);
+        slots<std::pair<float, std::optional<tensor>>> results(1, M_);
         auto& clock = dev.clock();
         const bool training = m_schedule.request.training;
         const auto S = static_cast<std::uint32_t>(m_schedule.stages);
         const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
 
-        for (const auto& in : m_schedule.programs[i]) {
+        const auto& program = m_schedule.programs[i];
+        const auto& links = w.link_of[r * m_schedule.ipus + i];
+        for (std::size_t pc = 0; pc < program.size(); ++pc) {
+            const instruction& in = program[pc];
             const std::uint32_t s = in.stage, m = in.micro_batch;
             switch (in.op) {
                 case opcode::load:
-                    inputs.insert_or_assign(key{0, m}, receive(*w.infeed[r], dev, in, d).payload);
+                    inputs.put(0, m, receive(*w.infeed[r], dev, in, d).payload);
                     break;
                 case opcode::load_label:
-                    labels.insert_or_assign(m, receive(*w.labels[r], dev, in, d).payload);
+                    labels.put(0, m, receive(*w.labels[r], dev, in, d).payload);
                     break;
                 case opcode::recv_act:
-                    inputs.insert_or_assign(key{s, m}, receive(*w.links.at({r, in.peer, i, false}), dev, in, d).payload);
+                    inputs.put(s, m, receive(*links[pc], dev, in, d).payload);
                     break;
                 case opcode::recv_grad:
-                    grads.insert_or_assign(key{s, m}, receive(*w.links.at({r, in.peer, i, true}), dev, in, d).payload);
+                    grads.put(s, m, receive(*links[pc], dev, in, d).payload);
                     break;
                 case opcode::fwd: {
-                    tensor x = take(inputs, s, m, in);
-                    if (training && m_costs.stages[s].recompute) kept_inputs.insert_or_assign(key{s, m}, x);
+                    tensor x = inputs.take(s, m, in);
+                    if (training && m_costs.stages[s].recompute) kept_inputs.put(s, m, x);
                     auto [y, st] = model.forward(s, std::move(x));
-                    if (training && !m_costs.stages[s].recompute) stashes.emplace(key{s, m}, std::move(st));
+                    if (training && !m_costs.stages[s].recompute) stashes.put(s, m, std::move(st));
                     if (s + 1 < S) {
-                        inputs.insert_or_assign(key{s + 1, m}, std::move(y));
+                        inputs.put(s + 1, m, std::move(y));
                     } else if (training) {
-                        auto it = labels.find(m);
-                        if (it == labels.end()) throw std::logic_error("tessera::exec::executor: no label for " + to_string(in));
-                        auto [loss, g] = model.loss(y, it->second);
-                        labels.erase(it);
-                        grads.insert_or_assign(key{s, m}, std::move(g));
-                        results.insert_or_assign(m, std::pair<float, std::optional<tensor>>{loss, std::nullopt});
+                        const label target = labels.take(0, m, in);
+                        auto [loss, g] = model.loss(y, target);
+                        grads.put(s, m, std::move(g));
+                        results.put(0, m, std::pair<float, std::optional<tensor>>{loss, std::nullopt});
                     } else {
-                        results.insert_or_assign(m, std::pair<float, std::optional<tensor>>{0.0f, std::move(y)});
+                        results.put(0, m, std::pair<float, std::optional<tensor>>{0.0f, std::move(y)});
                     }
                     break;
                 }
                 case opcode::send_act: {
                     detail::charge(clock, in, m_schedule, m_costs);
-                    tensor y = take(inputs, s + 1, m, in);
-                    w.links.at({r, i, in.peer, false})->send(message<tensor>{std::move(y), clock.now(), s, m, u(d)});
+                    tensor y = inputs.take(s + 1, m, in);
+                    links[pc]->send(message<tensor>{std::move(y), clock.now(), s, m, u(d)});
                     continue;  // already charged
                 }
                 case opcode::outfeed: {
-                    auto it = results.find(m);
-                    if (it == results.end()) throw std::logic_error("tessera::exec::executor: nothing to " + to_string(in));
+                    auto result = results.take(0, m, in);
                     detail::charge(clock, in, m_schedule, m_costs);
-                    w.outfeed[r]->send(out_message{d, m, it->second.first, std::move(it->second.second)});
-                    results.erase(it);
+                    w.outfeed[r]->send(out_message{d, m, result.first, std::move(result.second)});
                     continue;
                 }
                 case opcode::bwd: {
-                    tensor g = take(grads, s, m, in);
+                    tensor g = grads.take(s, m, in);
                     typename M::stash st = [&] {
                         if (m_costs.stages[s].recompute) {
-                            tensor x = take(kept_inputs, s, m, in);
+                            tensor x = kept_inputs.take(s, m, in);
                             return model.forward(s, std::move(x)).second;
                         }
-                        return take(stashes, s, m, in);
+                        return stashes.take(s, m, in);
                     }();
                     tensor gx = model.backward(s, std::move(g), std::move(st));
-                    if (s > 0) grads.insert_or_assign(key{s - 1, m}, std::move(gx));
+                    if (s > 0) grads.put(s - 1, m, std::move(gx));
                     break;
                 }
                 case opcode::send_grad: {
                     detail::charge(clock, in, m_schedule, m_costs);
-                    tensor g = take(grads, s - 1, m, in);
-                    w.links.at({r, i, in.peer, true})->send(message<tensor>{std::move(g), clock.now(), s, m, u(d)});
+                    tensor g = grads.take(s - 1, m, in);
+                    links[pc]->send(message<tensor>{std::move(g), clock.now(), s, m, u(d)});
                     continue;
                 }
                 case opcode::all_reduce: {

@@ -1,0 +1,78 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "deadline.hpp"
+#include "tessera/emulator/spsc_channel.hpp"
+
+namespace emu = tessera::emulator;
+
+TEST_CASE("spsc_channel is FIFO, bounded and counts bytes", "[emulator]") {
+    emu::spsc_channel<std::vector<float>> ch(2);
+    ch.send(std::vector<float>(3));
+    std::vector<float> second(5);
+    CHECK(ch.try_send(second));
+    std::vector<float> third(1);
+    CHECK_FALSE(ch.try_send(third));
+    CHECK(third.size() == 1);
+    CHECK(ch.size() == 2);
+    CHECK(ch.bytes_sent() == 32);
+    CHECK(ch.messages_sent() == 2);
+    CHECK(ch.receive()->size() == 3);
+    CHECK(ch.try_receive()->size() == 5);
+    CHECK_FALSE(ch.try_receive().has_value());
+    ch.send(std::vector<float>(7));  // the ring wraps
+    ch.close();
+    REQUIRE_THROWS_AS(ch.send({}), emu::channel_closed);
+    CHECK(ch.receive()->size() == 7);  // drains after close
+    CHECK_FALSE(ch.receive().has_value());
+    REQUIRE_THROWS_AS(emu::spsc_channel<int>(0), std::invalid_argument);
+}
+
+TEST_CASE("spsc_channel carries a long stream between two threads in order", "[emulator][threads]") {
+    for (std::size_t capacity : {1u, 3u, 64u}) {
+        emu::spsc_channel<std::vector<int>> ch(capacity);
+        constexpr int n = 20000;
+        bool in_order = true;
+        long long total = tessera::test::within_deadline(60, "spsc stream", [&] {
+            long long sum = 0;
+            int expected = 0;
+            std::jthread producer([&] {
+                for (int i = 0; i < n; ++i) ch.send(std::vector<int>{i});
+                ch.close();
+            });
+            while (auto v = ch.receive()) {
+                in_order = in_order && (*v)[0] == expected++;
+                sum += (*v)[0];
+            }
+            return sum;
+        });
+        CHECK(in_order);
+        CHECK(total == static_cast<long long>(n) * (n - 1) / 2);
+    }
+}
+
+TEST_CASE("spsc_channel close wakes a sleeping receiver and a sleeping sender", "[emulator][threads]") {
+    emu::spsc_channel<int> empty(1), full(1);
+    full.send(0);
+    std::atomic<int> woken{0};
+    tessera::test::within_deadline(30, "spsc close", [&] {
+        std::jthread receiver([&] {
+            if (!empty.receive()) ++woken;
+        });
+        std::jthread sender([&] {
+            try {
+                full.send(1);
+            } catch (const emu::channel_closed&) {
+                ++woken;
+            }
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // long enough to be asleep
+        empty.close();
+        full.close();
+    });
+    CHECK(woken == 2);
+}
