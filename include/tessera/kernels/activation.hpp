@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 
 namespace tessera::kernels {
@@ -12,8 +13,7 @@ template <Compute C, Storage T, Storage Y>
 void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws) {
     const C* xc = load_compute<C>(x, n, ws.a);
     store_compute<C, Y> dst(y, n, ws.c);
-    C* out = dst.target();
-    for (std::size_t i = 0; i < n; ++i) out[i] = xc[i] > C(0) ? xc[i] : C(0);
+    simd::relu(xc, dst.target(), n);
     dst.commit();
 }
 
@@ -23,8 +23,7 @@ void relu_backward(const T* y, const D* dy, std::size_t n, X* dx, workspace<C>& 
     const C* yc = load_compute<C>(y, n, ws.a);
     const C* dyc = load_compute<C>(dy, n, ws.b);
     store_compute<C, X> dst(dx, n, ws.c);
-    C* out = dst.target();
-    for (std::size_t i = 0; i < n; ++i) out[i] = yc[i] > C(0) ? dyc[i] : C(0);
+    simd::relu_backward(yc, dyc, dst.target(), n);
     dst.commit();
 }
 

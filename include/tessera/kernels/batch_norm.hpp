@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 
 namespace tessera::kernels {
@@ -25,15 +26,10 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
     saved.inv_std.assign(channels, C(0));
     C* mean = saved.mean.data();
     C* var = saved.inv_std.data();
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < channels; ++c) mean[c] += xc[r * channels + c];
+    simd::column_sums(xc, rows, channels, mean);
     const C inv_rows = C(1) / static_cast<C>(rows);
     for (std::size_t c = 0; c < channels; ++c) mean[c] *= inv_rows;
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < channels; ++c) {
-            const C d = xc[r * channels + c] - mean[c];
-            var[c] += d * d;
-        }
+    simd::column_square_deviations(xc, rows, channels, mean, var);
     if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
     C* scale = ws.b.data();
     C* shift = ws.b.data() + channels;
@@ -47,9 +43,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
         shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c);
-    C* out = dst.target();
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < channels; ++c) out[r * channels + c] = xc[r * channels + c] * scale[c] + shift[c];
+    simd::scale_shift_rows(xc, rows, channels, scale, shift, dst.target());
     dst.commit();
 }
 
@@ -66,9 +60,7 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
         shift[c] = detail::load_as<C>(beta[c]) - running_mean[c] * scale[c];
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c);
-    C* out = dst.target();
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < channels; ++c) out[r * channels + c] = xc[r * channels + c] * scale[c] + shift[c];
+    simd::scale_shift_rows(xc, rows, channels, scale, shift, dst.target());
     dst.commit();
 }
 
@@ -87,14 +79,10 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
     const C* mean = saved.mean.data();
     const C* inv_std = saved.inv_std.data();
     std::fill(sum_dy, sum_dy + 2 * channels, C(0));
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < channels; ++c) {
-            const C g = dyc[r * channels + c];
-            sum_dy[c] += g;
-            sum_dy_xhat[c] += g * (xc[r * channels + c] - mean[c]) * inv_std[c];
-        }
+    simd::column_grad_sums(xc, dyc, rows, channels, mean, sum_dy, sum_dy_xhat);  // Σdy, Σdy·(x − mean)
     const C inv_rows = C(1) / static_cast<C>(rows);
     for (std::size_t c = 0; c < channels; ++c) {
+        sum_dy_xhat[c] *= inv_std[c];
         dgamma[c] += sum_dy_xhat[c];
         dbeta[c] += sum_dy[c];
         k1[c] = detail::load_as<C>(gamma[c]) * inv_std[c];  // dx = k1·(dy − Σdy/M − x̂·Σ(dy·x̂)/M)
@@ -102,12 +90,7 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
         sum_dy[c] *= inv_rows;
     }
     store_compute<C, X> dst(dx, rows * channels, ws.c);
-    C* out = dst.target();
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < channels; ++c) {
-            const C xm = xc[r * channels + c] - mean[c];
-            out[r * channels + c] = k1[c] * (dyc[r * channels + c] - sum_dy[c] - xm * k2[c]);
-        }
+    simd::batch_norm_dx_rows(xc, dyc, rows, channels, mean, k1, k2, sum_dy, dst.target());
     dst.commit();
 }
 

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 #include "tessera/tensor/dense.hpp"
 
@@ -54,10 +57,11 @@ namespace detail {
     return std::max<std::size_t>(1, std::min(opt.threads, chunks));
 }
 
-/// One column buffer per thread.
+/// One column buffer (and GEMM packing buffers) per thread.
 template <class C>
 std::vector<aligned_vector<C>>& thread_columns(workspace<C>& ws, std::size_t threads, std::size_t n) {
     if (ws.cols.size() < threads) ws.cols.resize(threads);
+    if (ws.packs.size() < threads) ws.packs.resize(threads);
     for (std::size_t t = 0; t < threads; ++t)
         if (ws.cols[t].size() < n) ws.cols[t].resize(n);
     return ws.cols;
@@ -80,6 +84,9 @@ void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0
                 C* dst = row + (ky * g.kw + kx) * in.c;
                 if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(in.h) || ix >= static_cast<std::ptrdiff_t>(in.w))
                     std::fill(dst, dst + in.c, C(0));
+                else if constexpr (std::is_same_v<T, C>)
+                    simd::copy(x + ((n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c,
+                               dst, in.c);
                 else
                     convert_n(x + ((n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c,
                               dst, in.c);
@@ -103,7 +110,7 @@ void col2im_add(const C* col, const tensor::shape& in, const window& g, std::siz
                 if (ix < 0 || ix >= static_cast<std::ptrdiff_t>(in.w)) continue;
                 const C* src = row + (ky * g.kw + kx) * in.c;
                 C* dst = dx + ((n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c;
-                for (std::size_t c = 0; c < in.c; ++c) dst[c] += src[c];
+                simd::add_to(src, dst, in.c);
             }
         }
     }
@@ -129,7 +136,8 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
             for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
                 const std::size_t m1 = std::min(rows, m0 + chunk);
                 im2col(x, in, g, m0, m1, cols[t].data());
-                gemm(trans::no, trans::no, m1 - m0, cout, k, C(1), cols[t].data(), k, w, cout, C(0), y0 + m0 * cout, cout);
+                gemm(trans::no, trans::no, m1 - m0, cout, k, C(1), cols[t].data(), k, w, cout, C(0), y0 + m0 * cout, cout,
+                     {1, &ws.packs[t]});
             }
         });
     }
@@ -154,7 +162,8 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         detail::run_parallel(threads, [&](std::size_t t) {
             for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
                 const std::size_t m1 = std::min(rows, m0 + chunk);
-                gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k);
+                gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k,
+                     {1, &ws.packs[t]});
                 col2im_add(cols[t].data(), in, g, m0, m1, acc);  // chunks hold whole images: no overlap
             }
         });
@@ -184,7 +193,7 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
             const std::size_t m1 = std::min(rows, m0 + chunk);
             im2col(x, in, g, m0, m1, cols[t].data());
             gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout, C(1), target,
-                 cout);
+                 cout, {1, &ws.packs[t]});
         }
     });
     for (std::size_t t = 1; t < threads; ++t) {

@@ -4,6 +4,9 @@
 #include <cstddef>
 #include <exception>
 #include <new>
+#include <optional>
+#include <tuple>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -216,7 +219,7 @@ void run_parallel(std::size_t threads, F&& body) {
 template <class tl, class C, class TA, class TB>
 void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alpha, const TA* a,
                   std::size_t lda, const TB* b, std::size_t ldb, C beta, C* c, std::size_t ldc,
-                  std::size_t max_threads) {
+                  std::size_t max_threads, gemm_buffers* buffers) {
     const std::size_t threads = std::max<std::size_t>(1, std::min(max_threads, (m + tl::mr - 1) / tl::mr));
     const std::size_t nc_max = std::min(tl::nc, (n + tl::nr - 1) / tl::nr * tl::nr);
     const std::size_t kc_max = std::min(tl::kc, k);
@@ -236,7 +239,20 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
         const std::size_t row_begin = std::min(m, t * rows_per_thread);
         const std::size_t row_end = std::min(m, row_begin + rows_per_thread);
         if (row_begin >= row_end) return;
-        const scratch<C> bpack(kc_max * nc_max), apack(pack_a_block ? mc_max * kc_max : kc_max * tl::mr);
+        const std::size_t a_size = pack_a_block ? mc_max * kc_max : kc_max * tl::mr, b_size = kc_max * nc_max;
+        std::optional<scratch<C>> own_a, own_b;
+        C* a_buf = nullptr;
+        C* b_buf = nullptr;
+        if (buffers != nullptr && threads == 1) {
+            std::tie(a_buf, b_buf) = buffers->get<C>(a_size, b_size);
+        } else {
+            a_buf = own_a.emplace(a_size).data();
+            b_buf = own_b.emplace(b_size).data();
+        }
+        struct view {
+            C* p;
+            C* data() const noexcept { return p; }
+        } apack{a_buf}, bpack{b_buf};
         for (std::size_t jc = 0; jc < n; jc += tl::nc) {
             const std::size_t nc = std::min(tl::nc, n - jc);
             for (std::size_t pc = 0; pc < k; pc += tl::kc) {
@@ -276,10 +292,11 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
 
 }  // namespace detail
 
-/// Options of one GEMM call: threads split the rows of C (each packs its own A blocks; B is packed
-/// once and shared).
+/// Options of one GEMM call: threads split the rows of C (each thread packs its own panels);
+/// buffers, when given and threads == 1, hold the packed panels between calls.
 struct gemm_options {
     std::size_t threads = 1;
+    gemm_buffers* buffers = nullptr;
 };
 
 /// C (m×n, leading dimension ldc) = alpha · op(A) · op(B) + beta · C, all row-major.
@@ -307,9 +324,11 @@ void gemm(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alp
         return;
     }
     if (n <= detail::tile<C, 1>::nr)
-        detail::gemm_blocked<detail::tile<C, 1>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads);
+        detail::gemm_blocked<detail::tile<C, 1>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads,
+                                                 options.buffers);
     else
-        detail::gemm_blocked<detail::tile<C, 2>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads);
+        detail::gemm_blocked<detail::tile<C, 2>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads,
+                                                 options.buffers);
 }
 
 /// The textbook triple loop, accumulating in double: the reference the tests compare gemm against.

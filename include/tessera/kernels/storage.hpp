@@ -83,11 +83,37 @@ private:
     aligned_vector<C>& m_scratch;
 };
 
+/// Packing buffers a caller may keep between GEMM calls (single-threaded calls only), so that
+/// repeated calls do not allocate and fault in fresh pages every time.
+struct gemm_buffers {
+    aligned_vector<float> a32, b32;
+    aligned_vector<double> a64, b64;
+    template <class C>
+    [[nodiscard]] std::pair<C*, C*> get(std::size_t a, std::size_t b) {
+        auto& va = pick_a<C>();
+        auto& vb = pick_b<C>();
+        if (va.size() < a) va.resize(a);
+        if (vb.size() < b) vb.resize(b);
+        return {va.data(), vb.data()};
+    }
+
+private:
+    template <class C>
+    aligned_vector<C>& pick_a() {
+        if constexpr (std::is_same_v<C, float>) return a32; else return a64;
+    }
+    template <class C>
+    aligned_vector<C>& pick_b() {
+        if constexpr (std::is_same_v<C, float>) return b32; else return b64;
+    }
+};
+
 /// Reusable scratch memory of one kernel caller (a layer owns one; nothing is global).
 template <Compute C>
 struct workspace {
     aligned_vector<C> col, a, b, c, partial;
     std::vector<aligned_vector<C>> cols;  ///< im2col columns, one buffer per thread
+    std::vector<gemm_buffers> packs;      ///< GEMM packing buffers, one per thread
 };
 
 }  // namespace tessera::kernels

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "tessera/kernels/simd.hpp"
 #include "tessera/nn/activation.hpp"
 #include "tessera/nn/batch_norm.hpp"
 #include "tessera/nn/conv2d.hpp"
@@ -35,7 +36,7 @@ namespace detail {
 template <class C, class T>
 void add(const T* a, const T* b, T* out, std::size_t n) {
     if constexpr (std::is_same_v<C, T>) {
-        for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+        kernels::simd::add(a, b, out, n);
     } else {
         constexpr std::size_t chunk = 256;
         alignas(64) C x[chunk], y[chunk];
@@ -43,7 +44,7 @@ void add(const T* a, const T* b, T* out, std::size_t n) {
             const std::size_t m = std::min(chunk, n - i);
             kernels::convert_n(a + i, x, m);
             kernels::convert_n(b + i, y, m);
-            for (std::size_t j = 0; j < m; ++j) x[j] += y[j];
+            kernels::simd::add_to(y, x, m);
             kernels::convert_n(x, out + i, m);
         }
     }
@@ -106,8 +107,8 @@ public:
         for (std::size_t n = 0; n < o.n; ++n)
             for (std::size_t oy = 0; oy < o.h; ++oy)
                 for (std::size_t ox = 0; ox < o.w; ++ox)
-                    std::copy_n(x.data() + ((n * st.in.h + oy * m_stride) * st.in.w + ox * m_stride) * m_in, m_in,
-                                y + ((n * o.h + oy) * o.w + ox) * m_out + offset);
+                    copy(x.data() + ((n * st.in.h + oy * m_stride) * st.in.w + ox * m_stride) * m_in,
+                         y + ((n * o.h + oy) * o.w + ox) * m_out + offset, m_in);
         return st.output;
     }
 
@@ -122,8 +123,8 @@ public:
         for (std::size_t n = 0; n < o.n; ++n)
             for (std::size_t oy = 0; oy < o.h; ++oy)
                 for (std::size_t ox = 0; ox < o.w; ++ox)
-                    std::copy_n(dy.data() + ((n * o.h + oy) * o.w + ox) * m_out + offset, m_in,
-                                dx + ((n * st.in.h + oy * m_stride) * st.in.w + ox * m_stride) * m_in);
+                    copy(dy.data() + ((n * o.h + oy) * o.w + ox) * m_out + offset,
+                         dx + ((n * st.in.h + oy * m_stride) * st.in.w + ox * m_stride) * m_in, m_in);
         return st.grad_input;
     }
 
@@ -144,6 +145,13 @@ public:
     }
 
 private:
+    static void copy(const T* from, T* to, std::size_t n) noexcept {
+        if constexpr (std::is_arithmetic_v<T>)
+            kernels::simd::copy(from, to, n);
+        else
+            for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+    }
+
     std::size_t m_in, m_out, m_stride;
     kind m_kind = kind::identity;
     std::optional<conv2d<P>> m_conv;

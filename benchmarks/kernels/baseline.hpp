@@ -1,0 +1,90 @@
+#pragma once
+// Baselines measured in the same run as our kernels: OpenBLAS sgemm (single-threaded) and the
+// machine's fp32 peak (an FMA-only loop on register-resident vectors).
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+extern "C" char* openblas_get_corename();
+
+namespace bench {
+
+/// Seconds per call of f, the best of several timed batches (at least ~min_seconds in total).
+template <class F>
+double seconds_per_call(F&& f, double min_seconds = 0.2) {
+    f();  // warm up
+    double best = 1e300, total = 0;
+    int reps = 1;
+    while (total < min_seconds) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < reps; ++i) f();
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::min(best, dt / reps);
+        total += dt;
+        if (dt < 0.02) reps *= 2;
+    }
+    return best;
+}
+
+/// OpenBLAS's core type; "Prescott" means its run-time detection did not recognise this CPU and it
+/// runs generic SSE3 kernels: set OPENBLAS_CORETYPE (e.g. SkylakeX) for a fair comparison.
+inline std::string openblas_core() {
+    static const std::string core = [] {
+        openblas_set_num_threads(1);
+        std::string c = openblas_get_corename();
+        if (c == "Prescott" || c == "prescott")
+            std::fprintf(stderr, "warning: OpenBLAS uses its generic 'Prescott' kernels on this CPU; rerun with "
+                                 "OPENBLAS_CORETYPE=SkylakeX for a fair baseline\n");
+        return c;
+    }();
+    return core;
+}
+
+/// GFLOP/s of single-threaded OpenBLAS sgemm on C(m×n) = A(m×k)·B(k×n), row-major.
+inline double openblas_gflops(int m, int n, int k, bool trans_a = false, bool trans_b = false) {
+    openblas_core();
+    std::vector<float> a(static_cast<std::size_t>(m) * k, 0.5f), b(static_cast<std::size_t>(k) * n, 0.25f),
+        c(static_cast<std::size_t>(m) * n);
+    const double s = seconds_per_call([&] {
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                    a.data(), trans_a ? m : k, b.data(), trans_b ? k : n, 0.0f, c.data(), n);
+    });
+    return 2.0 * m * n * k / s / 1e9;
+}
+
+/// OpenBLAS sgemm 512³, measured once per process: the yardstick of the training-step benchmark.
+inline double openblas_512() {
+    static const double g = openblas_gflops(512, 512, 512);
+    return g;
+}
+
+/// fp32 peak of one core: 24 independent FMA chains on full-width vectors (enough to cover the FMA
+/// latency on two ports), measured once per process.
+inline double fp32_peak_gflops() {
+    static const double g = [] {
+        using B = xsimd::batch<float>;
+        constexpr int chains = 24;
+        B acc[chains];
+        for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
+        const B x(0.999999f), y(1e-7f);
+        constexpr long iters = 4'000'000;
+        const double s = seconds_per_call([&] {
+            for (long it = 0; it < iters / 100; ++it)
+#pragma GCC unroll 24
+                for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], x, y);
+        });
+        float sink = 0;
+        for (int i = 0; i < chains; ++i) sink += xsimd::hadd(acc[i]);
+        if (sink == 12345.0f) std::puts("");
+        return 2.0 * B::size * chains * (iters / 100) / s / 1e9;
+    }();
+    return g;
+}
+
+}  // namespace bench
