@@ -73,23 +73,30 @@ std::vector<aligned_vector<C>>& thread_columns(workspace<C>& ws, std::size_t thr
 /// col has k = kh·kw·c columns. Padding contributes zeros.
 template <Compute C, Storage T>
 void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0, std::size_t m1, C* col) {
-    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = g.kh * g.kw * in.c;
+    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = g.kh * g.kw * in.c, span = g.kw * in.c;
     for (std::size_t m = m0; m < m1; ++m) {
         const std::size_t n = m / (oh * ow), oy = (m / ow) % oh, ox = m % ow;
         C* row = col + (m - m0) * k;
+        const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride) - static_cast<std::ptrdiff_t>(g.pad);
+        const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(g.kw) <= static_cast<std::ptrdiff_t>(in.w);
         for (std::size_t ky = 0; ky < g.kh; ++ky) {
             const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.stride + ky) - static_cast<std::ptrdiff_t>(g.pad);
+            C* dst = row + ky * span;
+            if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(in.h)) {
+                std::fill(dst, dst + span, C(0));
+                continue;
+            }
+            const T* src_row = x + (n * in.h + static_cast<std::size_t>(iy)) * in.w * in.c;
+            if (inside_x) {  // the kw pixels of this kernel row are contiguous in NHWC: one copy
+                convert_n(src_row + static_cast<std::size_t>(ix0) * in.c, dst, span);
+                continue;
+            }
             for (std::size_t kx = 0; kx < g.kw; ++kx) {
-                const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(ox * g.stride + kx) - static_cast<std::ptrdiff_t>(g.pad);
-                C* dst = row + (ky * g.kw + kx) * in.c;
-                if (iy < 0 || ix < 0 || iy >= static_cast<std::ptrdiff_t>(in.h) || ix >= static_cast<std::ptrdiff_t>(in.w))
-                    std::fill(dst, dst + in.c, C(0));
-                else if constexpr (std::is_same_v<T, C>)
-                    simd::copy(x + ((n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c,
-                               dst, in.c);
+                const std::ptrdiff_t ix = ix0 + static_cast<std::ptrdiff_t>(kx);
+                if (ix < 0 || ix >= static_cast<std::ptrdiff_t>(in.w))
+                    std::fill(dst + kx * in.c, dst + (kx + 1) * in.c, C(0));
                 else
-                    convert_n(x + ((n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c,
-                              dst, in.c);
+                    convert_n(src_row + static_cast<std::size_t>(ix) * in.c, dst + kx * in.c, in.c);
             }
         }
     }
@@ -98,19 +105,25 @@ void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0
 /// Adds rows [m0, m1) of an im2col-shaped gradient back into dx (NHWC, computation type).
 template <Compute C>
 void col2im_add(const C* col, const tensor::shape& in, const window& g, std::size_t m0, std::size_t m1, C* dx) {
-    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = g.kh * g.kw * in.c;
+    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = g.kh * g.kw * in.c, span = g.kw * in.c;
     for (std::size_t m = m0; m < m1; ++m) {
         const std::size_t n = m / (oh * ow), oy = (m / ow) % oh, ox = m % ow;
         const C* row = col + (m - m0) * k;
+        const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride) - static_cast<std::ptrdiff_t>(g.pad);
+        const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(g.kw) <= static_cast<std::ptrdiff_t>(in.w);
         for (std::size_t ky = 0; ky < g.kh; ++ky) {
             const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.stride + ky) - static_cast<std::ptrdiff_t>(g.pad);
             if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(in.h)) continue;
+            C* dst_row = dx + (n * in.h + static_cast<std::size_t>(iy)) * in.w * in.c;
+            const C* src = row + ky * span;
+            if (inside_x) {
+                simd::add_to(src, dst_row + static_cast<std::size_t>(ix0) * in.c, span);
+                continue;
+            }
             for (std::size_t kx = 0; kx < g.kw; ++kx) {
-                const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(ox * g.stride + kx) - static_cast<std::ptrdiff_t>(g.pad);
+                const std::ptrdiff_t ix = ix0 + static_cast<std::ptrdiff_t>(kx);
                 if (ix < 0 || ix >= static_cast<std::ptrdiff_t>(in.w)) continue;
-                const C* src = row + (ky * g.kw + kx) * in.c;
-                C* dst = dx + ((n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c;
-                simd::add_to(src, dst, in.c);
+                simd::add_to(src + kx * in.c, dst_row + static_cast<std::size_t>(ix) * in.c, in.c);
             }
         }
     }
