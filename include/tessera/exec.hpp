@@ -1,5 +1,6 @@
 #pragma once
 // The exec layer: static schedules, their cost and memory plans, the threaded executor, sessions, reports.
+#include "tessera/exec/batch_feed.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/executor.hpp"

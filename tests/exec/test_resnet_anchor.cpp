@@ -11,6 +11,9 @@
 #include "../emulator/deadline.hpp"
 #include "tessera/config/strategy.hpp"
 #include "tessera/config.hpp"
+#include "tessera/data/in_memory.hpp"
+#include "tessera/data/loader.hpp"
+#include "tessera/exec/batch_feed.hpp"
 #include "tessera/exec/executor.hpp"
 #include "tessera/exec/network_session.hpp"
 #include "tessera/exec/staged_network.hpp"
@@ -206,22 +209,73 @@ TEST_CASE("padded samples count in neither the loss nor the gradient", "[exec][r
     auto logits = tessera::tensor::make_nhwc<float>({2, 1, 1, classes});
     for (std::size_t k = 0; k < logits.size(); ++k) logits.data()[k] = 0.1f * float(k % 7) - 0.2f;
     const std::vector<std::int32_t> labels{3, 5};
-    const auto [full, gfull] = staged.loss(logits, model_t::label(labels));
-    const auto [half, ghalf] = staged.loss(logits, model_t::label(labels, 1));
+    const auto [full, gfull] = staged.loss(logits, exec::class_labels(labels));
+    const auto [half, ghalf] = staged.loss(logits, exec::class_labels(labels, 1));
     // The padded second sample: no gradient; the loss and the first row's gradient are those of a batch of one.
     auto one = tessera::tensor::make_nhwc<float>({1, 1, 1, classes});
     std::copy_n(logits.data(), classes, one.data());
     const net_t net1(channels, classes);
     model_t staged1(net1, {0, 2}, {1, side, side, channels}, plain_sgd{});
-    const auto [single, gsingle] = staged1.loss(one, model_t::label({3}));
+    const auto [single, gsingle] = staged1.loss(one, exec::class_labels({3}));
     CHECK(half == single);
     for (std::size_t k = 0; k < classes; ++k) {
         CHECK(ghalf.data()[k] == gsingle.data()[k]);
         CHECK(ghalf.data()[classes + k] == 0.0f);
     }
     CHECK(full != half);
-    const auto [none, gnone] = staged.loss(logits, model_t::label(labels, 0));
+    const auto [none, gnone] = staged.loss(logits, exec::class_labels(labels, 0));
     CHECK(none == 0.0f);
     CHECK(std::all_of(gnone.begin(), gnone.end(), [](float v) { return v == 0.0f; }));
-    REQUIRE_THROWS_AS(staged.loss(logits, model_t::label(labels, 3)), cfg::config_error);
+    REQUIRE_THROWS_AS(staged.loss(logits, exec::class_labels(labels, 3)), cfg::config_error);
+}
+
+TEST_CASE("batch_feed: loader batches as NHWC micro-batches with masks; a padded tail trains", "[exec][resnet][data][threads]") {
+    namespace data = tessera::data;
+    constexpr std::size_t samples = 20;
+    auto value = [](std::size_t i, std::size_t c, std::size_t h, std::size_t w) {
+        return static_cast<float>(i) + 0.1f * static_cast<float>(c) + 0.01f * static_cast<float>(h * side + w);
+    };
+    std::vector<float> values;
+    std::vector<data::label_t> labels;
+    for (std::size_t i = 0; i < samples; ++i) {
+        for (std::size_t c = 0; c < channels; ++c)
+            for (std::size_t h = 0; h < side; ++h)
+                for (std::size_t w = 0; w < side; ++w) values.push_back(value(i, c, h, w));
+        labels.push_back(static_cast<data::label_t>((i * 3) % classes));
+    }
+    const data::in_memory_dataset<float> ds({channels, side, side}, classes, std::move(values), labels, "ramp");
+    using c = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<3>, cfg::all>;
+    const net_t net(channels, classes);
+    auto run = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    data::data_loader loader(ds, run.batching(), {.drop_last = false});
+    auto epoch = loader.epoch(0);
+    std::vector<data::batch_lease<float>> batches;
+    while (auto b = epoch.next()) batches.push_back(std::move(*b));
+    REQUIRE(batches.size() == 4);  // 20 = 3 × 6 + 2: the last combined batch holds 2 real samples
+
+    const exec::batch_feed<P, float> first(batches[0], run.batching(), {.scale = 1.0f});
+    const auto [x, y] = first(0, 0, 1);  // samples 2 and 3 (no shuffling)
+    REQUIRE(tessera::tensor::shape_of(x) == tessera::tensor::shape{batch, side, side, channels});
+    for (std::size_t i = 0; i < batch; ++i)
+        for (std::size_t h = 0; h < side; ++h)
+            for (std::size_t w = 0; w < side; ++w)
+                for (std::size_t ch = 0; ch < channels; ++ch)
+                    REQUIRE(x.data()[((i * side + h) * side + w) * channels + ch] == value(2 + i, ch, h, w));
+    CHECK(y.classes == std::vector<std::int32_t>{labels[2], labels[3]});
+    CHECK(y.valid == 2);
+
+    std::vector<float> last_losses;
+    for (const auto& b : batches) {
+        const auto result = tessera::test::within_deadline(300, "loader session", [&] {
+            return run(exec::batch_feed<P, float>(b, run.batching(), {.scale = 1.0f / 20.0f}));
+        });
+        REQUIRE(result.losses[0].size() == 3);
+        last_losses = result.losses[0];
+    }
+    CHECK(last_losses[0] > 0.0f);   // the 2 real samples
+    CHECK(last_losses[1] == 0.0f);  // micro-batches of padding only: no loss ...
+    CHECK(last_losses[2] == 0.0f);
+    const exec::batch_feed<P, float> tail(batches[3], run.batching());
+    CHECK(tail(0, 0, 1).second.valid == 0);
+    CHECK(std::all_of(tail(0, 0, 1).first.begin(), tail(0, 0, 1).first.end(), [](float v) { return v == 0.0f; }));
 }

@@ -22,6 +22,16 @@
 
 namespace tessera::exec {
 
+/// Class indices of a micro-batch; samples from `valid` on are padding (the data loader's
+/// drop_last = false tail) and count in neither the loss nor the gradients.
+struct class_labels {
+    std::vector<std::int32_t> classes;
+    std::size_t valid = 0;
+    class_labels() = default;
+    class_labels(std::vector<std::int32_t> c) : classes(std::move(c)), valid(classes.size()) {}  // implicit: all real
+    class_labels(std::vector<std::int32_t> c, std::size_t real) : classes(std::move(c)), valid(real) {}
+};
+
 /// A network made of units that can run any contiguous range of them (nn::resnet: stem, blocks, head),
 /// with shape inference and a cost per unit.
 template <class N>
@@ -75,15 +85,7 @@ class staged_network {
 public:
     using precision = typename N::precision;
     using tensor = nn::activation<precision>;
-    /// Class indices of a micro-batch; samples from `valid` on are padding (the data loader's
-    /// drop_last = false tail) and count in neither the loss nor the gradients.
-    struct label {
-        std::vector<std::int32_t> classes;
-        std::size_t valid = 0;
-        label() = default;
-        label(std::vector<std::int32_t> c) : classes(std::move(c)), valid(classes.size()) {}  // NOLINT: implicit
-        label(std::vector<std::int32_t> c, std::size_t real) : classes(std::move(c)), valid(real) {}
-    };
+    using label = class_labels;
     struct stage_state {
         tensor input;                // kept alive until backward, as nn's layers require
         typename N::state state;
