@@ -279,3 +279,34 @@ TEST_CASE("batch_feed: loader batches as NHWC micro-batches with masks; a padded
     CHECK(tail(0, 0, 1).second.valid == 0);
     CHECK(std::all_of(tail(0, 0, 1).first.begin(), tail(0, 0, 1).first.end(), [](float v) { return v == 0.0f; }));
 }
+
+TEST_CASE("static loss scaling by a power of two leaves fp32 training bit-identical", "[exec][resnet][session][threads]") {
+    using plain = cfg::config<cfg::sharded<2>, cfg::gradient_accumulation<2>, cfg::device_iterations<2>>;
+    using scaled = cfg::config<cfg::fp32::with<cfg::static_loss_scaling<1024.0>>, cfg::sharded<2>,
+                               cfg::gradient_accumulation<2>, cfg::device_iterations<2>>;
+    const net_t net(channels, classes);
+    auto a = exec::training_model<plain>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    auto b = exec::training_model<scaled>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    CHECK(a.model().loss_scale() == 1.0);
+    CHECK(b.model().loss_scale() == 1024.0);
+    const auto ra = tessera::test::within_deadline(300, "unscaled", [&] { return a(feed_t{}); });
+    const auto rb = tessera::test::within_deadline(300, "scaled", [&] { return b(feed_t{}); });
+    CHECK(ra.losses == rb.losses);  // the reported loss is unscaled
+    net_t wa = a.model().network(), wb = b.model().network();
+    CHECK(parameters_and_buffers(wa) == parameters_and_buffers(wb));
+}
+
+TEST_CASE("inference_model of a ResNet uses running statistics and returns every output", "[exec][resnet][session][threads]") {
+    using c = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<4>, cfg::device_iterations<3>>;
+    net_t net(channels, classes);
+    auto eval = exec::inference_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    CHECK(eval.model().mode() == nn::mode::eval);
+    const auto result = tessera::test::within_deadline(300, "resnet inference", [&] { return eval(feed_t{}); });
+    REQUIRE(result.outputs[0].size() == 3);
+    for (std::size_t d = 0; d < 3; ++d) {
+        net_t::state st;
+        const auto x = feed_t{}(0, d, 0).first;
+        const auto& logits = net.forward(x, st, nn::context{.mode = nn::mode::eval});
+        CHECK(std::equal(logits.begin(), logits.end(), result.outputs[0][d].begin(), result.outputs[0][d].end()));
+    }
+}

@@ -28,8 +28,10 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     const config::batching b = config::make_batching<C>(options);
     sample.n = b.micro_batch;
     auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
-    return session<C, staged_network<N, O>>(staged_network<N, O>(net, std::move(first), sample, optimizer), options,
-                                            settings);
+    // Static loss scaling from the precision policy (a dynamic policy starts, and stays, at its initial scale).
+    return session<C, staged_network<N, O>>(
+        staged_network<N, O>(net, std::move(first), sample, optimizer, C::precision::loss_scaling::initial_scale),
+        options, settings);
 }
 
 /// An inference session of a unit network: the config's inference form (G = 1, outputs `all`).
@@ -42,8 +44,9 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     const config::batching b = config::make_batching<I>(options);
     sample.n = b.micro_batch;
     auto first = settings.first_units.empty() ? balanced_units(net, sample, I::strategy::stages) : settings.first_units;
-    return session<I, staged_network<N, O>>(staged_network<N, O>(net, std::move(first), sample, optimizer), options,
-                                            settings);
+    staged_network<N, O> model(net, std::move(first), sample, optimizer);
+    model.set_mode(nn::mode::eval);  // running statistics, as model.eval() in PyTorch
+    return session<I, staged_network<N, O>>(model, options, settings);
 }
 
 }  // namespace tessera::exec

@@ -96,9 +96,15 @@ public:
 
     /// first_units[s]: the first unit of stage s (first_units[0] == 0, increasing);
     /// input: the shape of one micro-batch entering the network.
-    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input, O optimizer)
-        : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input),
+    /// loss_scale: the loss gradient is multiplied by it and the update divides it out again
+    /// (static loss scaling for 16-bit activations).
+    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input, O optimizer,
+                   double loss_scale = 1.0)
+        : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input), m_loss_scale(loss_scale),
           m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0) {
+        if (!(loss_scale > 0))
+            throw config::config_error("tessera::exec::staged_network: loss scale must be positive, got " +
+                                       std::to_string(loss_scale));
         if (m_first.empty() || m_first.front() != 0)
             throw config::config_error("tessera::exec::staged_network: stage 0 must start at unit 0");
         for (std::size_t s = 1; s < m_first.size(); ++s)
@@ -114,6 +120,10 @@ public:
     [[nodiscard]] std::size_t last_unit(std::size_t s) const {
         return s + 1 < m_first.size() ? m_first[s + 1] : m_net.units();
     }
+    /// Training (batch statistics, the default) or evaluation (running statistics) for every stage.
+    void set_mode(nn::mode m) noexcept { m_context.mode = m; }
+    [[nodiscard]] nn::mode mode() const noexcept { return m_context.mode; }
+    [[nodiscard]] double loss_scale() const noexcept { return m_loss_scale; }
     [[nodiscard]] N& network() noexcept { return m_net; }
     [[nodiscard]] const N& network() const noexcept { return m_net; }
 
@@ -124,7 +134,7 @@ public:
         return {tensor(y), std::move(st)};
     }
 
-    /// Mean cross-entropy over the real samples and its gradient (zero for padded samples).
+    /// Mean cross-entropy over the real samples and its gradient × loss scale (zero for padded samples).
     std::pair<float, tensor> loss(const tensor& logits, const label& labels) {
         const auto shape = tessera::tensor::shape_of(logits);
         if (labels.valid > labels.classes.size() || labels.classes.size() != shape.n)
@@ -132,7 +142,7 @@ public:
                                        " labels (" + std::to_string(labels.valid) + " real) for a batch of " +
                                        std::to_string(shape.n));
         if (labels.valid == shape.n) {
-            const auto r = m_loss(logits, labels.classes);
+            const auto r = m_loss(logits, labels.classes, m_loss_scale);
             return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
         }
         tensor grad = tessera::tensor::make_nhwc<typename precision::data_type>(shape);
@@ -140,7 +150,8 @@ public:
         if (labels.valid == 0) return {0.0f, std::move(grad)};
         // Padding is at the end: the loss of the first `valid` rows, averaged over them only.
         const auto r = kernels::softmax_cross_entropy(logits.data(), labels.valid, shape.per_sample(),
-                                                      labels.classes.data(), grad.data(), 1.0f, m_workspace);
+                                                      labels.classes.data(), grad.data(),
+                                                      static_cast<float>(m_loss_scale), m_workspace);
         return {static_cast<float>(r.loss), std::move(grad)};
     }
 
@@ -170,7 +181,7 @@ public:
             });
             m_gathered[s] = 0;
         }
-        m_optimizers[s].step(p, static_cast<double>(scale));
+        m_optimizers[s].step(p, static_cast<double>(scale) / m_loss_scale);
         p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
     }
 
@@ -200,6 +211,7 @@ private:
     N m_net;
     std::vector<std::size_t> m_first;
     tessera::tensor::shape m_input;
+    double m_loss_scale;
     std::vector<O> m_optimizers;
     nn::softmax_cross_entropy<precision> m_loss;
     kernels::workspace<float> m_workspace;
