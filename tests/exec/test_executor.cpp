@@ -267,3 +267,23 @@ TEST_CASE("a model over the device budget fails at compilation with out_of_devic
                                                exec::costs_of(model), 1),
                       cfg::config_error);
 }
+
+TEST_CASE("one failing replica wakes the others waiting in the all-reduce", "[exec][threads]") {
+    const synthetic_feed feed{batch, in_width, out_width};
+    for (long failing_stage : {0L, 3L}) {
+        std::vector<tiny_mlp> models(4, make_model(4));
+        models[2].fail_stage = failing_stage;  // only replica 2, after a few micro-batches
+        models[2].fail_countdown = 9;
+        exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4>>(8, true, 4),
+                                    exec::costs_of(models[0]), 4);
+        const std::string what = tessera::test::within_deadline(60, "failing replica", [&] {
+            try {
+                (void)ex.run(std::span(models), feed, 3, {});
+            } catch (const std::domain_error& e) {
+                return std::string(e.what());
+            }
+            return std::string("no exception");
+        });
+        CHECK(what == "tiny_mlp: stage " + std::to_string(failing_stage) + " failed");
+    }
+}
