@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite: a Release build with assertions on, then the same tests
-# under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded tests under ThreadSanitizer.
+# Builds and runs the whole test suite: a Release build with assertions on (-O2, NDEBUG unset), then
+# the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded tests under
+# ThreadSanitizer (both at -O1: a sanitizer build is about finding faults, not speed).
 # Installs missing Debian packages first. Usage: scripts/test.sh [--quick]   (--quick: Release only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,9 +9,9 @@ scripts/install-deps.sh
 
 jobs=${TESSERA_JOBS:-$(nproc)}
 passed=0
-run_suite() {  # <build dir> <extra cmake args...>
-  local dir=$1; shift
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2" \
+run_suite() {  # <build dir> <optimisation> <extra cmake args...>
+  local dir=$1 opt=$2; shift 2
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="$opt" \
         -DTESSERA_BUILD_EXAMPLES=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   ctest --test-dir "$dir" -j "$jobs" --output-on-failure --timeout 600 | tee "$dir/ctest.log"
@@ -21,11 +22,11 @@ run_suite() {  # <build dir> <extra cmake args...>
 }
 
 echo "== tessera tests: Release with assertions"
-run_suite build/test
+run_suite build/test -O2
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
-  run_suite build/test-asan -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF
+  run_suite build/test-asan -O1 -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF
   echo "== tessera tests: ThreadSanitizer (threaded suites)"
-  run_suite build/test-tsan -DTESSERA_SANITIZE=thread -DTESSERA_BUILD_EXAMPLES=OFF
+  run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_BUILD_EXAMPLES=OFF
 fi
 echo "tessera tests: $passed passed, 0 failed"
