@@ -74,3 +74,19 @@ TEST_CASE("all_reduce abort wakes waiters; a size mismatch aborts the round", "[
     emu::all_reduce_group<double> other(2);
     REQUIRE_THROWS_AS(other.reduce(2, std::span<double>{}), std::invalid_argument);
 }
+
+TEST_CASE("all_reduce's combine hook sees the sum once, before the buffers receive it", "[emulator][threads]") {
+    int calls = 0;
+    emu::all_reduce_group<float> group(2, [&](std::span<float> sum) {
+        ++calls;
+        for (auto& v : sum) v *= 10.0f;
+    });
+    std::vector<float> a{1, 2}, b{3, 4};
+    tessera::test::within_deadline(30, "combine", [&] {
+        std::jthread other([&] { group.reduce(1, b); });
+        group.reduce(0, a);
+    });
+    CHECK(calls == 1);
+    CHECK(a == std::vector<float>{40, 60});
+    CHECK(b == a);
+}

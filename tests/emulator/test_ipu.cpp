@@ -128,3 +128,31 @@ TEST_CASE("cluster runs jobs concurrently on distinct threads", "[emulator][thre
     REQUIRE_THROWS_AS(devices.run({{}, {}, {}}), std::invalid_argument);
     REQUIRE_THROWS_AS(emu::cluster(0), std::invalid_argument);
 }
+
+TEST_CASE("cluster reports a cause rather than the closed channel it led to", "[emulator][threads]") {
+    emu::cluster devices(2);
+    const auto message = tessera::test::within_deadline(30, "cause over consequence", [&] {
+        try {
+            devices.run({
+                [&](emu::ipu&) { throw emu::channel_closed("consequence"); },
+                [&](emu::ipu&) {
+                    std::this_thread::sleep_for(20ms);
+                    throw std::invalid_argument("cause");
+                },
+            });
+        } catch (const std::exception& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    });
+    CHECK(message == "cause");
+    const auto only = tessera::test::within_deadline(30, "consequence only", [&] {
+        try {
+            devices.run({[&](emu::ipu&) { throw emu::collective_aborted("only"); }});
+        } catch (const emu::collective_aborted& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    });
+    CHECK(only == "only");
+}

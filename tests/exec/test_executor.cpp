@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -286,4 +287,39 @@ TEST_CASE("one failing replica wakes the others waiting in the all-reduce", "[ex
         });
         CHECK(what == "tiny_mlp: stage " + std::to_string(failing_stage) + " failed");
     }
+}
+
+TEST_CASE("a cross-process reduction hook: two identical processes train like one", "[exec][threads]") {
+    // Each "other process" holds the same gradients, so the sum over 2 processes is twice the local
+    // sum and the mean divides by twice the replicas: exactly the single-process result.
+    const synthetic_feed feed{batch, in_width, out_width};
+    const tiny_mlp initial = make_model(2);
+    for (std::size_t R : {1u, 2u}) {
+        std::vector<tiny_mlp> models(R, initial);
+        std::atomic<int> calls{0};
+        exec::cross_process_reduction across{[&](std::size_t, std::span<float> g) {
+                                                 ++calls;
+                                                 for (auto& v : g) v = v + v;
+                                             },
+                                             2};
+        exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::gpipe, 2>>(4, true, 2 * R),
+                                    exec::costs_of(initial), R, {}, cfg::reduction::mean, true, across);
+        tessera::test::within_deadline(60, "cross-process", [&] { return ex.run(std::span(models), feed, 2, {}); });
+        CHECK(calls == 2 * 2);  // per stage, per update
+        CHECK(models[0].weights() == sequential(initial, R, 4, 2, feed).weights);
+    }
+    // A failing cross-process reduction surfaces at the caller, and the waiting replicas are released.
+    std::vector<tiny_mlp> models(2, initial);
+    exec::executor<tiny_mlp> broken(exec::make_schedule<cfg::sharded<2>>(2, true, 4), exec::costs_of(initial), 2, {},
+                                    cfg::reduction::mean, true,
+                                    {[](std::size_t, std::span<float>) { throw std::runtime_error("rank 1 is gone"); }, 2});
+    const std::string what = tessera::test::within_deadline(60, "broken cross-process", [&] {
+        try {
+            (void)broken.run(std::span(models), feed, 1, {});
+        } catch (const std::runtime_error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no exception");
+    });
+    CHECK(what == "rank 1 is gone");
 }

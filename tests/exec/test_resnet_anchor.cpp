@@ -276,8 +276,9 @@ TEST_CASE("batch_feed: loader batches as NHWC micro-batches with masks; a padded
     CHECK(last_losses[1] == 0.0f);  // micro-batches of padding only: no loss ...
     CHECK(last_losses[2] == 0.0f);
     const exec::batch_feed<P, float> tail(batches[3], run.batching());
-    CHECK(tail(0, 0, 1).second.valid == 0);
-    CHECK(std::all_of(tail(0, 0, 1).first.begin(), tail(0, 0, 1).first.end(), [](float v) { return v == 0.0f; }));
+    const auto padded = tail(0, 0, 1);
+    CHECK(padded.second.valid == 0);
+    CHECK(std::all_of(padded.first.begin(), padded.first.end(), [](float v) { return v == 0.0f; }));
 }
 
 TEST_CASE("static loss scaling by a power of two leaves fp32 training bit-identical", "[exec][resnet][session][threads]") {

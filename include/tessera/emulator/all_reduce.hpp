@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <stdexcept>
@@ -27,7 +28,11 @@ class all_reduce_group {
     static_assert(std::is_arithmetic_v<T>, "tessera::emulator::all_reduce_group<T>: T must be arithmetic");
 
 public:
-    explicit all_reduce_group(std::size_t participants) : m_buffers(participants), m_arrived_flags(participants) {
+    /// Sums over the participants, then, if given, `combine` runs once on the sum (in the last
+    /// arriving thread, the others waiting) before every buffer receives the result: the hook for a
+    /// reduction across processes (tessera::dist), which must itself be deterministic.
+    explicit all_reduce_group(std::size_t participants, std::function<void(std::span<T>)> combine = {})
+        : m_buffers(participants), m_arrived_flags(participants), m_combine(std::move(combine)) {
         if (participants == 0)
             throw std::invalid_argument("tessera::emulator::all_reduce_group: needs at least one participant");
     }
@@ -50,10 +55,28 @@ public:
         m_arrived_flags[rank] = true;
         m_latest = m_arrived == 0 ? arrival : std::max(m_latest, arrival);
         if (++m_arrived == m_buffers.size()) {
-            for (std::size_t i = 0; i < m_size; ++i) {
-                T sum = m_buffers[0][i];
-                for (std::size_t r = 1; r < m_buffers.size(); ++r) sum += m_buffers[r][i];
-                for (auto& b : m_buffers) b[i] = sum;
+            if (m_combine) {
+                m_result.resize(m_size);
+                for (std::size_t i = 0; i < m_size; ++i) {
+                    T sum = m_buffers[0][i];
+                    for (std::size_t r = 1; r < m_buffers.size(); ++r) sum += m_buffers[r][i];
+                    m_result[i] = sum;
+                }
+                try {
+                    m_combine(std::span<T>(m_result));
+                } catch (...) {
+                    m_aborted = true;  // the waiters must not wait for a result that will not come
+                    lock.unlock();
+                    m_cv.notify_all();
+                    throw;
+                }
+                for (auto& b : m_buffers) std::copy(m_result.begin(), m_result.end(), b.begin());
+            } else {
+                for (std::size_t i = 0; i < m_size; ++i) {
+                    T sum = m_buffers[0][i];
+                    for (std::size_t r = 1; r < m_buffers.size(); ++r) sum += m_buffers[r][i];
+                    for (auto& b : m_buffers) b[i] = sum;
+                }
             }
             m_result_time = m_latest;
             const double done = m_result_time;
@@ -94,6 +117,8 @@ private:
     std::size_t m_arrived = 0, m_size = 0, m_generation = 0;
     double m_latest = 0, m_result_time = 0;
     bool m_aborted = false;
+    std::function<void(std::span<T>)> m_combine;
+    std::vector<T> m_result;
 };
 
 }  // namespace tessera::emulator

@@ -11,14 +11,16 @@
 #include <vector>
 
 #include "tessera/emulator/device_spec.hpp"
+#include "tessera/emulator/error.hpp"
 #include "tessera/emulator/ipu.hpp"
 
 namespace tessera::emulator {
 
 /// IPUs 0..n-1 with the same spec. run() starts one job per IPU and waits for all of them;
 /// when a job throws, the registered abort actions (closing channels, aborting collectives)
-/// run at once on the failing worker so no peer stays blocked, and run() rethrows that first
-/// exception. Secondary errors caused by the abort are dropped.
+/// run at once on the failing worker so no peer stays blocked, and run() rethrows the first
+/// exception that is a cause: channel_closed and collective_aborted, the usual consequences of an
+/// abort, are reported only when nothing else failed.
 /// @code
 ///   emulator::cluster c(2);
 ///   emulator::channel<int> link(1);
@@ -51,6 +53,7 @@ public:
                                         " jobs for " + std::to_string(m_ipus.size()) + " IPUs");
         m_aborted.store(false);
         m_first_error = nullptr;
+        m_first_is_consequence = false;
         std::size_t launched = 0;
         try {
             for (; launched < jobs.size(); ++launched)
@@ -70,10 +73,26 @@ public:
     }
 
 private:
+    // A closed channel or an aborted collective is usually the consequence of another failure: the
+    // first error that is not one of these is the one reported.
+    static bool is_consequence(std::exception_ptr e) noexcept {
+        try {
+            std::rethrow_exception(e);
+        } catch (const channel_closed&) {
+            return true;
+        } catch (const collective_aborted&) {
+            return true;
+        } catch (...) {
+            return false;
+        }
+    }
     void fail(std::exception_ptr e) noexcept {
         {
             std::lock_guard lock(m_error_mutex);
-            if (!m_first_error) m_first_error = e;
+            if (!m_first_error || (m_first_is_consequence && !is_consequence(e))) {
+                m_first_error = e;
+                m_first_is_consequence = is_consequence(e);
+            }
         }
         abort();
     }
@@ -84,6 +103,7 @@ private:
     std::atomic<bool> m_aborted{false};
     std::mutex m_error_mutex;
     std::exception_ptr m_first_error;
+    bool m_first_is_consequence = false;
 };
 
 }  // namespace tessera::emulator

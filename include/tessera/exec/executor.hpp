@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,16 @@ struct output_selection {
     }
 };
 
+/// How gradients are reduced across host processes after the in-process all-reduce (tessera::dist
+/// plugs in here; exec never includes dist). reduce(stage, sum) replaces the process's sum of its
+/// replicas' gradients by the sum over all processes, deterministically (a fixed rank order); it runs
+/// on one thread per stage while the process's other replicas wait. The mean divides by
+/// local replicas × processes.
+struct cross_process_reduction {
+    std::function<void(std::size_t stage, std::span<float> gradients)> reduce{};
+    std::size_t processes = 1;
+};
+
 /// The cost model of a staged model: its stages' costs at `bits`-bit arithmetic.
 template <StagedModel M>
 [[nodiscard]] cost_model costs_of(const M& model, int bits = 32, std::size_t label_bytes = 0) {
@@ -87,9 +98,11 @@ public:
     /// Plans memory (out_of_device_memory when over budget, before anything runs) and starts the IPU threads.
     /// `record_trace`: keep every interval of the modelled clocks (for timelines); off saves time.
     executor(schedule sched, cost_model costs, std::size_t replicas = 1, emulator::device_spec spec = {},
-             config::reduction reduce = config::reduction::mean, bool record_trace = true)
+             config::reduction reduce = config::reduction::mean, bool record_trace = true,
+             cross_process_reduction across = {})
         : m_schedule(std::move(sched)), m_costs(std::move(costs)), m_replicas(replicas), m_reduce(reduce),
-          m_plan(check_and_plan(m_schedule, m_costs, replicas, spec)),
+          m_across(std::move(across)),
+          m_plan(check_and_plan(m_schedule, m_costs, replicas * m_across.processes, spec)),
           m_cluster(replicas * m_schedule.ipus, spec, record_trace) {}
 
     [[nodiscard]] const schedule& program() const noexcept { return m_schedule; }
@@ -144,8 +157,11 @@ public:
                     row.push_back(ch);
                 }
             }
-        for (std::size_t s = 0; s < m_schedule.stages; ++s)
-            w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R));
+        for (std::size_t s = 0; s < m_schedule.stages; ++s) {
+            std::function<void(std::span<float>)> combine;
+            if (m_across.reduce) combine = [this, s](std::span<float> g) { m_across.reduce(s, g); };
+            w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R, std::move(combine)));
+        }
         for (auto& c : w.infeed) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& c : w.labels) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& c : w.outfeed) m_cluster.on_abort([p = c.get()] { p->close(); });
@@ -179,9 +195,8 @@ public:
                 }
             });
 
-        const float scale = m_reduce == config::reduction::mean
-                                ? 1.0f / static_cast<float>(M_ * R)
-                                : 1.0f;
+        const std::size_t all_replicas = R * m_across.processes;
+        const float scale = m_reduce == config::reduction::mean ? 1.0f / static_cast<float>(M_ * all_replicas) : 1.0f;
         std::vector<emulator::ipu::job> jobs;
         for (std::size_t r = 0; r < R; ++r)
             for (std::size_t i = 0; i < I; ++i)
@@ -265,9 +280,10 @@ private:
         std::vector<std::vector<emulator::spsc_channel<message<tensor>>*>> link_of;
     };
 
+    // `replicas`: over all processes (the schedule's all-reduces and their modelled cost count them all).
     static memory_plan check_and_plan(const schedule& sched, const cost_model& costs, std::size_t replicas,
                                       const emulator::device_spec& spec) {
-        if (replicas == 0) throw config::config_error("tessera::exec::executor: replicas must be at least 1");
+        if (replicas == 0) throw config::config_error("tessera::exec::executor: replicas and processes must be at least 1");
         if ((replicas > 1) != (sched.request.replicas > 1) || (replicas > 1 && sched.request.replicas != replicas))
             throw config::config_error("tessera::exec::executor: the schedule was made for " +
                                        std::to_string(sched.request.replicas) + " replicas, the executor has " +
@@ -434,6 +450,7 @@ private:
     cost_model m_costs;
     std::size_t m_replicas;
     config::reduction m_reduce;
+    cross_process_reduction m_across;
     memory_plan m_plan;
     emulator::cluster m_cluster;
 };

@@ -27,6 +27,7 @@ struct session_options {
     emulator::device_spec device{};       ///< the emulated IPU's figures
     std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
     bool record_trace = true;             ///< keep the modelled clocks' intervals (timeline reports)
+    cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
     std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
                                               ///< marks); empty = balanced automatically by FLOPs
 };
@@ -110,7 +111,14 @@ private:
             throw config::config_error("tessera::exec::session: the strategy has " + std::to_string(stages) +
                                        " stages, the model " + std::to_string(model.stages()));
         const std::size_t micro_batches = C::is_training ? b.gradient_accumulation : b.device_iterations;
-        schedule sched = make_schedule(request_for<strategy>(micro_batches, C::is_training, replicas));
+        cross_process_reduction across = settings.across;
+        if (b.instances > 1 && !across.reduce)
+            throw config::config_error("tessera::exec::session: " + std::to_string(b.instances) +
+                                       " instances need a cross-process reduction (session_options::across, from "
+                                       "tessera::dist); without one the replicas of different processes would diverge");
+        if (across.reduce) across.processes = b.instances;
+        schedule sched =
+            make_schedule(request_for<strategy>(micro_batches, C::is_training, replicas * across.processes));
         bar.update();
         cost_model costs;
         costs.bits = C::precision::storage_bits;
@@ -120,7 +128,7 @@ private:
         }
         bar.update();  // memory plan and threads: checked and started by the executor
         auto ex = std::make_unique<executor<M>>(std::move(sched), std::move(costs), replicas, settings.device,
-                                                C::accumulation_reduction, settings.record_trace);
+                                                C::accumulation_reduction, settings.record_trace, std::move(across));
         bar.update();
         return ex;
     }
