@@ -123,3 +123,28 @@ TEST_CASE("phased plans keep weights in Streaming Memory and one stage on chip",
     REQUIRE_THROWS_AS(exec::plan_memory(sched, exec::balanced_costs(3, c), {.streaming_memory_capacity = 100}),
                       emu::out_of_device_memory);
 }
+
+TEST_CASE("tensor locations move each kind of tensor off chip in the plan and onto the clock", "[exec][report]") {
+    const auto sched = exec::make_schedule<cfg::pipelined<cfg::gpipe, 2>>(4);
+    exec::stage_cost c{.update_flops = 0, .weight_bytes = 1000, .optimiser_bytes = 500, .input_bytes = 0,
+                       .output_bytes = 0, .stash_bytes = 100};
+    auto costs = exec::balanced_costs(2, c);
+    costs.output_bytes_to_host = 0;
+    const auto on = exec::plan_memory(sched, costs);
+    CHECK(on.ipus[0].on_chip() == 1000 + 1000 + 500 + 4 * 100 + 100);  // weights, accumulators, state, stash, working
+    CHECK(on.ipus[0].off_chip() == 0);
+    costs.locations = {.weights = exec::location::streaming_memory,
+                       .optimiser_state = exec::location::streaming_memory,
+                       .gradient_accumulators = exec::location::streaming_memory,
+                       .activations = exec::location::streaming_memory};
+    const auto off = exec::plan_memory(sched, costs);
+    CHECK(off.ipus[0].off_chip() == 1000 + 1000 + 500 + 4 * 100);
+    CHECK(off.ipus[0].on_chip() == 100 + 1000);  // working activations and the weights in use
+    // The clock: per micro-batch, weights in for forward and backward, accumulators read and written,
+    // the stash written and read; per update, the optimiser state read and written. 1 byte/s.
+    const emu::device_spec spec{.streaming_memory_bandwidth = 1.0};
+    const auto clocks = exec::simulate(sched, costs, spec);
+    CHECK(clocks[0].total(emu::activity::streaming) == 4 * (1000 + 1000 + 2000 + 100 + 100) + 2 * 500);
+    const auto base = exec::simulate(sched, exec::balanced_costs(2, c), spec);
+    CHECK(base[0].total(emu::activity::streaming) == 0);
+}

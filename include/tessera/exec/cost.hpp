@@ -7,6 +7,18 @@
 
 namespace tessera::exec {
 
+/// Where a kind of tensor lives: In-Processor memory or off-chip Streaming Memory.
+enum class location { on_chip, streaming_memory };
+
+/// Where each kind of tensor lives (PopTorch's TensorLocationSettings). Off-chip tensors leave the
+/// IPU's memory plan and cost modelled transfer time each time they are used.
+struct tensor_locations {
+    location weights = location::on_chip;                ///< streamed in for each forward and backward pass
+    location optimiser_state = location::on_chip;        ///< read and written back at each update
+    location gradient_accumulators = location::on_chip;  ///< read and written back at each backward pass
+    location activations = location::on_chip;            ///< the stash: written by forward, read by backward
+};
+
 /// The figures of one stage for one micro-batch (weights: for the whole stage).
 struct stage_cost {
     double forward_flops = 0;
@@ -26,6 +38,7 @@ struct cost_model {
     int bits = 32;
     std::size_t label_bytes = 0;  ///< per micro-batch, to the IPU that computes the loss
     std::size_t output_bytes_to_host = sizeof(float);  ///< outfeed per micro-batch (a loss when training)
+    tensor_locations locations{};                      ///< phased schedules stream weights and stashes whatever this says
 
     /// Activations kept per stashed micro-batch: the input if recomputing, the stash otherwise.
     [[nodiscard]] std::size_t stashed_bytes(std::size_t stage) const {

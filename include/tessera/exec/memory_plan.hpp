@@ -13,9 +13,6 @@
 
 namespace tessera::exec {
 
-/// Where a planned item lives.
-enum class location { on_chip, streaming_memory };
-
 struct memory_item {
     std::string name;
     std::size_t bytes;
@@ -51,7 +48,8 @@ struct memory_plan {
 /// Streaming Memory's capacity (off-chip items). Over budget: emulator::out_of_device_memory naming
 /// the IPU, its budget and the largest items, raised here, before anything runs.
 /// Phased schedules keep one stage's weights (the largest) on chip and the rest in Streaming
-/// Memory, and stash activations off chip; recomputing stages stash only their inputs.
+/// Memory, and stash activations off chip; cost_model::locations moves any kind of tensor off chip;
+/// recomputing stages stash only their inputs.
 [[nodiscard]] inline memory_plan plan_memory(const schedule& sched, const cost_model& costs,
                                              const emulator::device_spec& spec = {}) {
     costs.check(sched.stages);
@@ -64,21 +62,24 @@ struct memory_plan {
             if (sched.request.ipu_of_stage[s] != ipu) continue;
             const auto& c = costs.stages[s];
             const std::string st = "stage " + std::to_string(s) + " ";
-            const location weights_at = sched.weights_streamed ? location::streaming_memory : location::on_chip;
-            p.items.push_back({st + "weights", c.weight_bytes, emulator::memory_kind::weights, weights_at});
+            const auto& where = costs.locations;
+            const auto off = [&](location l) { return sched.weights_streamed ? location::streaming_memory : l; };
+            p.items.push_back({st + "weights", c.weight_bytes, emulator::memory_kind::weights, off(where.weights)});
             if (training) {
                 p.items.push_back({st + "gradient accumulators", c.weight_bytes,
-                                   emulator::memory_kind::gradient_accumulators, weights_at});
+                                   emulator::memory_kind::gradient_accumulators, off(where.gradient_accumulators)});
                 if (c.optimiser_bytes > 0)
                     p.items.push_back({st + "optimiser state", c.optimiser_bytes, emulator::memory_kind::optimiser_state,
-                                       weights_at});
+                                       off(where.optimiser_state)});
                 const std::size_t stash = sched.stash[s] * costs.stashed_bytes(s);
                 if (stash > 0)
                     p.items.push_back({st + "activation stash (" + std::to_string(sched.stash[s]) +
                                            (sched.stash[s] == 1 ? " micro-batch" : " micro-batches") +
                                            (c.recompute ? ", inputs only: recomputed" : "") + ")",
                                        stash, emulator::memory_kind::activations,
-                                       sched.activations_off_chip ? location::streaming_memory : location::on_chip});
+                                       sched.activations_off_chip || where.activations == location::streaming_memory
+                                           ? location::streaming_memory
+                                           : location::on_chip});
             }
             // Working space of one micro-batch (the stage's output, or its stash while it is computed).
             p.items.push_back({st + "working activations", std::max(c.output_bytes, c.stash_bytes),
@@ -86,8 +87,10 @@ struct memory_plan {
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,
                                             c.weight_bytes + (training ? c.weight_bytes + c.optimiser_bytes : 0));
+            else if (where.weights == location::streaming_memory)
+                largest_streamed = std::max(largest_streamed, c.weight_bytes);  // the copy being used
         }
-        if (sched.weights_streamed && largest_streamed > 0)
+        if (largest_streamed > 0)
             p.items.push_back({"streamed-in stage (largest)", largest_streamed, emulator::memory_kind::weights,
                                location::on_chip});
         std::size_t io = 0;

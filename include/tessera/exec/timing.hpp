@@ -30,6 +30,12 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
     const bool training = sched.request.training;
     const bool named = clock.recording();  // labels cost an allocation: only when they are kept
     std::string name = named ? label(in) : std::string();
+    // Phased schedules move weights, accumulators and optimiser state with stream_in/stream_out.
+    const auto& where = costs.locations;
+    const bool weights_off = !sched.weights_streamed && where.weights == location::streaming_memory;
+    const bool accumulators_off = !sched.weights_streamed && where.gradient_accumulators == location::streaming_memory;
+    const bool optimiser_off = !sched.weights_streamed && where.optimiser_state == location::streaming_memory;
+    const bool stash_off = sched.activations_off_chip || where.activations == location::streaming_memory;
     switch (in.op) {
         case opcode::load: clock.transfer(double(c.input_bytes), link::host_link, activity::host_io, std::move(name)); break;
         case opcode::load_label:
@@ -38,8 +44,10 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
         case opcode::recv_act:
         case opcode::recv_grad: break;
         case opcode::fwd:
+            if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
+                                            named ? "weights in s" + std::to_string(in.stage) : std::string());
             clock.compute(c.forward_flops, costs.bits, activity::forward, std::move(name));
-            if (sched.activations_off_chip && training)
+            if (stash_off && training)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
                                (named ? "stash out s" + std::to_string(in.stage) : std::string()));
             break;
@@ -49,7 +57,12 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
                            activity::host_io, std::move(name));
             break;
         case opcode::bwd:
-            if (sched.activations_off_chip)
+            if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
+                                            named ? "weights in s" + std::to_string(in.stage) : std::string());
+            if (accumulators_off)  // read and write back the stage's gradient accumulators
+                clock.transfer(2.0 * double(c.weight_bytes), link::streaming_memory, activity::streaming,
+                               named ? "accumulators s" + std::to_string(in.stage) : std::string());
+            if (stash_off)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
                                (named ? "stash in s" + std::to_string(in.stage) : std::string()));
             if (c.recompute) clock.compute(c.forward_flops, costs.bits, activity::recompute, named ? "recompute " + name : std::string());
@@ -67,7 +80,12 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             clock.transfer(2.0 * (r - 1.0) / r * double(c.weight_bytes), link::ipu_link, activity::all_reduce, std::move(name));
             break;
         }
-        case opcode::update: clock.compute(c.update_flops, 32, activity::update, std::move(name)); break;
+        case opcode::update:
+            if (optimiser_off)  // read and write back the optimiser state
+                clock.transfer(2.0 * double(c.optimiser_bytes), link::streaming_memory, activity::streaming,
+                               named ? "optimiser state s" + std::to_string(in.stage) : std::string());
+            clock.compute(c.update_flops, 32, activity::update, std::move(name));
+            break;
     }
 }
 
