@@ -70,19 +70,21 @@ inline double fp32_peak_gflops() {
     static const double g = [] {
         using B = xsimd::batch<float>;
         constexpr int chains = 24;
-        B acc[chains];
-        for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
-        const B x(0.999999f), y(1e-7f);
-        constexpr long iters = 4'000'000;
+        constexpr long iters = 40'000;
+        float sink = 0;
         const double s = seconds_per_call([&] {
-            for (long it = 0; it < iters / 100; ++it)
+            B acc[chains];  // local to the timed body so that the chains stay in registers
+#pragma GCC unroll 24
+            for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
+            const B x(0.999999f), y(1e-7f);
+            for (long it = 0; it < iters; ++it)
 #pragma GCC unroll 24
                 for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], x, y);
+#pragma GCC unroll 24
+            for (int i = 0; i < chains; ++i) sink += xsimd::hadd(acc[i]);
         });
-        float sink = 0;
-        for (int i = 0; i < chains; ++i) sink += xsimd::hadd(acc[i]);
         if (sink == 12345.0f) std::puts("");
-        return 2.0 * B::size * chains * (iters / 100) / s / 1e9;
+        return 2.0 * B::size * chains * iters / s / 1e9;
     }();
     return g;
 }

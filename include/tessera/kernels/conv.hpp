@@ -2,6 +2,7 @@
 // 2-D convolution on NHWC tensors, forward and both gradients, as im2col + GEMM over row chunks.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -14,8 +15,15 @@
 namespace tessera::kernels {
 
 /// Kernel size, stride and zero padding of a convolution or pooling window.
+/// The fields are 32-bit and set by a constructor: GCC 12 with AVX-512 miscompiles a constant
+/// aggregate of four 64-bit values shaped {a, a, a, 0} (e.g. a 1×1, stride-1, unpadded window),
+/// and this layout avoids that code path.
 struct window {
-    std::size_t kh = 1, kw = 1, stride = 1, pad = 0;
+    std::uint32_t kh = 1, kw = 1, stride = 1, pad = 0;
+
+    constexpr window() = default;
+    constexpr window(std::size_t kernel_h, std::size_t kernel_w, std::size_t step, std::size_t padding)
+        : kh(narrow(kernel_h)), kw(narrow(kernel_w)), stride(narrow(step)), pad(narrow(padding)) {}
 
     [[nodiscard]] std::size_t out_h(std::size_t h) const {
         check(h, kh, "height");
@@ -32,6 +40,10 @@ struct window {
     [[nodiscard]] constexpr bool is_pointwise() const noexcept { return kh == 1 && kw == 1 && stride == 1 && pad == 0; }
 
 private:
+    static constexpr std::uint32_t narrow(std::size_t v) {
+        if (v > 0xFFFF'FFFFu) throw tensor::shape_error("tessera::kernels::window: " + std::to_string(v) + " does not fit 32 bits");
+        return static_cast<std::uint32_t>(v);
+    }
     void check(std::size_t size, std::size_t k, const char* what) const {
         if (stride == 0 || k == 0 || size + 2 * pad < k)
             throw tensor::shape_error("tessera::kernels::window: input " + std::string(what) + " " +
