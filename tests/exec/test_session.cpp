@@ -42,7 +42,10 @@ TEST_CASE("training_model compiles with a progress bar and trains like the seque
     const synthetic_feed feed{batch, in_width, out_width};
     tiny_mlp host = model2();
     std::ostringstream progress;
-    auto run = exec::training_model<c>(host, {.micro_batch = batch}, {.progress = &progress});
+    auto run = exec::training_model<c>(
+        host, {.micro_batch = batch},
+        {.progress = &progress, .locations = {.optimiser_state = exec::location::streaming_memory}});
+    CHECK(run.costs().locations.optimiser_state == exec::location::streaming_memory);
     CHECK(progress.str().rfind("Graph compilation: 100%|", 0) == 0);
     CHECK(run.batching().combined_batch() == batch * 4 * 3);
     CHECK(run.program().request.micro_batches == 4);

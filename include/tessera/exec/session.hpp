@@ -27,6 +27,7 @@ struct session_options {
     emulator::device_spec device{};       ///< the emulated IPU's figures
     std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
     bool record_trace = true;             ///< keep the modelled clocks' intervals (timeline reports)
+    tensor_locations locations{};         ///< on chip or in Streaming Memory, per kind of tensor
     cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
     std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
                                               ///< marks); empty = balanced automatically by FLOPs
@@ -122,6 +123,7 @@ private:
         bar.update();
         cost_model costs;
         costs.bits = C::precision::storage_bits;
+        costs.locations = settings.locations;
         for (std::size_t s = 0; s < stages; ++s) {
             costs.stages.push_back(model.cost(s));
             bar.update();
