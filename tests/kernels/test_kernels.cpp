@@ -269,6 +269,32 @@ TEST_CASE("batch norm with half storage agrees with fp32", "[kernels][batch_norm
     REQUIRE(max_rel_error(m1, m2) < 1e-6);
 }
 
+TEST_CASE("batch norm and relu split large tensors between threads with the same results", "[kernels][threads]") {
+    const std::size_t rows = 9001, ch = 16;  // above the per-thread grain of 4096 rows
+    const auto x = random_vector<float>(rows * ch, 34, -2, 2), dy = random_vector<float>(rows * ch, 35);
+    const auto g = random_vector<float>(ch, 36, 0.5, 1.5), b = random_vector<float>(ch, 37);
+    std::vector<float> y1(rows * ch), y2(rows * ch), dx1(rows * ch), dx2(rows * ch), m1(ch, 0), v1(ch, 1), m2(ch, 0),
+        v2(ch, 1), dg1(ch, 0), dg2(ch, 0), db1(ch, 0), db2(ch, 0);
+    k::batch_norm_saved<float> s1, s2;
+    k::workspace<float> w1, w2;
+    k::batch_norm_forward_train(x.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m1.data(), v1.data(), s1, y1.data(), w1, 1);
+    k::batch_norm_forward_train(x.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m2.data(), v2.data(), s2, y2.data(), w2, 2);
+    REQUIRE(max_rel_error(y2, y1) < 1e-5);
+    REQUIRE(max_rel_error(v2, v1) < 1e-5);
+    k::batch_norm_backward(x.data(), dy.data(), rows, ch, g.data(), s1, dx1.data(), dg1.data(), db1.data(), w1, 1);
+    k::batch_norm_backward(x.data(), dy.data(), rows, ch, g.data(), s2, dx2.data(), dg2.data(), db2.data(), w2, 2);
+    REQUIRE(max_rel_error(dx2, dx1) < 1e-5);
+    // Sums of 9001 fp32 terms in another order: agreement to about 1e-4 relative.
+    REQUIRE(max_rel_error(dg2, dg1) < 1e-3);
+    REQUIRE(max_rel_error(db2, db1) < 1e-3);
+    k::relu_forward(x.data(), x.size(), y1.data(), w1, 1);
+    k::relu_forward(x.data(), x.size(), y2.data(), w2, 2);
+    REQUIRE(y1 == y2);
+    k::relu_backward(y1.data(), dy.data(), y1.size(), dx1.data(), w1, 1);
+    k::relu_backward(y1.data(), dy.data(), y1.size(), dx2.data(), w2, 2);
+    REQUIRE(dx1 == dx2);
+}
+
 TEST_CASE("relu forward and backward, in place and in half", "[kernels][relu]") {
     auto x = random_vector<float>(29, 50);
     const auto dy = random_vector<float>(29, 51);

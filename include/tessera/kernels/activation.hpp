@@ -8,22 +8,28 @@
 
 namespace tessera::kernels {
 
-/// y = max(x, 0). y may be x (in place).
+/// y = max(x, 0). y may be x (in place). Large tensors are split between `threads`.
 template <Compute C, Storage T, Storage Y>
-void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws) {
+void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws, std::size_t threads = 1) {
     const C* xc = load_compute<C>(x, n, ws.a);
     store_compute<C, Y> dst(y, n, ws.c);
-    simd::relu(xc, dst.target(), n);
+    C* out = dst.target();
+    detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
+        simd::relu(xc + b, out + b, e - b);
+    });
     dst.commit();
 }
 
 /// dx = dy where the forward output y was positive, else 0 (y, not x, so the input need not be kept).
 template <Compute C, Storage T, Storage D, Storage X>
-void relu_backward(const T* y, const D* dy, std::size_t n, X* dx, workspace<C>& ws) {
+void relu_backward(const T* y, const D* dy, std::size_t n, X* dx, workspace<C>& ws, std::size_t threads = 1) {
     const C* yc = load_compute<C>(y, n, ws.a);
     const C* dyc = load_compute<C>(dy, n, ws.b);
     store_compute<C, X> dst(dx, n, ws.c);
-    simd::relu_backward(yc, dyc, dst.target(), n);
+    C* out = dst.target();
+    detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
+        simd::relu_backward(yc + b, dyc + b, out + b, e - b);
+    });
     dst.commit();
 }
 

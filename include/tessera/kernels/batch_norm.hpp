@@ -20,16 +20,28 @@ struct batch_norm_saved {
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
-                              workspace<C>& ws) {
+                              workspace<C>& ws, std::size_t threads = 1) {
     const C* xc = load_compute<C>(x, rows * channels, ws.a);
     saved.mean.assign(channels, C(0));
     saved.inv_std.assign(channels, C(0));
     C* mean = saved.mean.data();
     C* var = saved.inv_std.data();
-    simd::column_sums(xc, rows, channels, mean);
+    // Column reductions: each thread sums its rows into a partial, the partials are added in order.
+    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
+    auto reduce = [&](C* into, auto&& per_rows) {
+        if (ws.partial.size() < threads * channels) ws.partial.resize(threads * channels);
+        std::fill(ws.partial.begin(), ws.partial.begin() + static_cast<std::ptrdiff_t>(threads * channels), C(0));
+        detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
+            per_rows(b, e, t == 0 ? into : ws.partial.data() + t * channels);
+        });
+        for (std::size_t t = 1; t < threads; ++t) simd::add_to(ws.partial.data() + t * channels, into, channels);
+    };
+    reduce(mean, [&](std::size_t b, std::size_t e, C* out) { simd::column_sums(xc + b * channels, e - b, channels, out); });
     const C inv_rows = C(1) / static_cast<C>(rows);
     for (std::size_t c = 0; c < channels; ++c) mean[c] *= inv_rows;
-    simd::column_square_deviations(xc, rows, channels, mean, var);
+    reduce(var, [&](std::size_t b, std::size_t e, C* out) {
+        simd::column_square_deviations(xc + b * channels, e - b, channels, mean, out);
+    });
     if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
     C* scale = ws.b.data();
     C* shift = ws.b.data() + channels;
@@ -43,7 +55,10 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
         shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c);
-    simd::scale_shift_rows(xc, rows, channels, scale, shift, dst.target());
+    C* out = dst.target();
+    detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+        simd::scale_shift_rows(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
+    });
     dst.commit();
 }
 
@@ -68,7 +83,8 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
 /// dx = gamma·inv_std/M · (M·dy − Σdy − x̂·Σ(dy·x̂)).
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
-                         const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws) {
+                         const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
+                         std::size_t threads = 1) {
     const C* xc = load_compute<C>(x, rows * channels, ws.a);
     const C* dyc = load_compute<C>(dy, rows * channels, ws.col);
     if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
@@ -79,7 +95,19 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
     const C* mean = saved.mean.data();
     const C* inv_std = saved.inv_std.data();
     std::fill(sum_dy, sum_dy + 2 * channels, C(0));
-    simd::column_grad_sums(xc, dyc, rows, channels, mean, sum_dy, sum_dy_xhat);  // Σdy, Σdy·(x − mean)
+    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
+    threads = std::max<std::size_t>(1, std::min(threads, rows / grain));
+    if (ws.partial.size() < 2 * threads * channels) ws.partial.resize(2 * threads * channels);
+    std::fill(ws.partial.begin(), ws.partial.begin() + static_cast<std::ptrdiff_t>(2 * threads * channels), C(0));
+    detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
+        C* s_dy = t == 0 ? sum_dy : ws.partial.data() + 2 * t * channels;
+        C* s_dyx = t == 0 ? sum_dy_xhat : s_dy + channels;
+        simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels, mean, s_dy, s_dyx);  // Σdy, Σdy·(x − mean)
+    });
+    for (std::size_t t = 1; t < threads; ++t) {
+        simd::add_to(ws.partial.data() + 2 * t * channels, sum_dy, channels);
+        simd::add_to(ws.partial.data() + 2 * t * channels + channels, sum_dy_xhat, channels);
+    }
     const C inv_rows = C(1) / static_cast<C>(rows);
     for (std::size_t c = 0; c < channels; ++c) {
         sum_dy_xhat[c] *= inv_std[c];
@@ -90,7 +118,11 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
         sum_dy[c] *= inv_rows;
     }
     store_compute<C, X> dst(dx, rows * channels, ws.c);
-    simd::batch_norm_dx_rows(xc, dyc, rows, channels, mean, k1, k2, sum_dy, dst.target());
+    C* out = dst.target();
+    detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+        simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
+                                 out + b * channels);
+    });
     dst.commit();
 }
 

@@ -290,6 +290,18 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
     });
 }
 
+/// Splits [0, n) into `threads` contiguous ranges and runs body(begin, end, t) on each; runs on the
+/// calling thread alone when n is below `grain` elements per thread (spawning would cost more).
+template <class F>
+void parallel_ranges(std::size_t threads, std::size_t n, std::size_t grain, F&& body) {
+    threads = std::max<std::size_t>(1, std::min(threads, n / std::max<std::size_t>(grain, 1)));
+    const std::size_t per = (n + threads - 1) / threads;
+    run_parallel(threads, [&](std::size_t t) {
+        const std::size_t begin = std::min(n, t * per), end = std::min(n, begin + per);
+        body(begin, end, t);
+    });
+}
+
 }  // namespace detail
 
 /// Options of one GEMM call: threads split the rows of C (each thread packs its own panels);

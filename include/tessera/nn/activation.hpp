@@ -21,15 +21,15 @@ public:
         return {static_cast<double>(s.size()), static_cast<double>(s.size()), detail::bytes_of(2 * s.size(), sizeof(T)),
                 detail::bytes_of(3 * s.size(), sizeof(T)), 0};
     }
-    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         detail::ensure_shape(st.output, tensor::shape_of(x));
-        kernels::relu_forward(x.data(), x.size(), st.output.data(), m_ws);
+        kernels::relu_forward(x.data(), x.size(), st.output.data(), m_ws, ctx.threads);
         return st.output;
     }
-    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, tensor::shape_of(st.output));
-            kernels::relu_backward(st.output.data(), dy.data(), dy.size(), st.grad_input.data(), m_ws);
+            kernels::relu_backward(st.output.data(), dy.data(), dy.size(), st.grad_input.data(), m_ws, ctx.threads);
         }
         return st.grad_input;
     }

@@ -54,7 +54,7 @@ public:
         if (ctx.mode == mode::train)
             kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                               m_momentum, m_running_mean.data(), m_running_var.data(), st.saved,
-                                              st.output.data(), m_ws);
+                                              st.output.data(), m_ws, ctx.threads);
         else
             kernels::batch_norm_forward_eval(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                              m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws);
@@ -62,12 +62,12 @@ public:
         return st.output;
     }
 
-    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         const tensor::shape s = tensor::shape_of(*st.input);
         detail::ensure_shape(st.grad_input, s);
         // The input gradient comes out of the same pass as dgamma and dbeta: computed even when unused.
         kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
-                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws);
+                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.threads);
         (void)want_dx;
         return st.grad_input;
     }

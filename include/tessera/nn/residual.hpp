@@ -34,9 +34,11 @@ namespace detail {
 
 /// out = a + b elementwise, computed in C, any storage types.
 template <class C, class T>
-void add(const T* a, const T* b, T* out, std::size_t n) {
+void add(const T* a, const T* b, T* out, std::size_t n, std::size_t threads = 1) {
     if constexpr (std::is_same_v<C, T>) {
-        kernels::simd::add(a, b, out, n);
+        kernels::detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t lo, std::size_t hi, std::size_t) {
+            kernels::simd::add(a + lo, b + lo, out + lo, hi - lo);
+        });
     } else {
         constexpr std::size_t chunk = 256;
         alignas(64) C x[chunk], y[chunk];
@@ -195,7 +197,7 @@ public:
         const auto& a = m_main.forward(x, st.main, ctx);
         const auto& b = m_skip.forward(x, st.skip, ctx);
         detail::ensure_shape(st.sum, tensor::shape_of(a));
-        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size());
+        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size(), ctx.threads);
         return m_relu.forward(st.sum, st.out, ctx);
     }
 
@@ -205,7 +207,7 @@ public:
         const auto& db = m_skip.backward(dsum, st.skip, ctx, want_dx);
         if (!want_dx) return st.grad_input;
         detail::ensure_shape(st.grad_input, tensor::shape_of(da));
-        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size());
+        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size(), ctx.threads);
         return st.grad_input;
     }
 
