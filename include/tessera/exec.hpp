@@ -1,5 +1,19 @@
 #pragma once
-// The exec layer: static schedules, their cost and memory plans, the threaded executor, sessions, reports.
+// The exec layer: graph compilation and execution on the emulated IPUs.
+//
+// What is where:
+//   schedule.hpp         static instruction lists per IPU for single/sharded/pipelined<gpipe|1f1b>/phased
+//   cost.hpp, timing.hpp what each instruction costs on the modelled clock; simulate() = a dry run
+//   memory_plan.hpp      per-IPU memory plan (stash sized by the schedule, tensor locations, recomputation);
+//                        out_of_device_memory at compilation
+//   partition.hpp        balance_stages: contiguous stages minimising the bottleneck
+//   executor.hpp         runs a schedule on one thread per IPU: replicas, fixed-order all-reduce,
+//                        device iterations, output modes; failures reach the caller
+//   session.hpp          training_model<Config>(staged model) / inference_model<Config>(...)
+//   staged_network.hpp   a unit network (nn::resnet) + optimizer as a staged model
+//   network_session.hpp  training_model<Config>(net, optimizer, sample shape, options)
+//   batch_feed.hpp       the data loader's combined batches as micro-batches with masks
+//   schedule_report.hpp, timeline.hpp, memory_report.hpp   text, SVG and JSON reports
 #include "tessera/exec/batch_feed.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
