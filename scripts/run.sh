@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
-# The main example. Until the training example (ResNet on Fashion-MNIST through the emulator) lands,
-# this is the policy layer's example: what each configuration consumes per host call.
-example=${1:-batching}
+# The main example trains ResNet-20 on Fashion-MNIST through the emulator (one epoch by default;
+# `scripts/run.sh train_fashion_mnist 3` runs three). Any other example runs by name.
+example=${1:-train_fashion_mnist}
 [[ $# -gt 0 ]] && shift
 
 cmake -S . -B build/run -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_EXAMPLES=ON >/dev/null
