@@ -153,6 +153,10 @@ TEST_CASE("staged_network reports per-stage costs and balances units by FLOPs", 
     CHECK(staged.cost(1).output_bytes == batch * classes * sizeof(float));
     REQUIRE_THROWS_AS(model_t(net, {1, 2}, input_shape, plain_sgd{}), cfg::config_error);
     REQUIRE_THROWS_AS(model_t(net, {0, 4}, input_shape, plain_sgd{}), cfg::config_error);
+    // Shape inference runs at construction: a sample with the wrong channel count fails here.
+    REQUIRE_THROWS(model_t(net, {0, 2}, {batch, side, side, channels + 1}, plain_sgd{}));
+    REQUIRE_THROWS(exec::training_model<cfg::config<cfg::sharded<2>>>(net, plain_sgd{}, {1, side, side, 1},
+                                                                       {.micro_batch = batch}));
 }
 
 TEST_CASE("training_model of a ResNet with optim::sgd (momentum) matches the reference", "[exec][resnet][session][threads]") {

@@ -107,6 +107,8 @@ public:
                                        std::to_string(loss_scale));
         if (m_first.empty() || m_first.front() != 0)
             throw config::config_error("tessera::exec::staged_network: stage 0 must start at unit 0");
+        // Shape inference through every unit now: a wrong sample shape fails at compilation, not in a worker.
+        (void)m_net.output_shape(m_input);
         for (std::size_t s = 1; s < m_first.size(); ++s)
             if (m_first[s] <= m_first[s - 1] || m_first[s] >= m_net.units())
                 throw config::config_error("tessera::exec::staged_network: stage " + std::to_string(s) +
