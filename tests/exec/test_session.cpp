@@ -57,6 +57,10 @@ TEST_CASE("training_model compiles with a progress bar and trains like the seque
     const auto second = tessera::test::within_deadline(60, "second call", [&] { return run(feed); });
     CHECK(second.losses[0].size() == 12);
     CHECK(run.model().weights() != host.weights());
+    // Loading host weights back onto the device restarts from them: the first call again.
+    run.load_weights(model2());
+    (void)tessera::test::within_deadline(60, "third call", [&] { return run(feed); });
+    CHECK(run.model().weights() == host.weights());
 }
 
 TEST_CASE("replicas and input groups: replicas of a group get the same slice", "[exec][session][threads]") {
