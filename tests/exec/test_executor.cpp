@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -339,4 +343,52 @@ TEST_CASE("device iterations amortise the host synchronisation on the modelled c
         const double per_update = r.modelled_seconds / double(D);
         CHECK(per_update == Approx(2.0 / double(D) + one_update).epsilon(1e-12));
     }
+}
+
+namespace {
+// Two stages that meet: stage 1's forward of micro-batch 0 and stage 0's forward of micro-batch 1
+// each wait (bounded) for the other to have started, which only happens if the IPU threads really
+// run those passes at the same time, as the pipeline schedule says they may.
+struct rendezvous_model {
+    using tensor = std::vector<float>;
+    using label = std::vector<float>;
+    using stash = int;
+    struct shared {
+        std::atomic<bool> stage0_mb1{false}, stage1_mb0{false}, met{true};
+    };
+    std::shared_ptr<shared> flags = std::make_shared<shared>();
+
+    [[nodiscard]] std::size_t stages() const noexcept { return 2; }
+    static bool wait_for(const std::atomic<bool>& flag) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!flag.load()) {
+            if (std::chrono::steady_clock::now() > until) return false;
+            std::this_thread::yield();
+        }
+        return true;
+    }
+    std::pair<tensor, stash> forward(std::size_t s, tensor x) {
+        const bool mine = (s == 0 && x.at(0) == 1.0f) || (s == 1 && x.at(0) == 0.0f);
+        if (mine) {
+            (s == 0 ? flags->stage0_mb1 : flags->stage1_mb0).store(true);
+            if (!wait_for(s == 0 ? flags->stage1_mb0 : flags->stage0_mb1)) flags->met.store(false);
+        }
+        return {std::move(x), 0};
+    }
+    std::pair<float, tensor> loss(const tensor& y, const label&) const { return {0.0f, y}; }
+    tensor backward(std::size_t, tensor g, stash) { return g; }
+    std::span<float> gradients(std::size_t) { return {}; }
+    void update(std::size_t, float) {}
+    [[nodiscard]] exec::stage_cost cost(std::size_t) const { return {}; }
+};
+}  // namespace
+
+TEST_CASE("pipelined stages run at the same time on their IPU threads", "[exec][threads]") {
+    std::vector<rendezvous_model> models(1);
+    exec::executor<rendezvous_model> ex(exec::make_schedule<cfg::pipelined<cfg::gpipe, 2>>(4), exec::costs_of(models[0]), 1);
+    auto feed = [](std::size_t, std::size_t, std::size_t m) {
+        return std::pair<std::vector<float>, std::vector<float>>{std::vector<float>{float(m)}, {}};
+    };
+    tessera::test::within_deadline(120, "rendezvous", [&] { return ex.run(std::span(models), feed, 1, {}); });
+    CHECK(models[0].flags->met.load());
 }
