@@ -8,6 +8,7 @@
 #include <oneapi/tbb/parallel_pipeline.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <span>
 #include <thread>
 #include <vector>
@@ -83,6 +84,8 @@ void BM_scheduler_vs_tbb(benchmark::State& state) {
     state.counters["tbb_ns_per_stage_step"] = theirs * 1e9 / steps;
     state.counters["ours_over_tbb"] = ours / theirs;
     state.counters["instructions_per_step"] = double(instructions) / double(stages * items);
+    double load[1] = {0};
+    if (getloadavg(load, 1) == 1) state.counters["load_average_1min"] = load[0];
 }
 
 }  // namespace

@@ -54,14 +54,20 @@ public:
         m_aborted.store(false);
         m_first_error = nullptr;
         m_first_is_consequence = false;
-        std::size_t launched = 0;
+        // Last IPU first: downstream IPUs start by waiting for data, so they hand the core back at once,
+        // while a woken IPU 0 (work at hand) could keep this thread from launching the others on a
+        // busy machine.
+        std::vector<bool> launched(jobs.size(), false);
         try {
-            for (; launched < jobs.size(); ++launched)
-                m_ipus[launched]->launch(std::move(jobs[launched]), [this](std::exception_ptr e) { fail(e); });
+            for (std::size_t i = jobs.size(); i-- > 0;) {
+                m_ipus[i]->launch(std::move(jobs[i]), [this](std::exception_ptr e) { fail(e); });
+                launched[i] = true;
+            }
         } catch (...) {
             fail(std::current_exception());
         }
-        for (std::size_t i = 0; i < launched; ++i) (void)m_ipus[i]->join();
+        for (std::size_t i = 0; i < jobs.size(); ++i)
+            if (launched[i]) (void)m_ipus[i]->join();
         m_abort_actions.clear();
         if (m_first_error) std::rethrow_exception(std::exchange(m_first_error, nullptr));
     }

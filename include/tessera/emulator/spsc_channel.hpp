@@ -1,6 +1,7 @@
 #pragma once
 // A bounded single-producer single-consumer channel without locks (IPU links, infeed, outfeed).
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -104,13 +105,19 @@ private:
         m_events.fetch_add(1, std::memory_order_seq_cst);
         if (m_sleepers.load(std::memory_order_seq_cst) > 0) m_events.notify_all();
     }
-    // Returns when ready() or closed: spin and yield first (the other side is usually running), then
-    // sleep until the event counter moves (every push, pop and close moves it).
+    // Returns when ready() or closed. Spins, then yields for up to spin_time, and only then sleeps
+    // until the event counter moves (every push, pop and close moves it). Staying runnable through
+    // the short waits of a pipeline matters: threads that sleep at every hand-off are woken on the
+    // waker's CPU, and the stages of a pipeline then share one core while the other is free.
     template <class Ready>
     void wait_until(Ready ready) {
-        for (int i = 0; i < spin_limit; ++i) {
+        for (int i = 0; i < 64; ++i)
             if (ready() || m_closed.load(std::memory_order_acquire)) return;
-            if (i >= 16) std::this_thread::yield();
+        const auto give_up = std::chrono::steady_clock::now() + spin_time;
+        for (unsigned i = 0;; ++i) {
+            if (ready() || m_closed.load(std::memory_order_acquire)) return;
+            std::this_thread::yield();
+            if (i % 16 == 15 && std::chrono::steady_clock::now() > give_up) break;
         }
         for (;;) {
             const std::uint32_t seen = m_events.load(std::memory_order_acquire);
@@ -121,7 +128,7 @@ private:
             m_sleepers.fetch_sub(1, std::memory_order_seq_cst);
         }
     }
-    static constexpr int spin_limit = 96;
+    static constexpr std::chrono::microseconds spin_time{500};
 
     const std::size_t m_capacity;
     std::unique_ptr<std::optional<T>[]> m_slots;
