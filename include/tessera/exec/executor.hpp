@@ -113,7 +113,8 @@ public:
 
     /// Runs the schedule `iterations` times (training: D weight updates) on `models` (one per replica).
     /// feed(r, d, m) -> {input, label} runs on one host thread per replica. Any failure (a stage, the
-    /// feed) stops every thread and is rethrown here.
+    /// feed) stops every thread and is rethrown here; the models then hold partly accumulated
+    /// gradients and possibly some updated stages: reload their weights before running again.
     template <class Feed>
         requires MicroBatchFeed<Feed, M>
     run_result<tensor> run(std::span<M> models, Feed&& feed, std::size_t iterations, output_selection outputs) {
