@@ -7,4 +7,5 @@
 #include "tessera/kernels/linear.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/kernels/pooling.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
