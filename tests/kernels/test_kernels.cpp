@@ -95,6 +95,19 @@ TEST_CASE("gemm packs A whose leading dimension is a multiple of 4 KiB, transpos
     }
 }
 
+TEST_CASE("gemm reads a B exactly one tile wide in place", "[kernels][gemm]") {
+    for (const std::size_t n : {16ul, 32ul, 8ul})
+        for (const std::size_t m : {1ul, 29ul, 100ul}) {
+            CAPTURE(n, m);
+            const std::size_t kk = 300;
+            const auto a = random_vector<float>(m * kk, 8), b = random_vector<float>(kk * n, 9);
+            std::vector<float> c(m * n, 1.0f), ref(m * n, 1.0f);
+            k::gemm(k::trans::no, k::trans::no, m, n, kk, 1.0f, a.data(), kk, b.data(), n, 0.5f, c.data(), n);
+            k::gemm_reference(k::trans::no, k::trans::no, m, n, kk, 1.0f, a.data(), kk, b.data(), n, 0.5f, ref.data(), n);
+            REQUIRE(max_rel_error(c, ref) < 1e-5);
+        }
+}
+
 TEST_CASE("gemm rejects leading dimensions smaller than the matrix", "[kernels][gemm]") {
     std::vector<float> a(6), b(6), c(4);
     REQUIRE_THROWS_AS(k::gemm(k::trans::no, k::trans::no, 2, 2, 3, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2),

@@ -135,7 +135,7 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda, const 
     for (std::size_t p = 0; p < kc; ++p) {
         B bv[nv];
 #pragma GCC unroll 2
-        for (std::size_t v = 0; v < nv; ++v) bv[v] = B::load_aligned(b + p * nr + v * w);
+        for (std::size_t v = 0; v < nv; ++v) bv[v] = B::load_unaligned(b + p * nr + v * w);  // B may be read in place
         const C* ap = AL == a_layout::packed ? a + p * mr : AL == a_layout::k_strided ? a + p * lda : a + p;
 #pragma GCC unroll 32
         for (std::size_t i = 0; i < mr; ++i) {
@@ -233,6 +233,9 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
     // place is 5-50 % faster up to 512² and on every ResNet-20 shape, where packing costs as much
     // as the arithmetic (n = 16..64 reuses each A element only n times).
     const bool pack_a_block = !std::is_same_v<TA, C> || (lda * sizeof(C)) % 4096 == 0;
+    // A row-major B exactly one tile wide (n == ldb == nr: 16 or 32 channels in fp32) is already laid out
+    // as its packed panel: the kernel reads it in place.
+    const bool b_in_place = std::is_same_v<TB, C> && tb == trans::no && n == tl::nr && ldb == tl::nr;
     // Each thread owns a band of rows and packs its own copy of B: packing B costs k·n per thread
     // against m·n·k/threads of arithmetic, and the threads never wait for one another.
     run_parallel(threads, [&](std::size_t t) {
@@ -258,14 +261,14 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
             for (std::size_t pc = 0; pc < k; pc += tl::kc) {
                 const std::size_t kc = std::min(tl::kc, k - pc);
                 const C beta_block = pc == 0 ? beta : C(1);
-                pack_b<tl>(tb, b, ldb, pc, kc, jc, nc, bpack.data());
+                if (!b_in_place) pack_b<tl>(tb, b, ldb, pc, kc, jc, nc, bpack.data());
                 for (std::size_t ic = row_begin; ic < row_end; ic += tl::mc) {
                     const std::size_t mc = std::min(tl::mc, row_end - ic);
                     const std::size_t full = pack_a_block ? 0 : mc / tl::mr * tl::mr;  // strips read in place
                     if (full < mc) pack_a<tl>(ta, a, lda, ic + full, mc - full, pc, kc, apack.data());
                     for (std::size_t jr = 0; jr < nc; jr += tl::nr) {
                         const std::size_t cols = std::min(tl::nr, nc - jr);
-                        const C* bp = bpack.data() + jr * kc;
+                        const C* bp = b_in_place ? reinterpret_cast<const C*>(b) + pc * ldb : bpack.data() + jr * kc;
                         for (std::size_t ir = 0; ir < mc; ir += tl::mr) {
                             C* cp = c + (ic + ir) * ldc + jc + jr;
                             const std::size_t rows = std::min(tl::mr, mc - ir);
