@@ -1,0 +1,227 @@
+#pragma once
+// Epochs of map-style datasets: loaded in the caller (sync) or ahead of it by workers (async).
+#include <algorithm>
+#include <atomic>
+#include <concepts>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
+#include "tessera/data/detail/loader_context.hpp"
+
+namespace tessera::data {
+
+namespace detail {
+
+/// Loads batch b when the caller asks for it, nothing ahead. With W workers the caller and W - 1
+/// helper threads fill the batch's samples j = w, w + W, ... together.
+template <class D, class Io>
+class map_sync_state final : public epoch_state<Io> {
+public:
+    map_sync_state(const loader_context<D, Io>& ctx, shard s, std::size_t epoch, std::size_t workers)
+        : m_ctx(&ctx), m_producer(ctx, std::move(s), epoch), m_scratch(ctx.shape.size()),
+          m_workers(std::max<std::size_t>(1, workers)) {
+        try {
+            m_helpers.reserve(m_workers - 1);
+            for (std::size_t w = 1; w < m_workers; ++w) m_helpers.emplace_back([this, w] { help(w); });
+        } catch (...) {
+            stop();
+            throw;
+        }
+    }
+
+    ~map_sync_state() override { stop(); }
+
+    std::optional<batch_lease<Io>> next() override {
+        if (m_next >= m_producer.batches()) return std::nullopt;
+        auto lease = m_ctx->pool.acquire();
+        m_producer.begin(lease, m_next);
+        if (!m_helpers.empty()) {
+            {
+                std::lock_guard lock(m_mutex);
+                m_job = &lease;
+                m_job_batch = m_next;
+                m_pending = m_helpers.size();
+                ++m_generation;
+            }
+            m_start.notify_all();
+        }
+        std::exception_ptr error;
+        try {
+            m_producer.fill_part(lease, m_next, m_scratch, 0, m_workers);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        if (!m_helpers.empty()) {  // wait for the helpers even on error: they write into `lease`
+            std::unique_lock lock(m_mutex);
+            m_done.wait(lock, [&] { return m_pending == 0; });
+            if (!error) error = std::exchange(m_error, nullptr);
+        }
+        if (error) std::rethrow_exception(error);
+        ++m_next;
+        return lease;
+    }
+
+private:
+    void stop() noexcept {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stopping = true;
+        }
+        m_start.notify_all();
+        m_helpers.clear();  // joins
+    }
+
+    void help(std::size_t w) {
+        run_as_background_thread();
+        typename loader_context<D, Io>::scratch scratch(m_ctx->shape.size());
+        std::size_t seen = 0;
+        for (;;) {
+            batch_lease<Io>* job = nullptr;
+            std::size_t b = 0;
+            {
+                std::unique_lock lock(m_mutex);
+                m_start.wait(lock, [&] { return m_stopping || m_generation != seen; });
+                if (m_stopping) return;
+                seen = m_generation;
+                job = m_job;
+                b = m_job_batch;
+            }
+            std::exception_ptr error;
+            try {
+                m_producer.fill_part(*job, b, scratch, w, m_workers);
+            } catch (...) {
+                error = std::current_exception();
+            }
+            {
+                std::lock_guard lock(m_mutex);
+                if (error && !m_error) m_error = error;
+                // Drop this thread's reference under the lock, so the caller (who may rethrow and free the
+                // exception once m_pending is 0) never races with it.
+                error = nullptr;
+                if (--m_pending == 0) m_done.notify_one();
+            }
+        }
+    }
+
+    const loader_context<D, Io>* m_ctx;
+    map_producer<D, Io> m_producer;
+    typename loader_context<D, Io>::scratch m_scratch;
+    std::size_t m_workers;
+    std::size_t m_next = 0;
+    std::mutex m_mutex;
+    std::condition_variable m_start, m_done;
+    batch_lease<Io>* m_job = nullptr;
+    std::size_t m_job_batch = 0, m_pending = 0, m_generation = 0;
+    bool m_stopping = false;
+    std::exception_ptr m_error;
+    std::vector<std::jthread> m_helpers;  // last: started after everything above exists
+};
+
+/// Workers claim batch numbers in order and fill them; batch b goes to ring slot b mod depth and may
+/// start only once batch b - depth has been handed out, so the ring never holds more than `depth`
+/// batches and the caller receives them in order whatever the timing.
+template <class D, class Io>
+class map_async_state final : public epoch_state<Io> {
+public:
+    map_async_state(const loader_context<D, Io>& ctx, shard s, std::size_t epoch, std::size_t workers, std::size_t depth)
+        : m_ctx(&ctx), m_producer(ctx, std::move(s), epoch), m_ring(depth) {
+        try {
+            m_threads.reserve(workers);
+            for (std::size_t w = 0; w < workers; ++w) m_threads.emplace_back([this] { work(); });
+        } catch (...) {  // a thread that could not start: stop those that did before unwinding
+            stop();
+            throw;
+        }
+    }
+
+    ~map_async_state() override { stop(); }
+
+    std::optional<batch_lease<Io>> next() override {
+        std::unique_lock lock(m_mutex);
+        if (m_error) std::rethrow_exception(m_error);
+        if (m_handed >= m_producer.batches()) return std::nullopt;
+        auto& slot = m_ring[m_handed % m_ring.size()];
+        m_ready.wait(lock, [&] { return m_error || slot.has_value(); });
+        if (m_error) std::rethrow_exception(m_error);
+        batch_lease<Io> lease = std::move(*slot);
+        slot.reset();
+        ++m_handed;
+        lock.unlock();
+        m_space.notify_one();  // one more batch may start: wake one worker, not all of them
+        return lease;
+    }
+
+private:
+    void stop() noexcept {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stopping = true;
+        }
+        m_space.notify_all();
+        m_threads.clear();  // joins
+    }
+
+    void work() {
+        run_as_background_thread();
+        typename loader_context<D, Io>::scratch scratch(m_ctx->shape.size());
+        for (;;) {
+            std::size_t b = 0;
+            {
+                std::unique_lock lock(m_mutex);
+                m_space.wait(lock, [&] {
+                    return m_stopping || m_error || m_claimed >= m_producer.batches() || m_claimed < m_handed + m_ring.size();
+                });
+                if (m_stopping || m_error || m_claimed >= m_producer.batches()) return;
+                b = m_claimed++;
+            }
+            try {
+                auto lease = m_ctx->pool.acquire();
+                m_producer.fill(lease, b, scratch);
+                std::lock_guard lock(m_mutex);
+                m_ring[b % m_ring.size()].emplace(std::move(lease));
+            } catch (...) {
+                {
+                    std::lock_guard lock(m_mutex);
+                    if (!m_error) m_error = std::current_exception();
+                }
+                m_space.notify_all();  // the other workers stop too
+            }
+            m_ready.notify_one();  // the caller is the only one waiting for batches
+        }
+    }
+
+    const loader_context<D, Io>* m_ctx;
+    map_producer<D, Io> m_producer;
+    std::mutex m_mutex;
+    std::condition_variable m_space;  // workers wait for a free slot in the window
+    std::condition_variable m_ready;  // the caller waits for the next batch
+    std::vector<std::optional<batch_lease<Io>>> m_ring;
+    std::size_t m_handed = 0, m_claimed = 0;
+    bool m_stopping = false;
+    std::exception_ptr m_error;
+    std::vector<std::jthread> m_threads;  // last: started after everything above exists
+};
+
+// ---- iterable datasets ---------------------------------------------------------------------------
+
+
+}  // namespace detail
+
+}  // namespace tessera::data
