@@ -168,6 +168,10 @@ TEST_CASE("a batch must be one combined batch and fit the dataset", "[config]") 
                                         "× gradient_accumulation × local replicas = 2 × 3 × 1 = 6 micro-batches"));
     CHECK_THROWS_WITH(b.check_batch(30), Catch::Contains("holds micro-batches of 5, but the micro-batch is 4"));
     CHECK_NOTHROW(b.check_fits_dataset(48));
+
+    using grouped = cfg::config<cfg::replication<4, 2>, cfg::inference>;
+    CHECK_THROWS_WITH(cfg::make_batching<grouped>({.micro_batch = 4}).check_batch(7),
+                      Catch::Contains("not a multiple of device_iterations × input groups of the local replicas = 1 × 2 = 2"));
     CHECK_THROWS_AS(b.check_fits_dataset(47), cfg::batch_error);
     CHECK_THROWS_WITH(b.check_fits_dataset(47),
                          Catch::Contains("a dataset of 47 samples is smaller than one combined batch (24 samples) "

@@ -123,11 +123,13 @@ batching make_batching(const options& opts) {
 inline void batching::check_batch(std::size_t samples) const {
     using detail::str;
     const std::size_t per_call = micro_batches_per_call();
-    const std::string formula = training ? "device_iterations × gradient_accumulation × local replicas = " +
-                                               str(device_iterations) + " × " + str(gradient_accumulation) + " × " +
-                                               str(local_replicas() / input_group)
-                                         : "device_iterations × local replicas = " + str(device_iterations) +
-                                               " × " + str(local_replicas() / input_group);
+    // Replicas of one input group share a slice, so the slices per call are R_local / input group.
+    const std::string slices = input_group == 1 ? "local replicas" : "input groups of the local replicas";
+    const std::string formula =
+        training ? "device_iterations × gradient_accumulation × " + slices + " = " + str(device_iterations) +
+                       " × " + str(gradient_accumulation) + " × " + str(local_replicas() / input_group)
+                 : "device_iterations × " + slices + " = " + str(device_iterations) + " × " +
+                       str(local_replicas() / input_group);
     if (samples % per_call != 0)
         throw batch_error("tessera::config: a batch of " + str(samples) + " samples is not a multiple of " +
                           formula + " = " + str(per_call) + " micro-batches");
