@@ -7,7 +7,7 @@ namespace tessera::nn {
 
 /// max(x, 0); backward masks by the saved output.
 template <Numeric P>
-class relu {
+class relu : public parameter_free {
 public:
     using precision = P;
     using T = typename P::data_type;
@@ -33,11 +33,6 @@ public:
         }
         return st.grad_input;
     }
-    template <class F>
-    void visit_parameters(F&&, std::string_view = {}) {}
-    template <class F>
-    void visit_buffers(F&&, std::string_view = {}) {}
-    void initialize(std::mt19937_64&) {}
 
 private:
     kernels::workspace<C> m_ws;

@@ -88,6 +88,16 @@ concept Layer = Numeric<typename L::precision> && std::default_initializable<typ
                     layer.initialize(rng);
                 };
 
+/// Base of layers without parameters or buffers (activations, pooling): the visitors visit nothing
+/// and there is nothing to initialise.
+struct parameter_free {
+    template <class F>
+    void visit_parameters(F&&, std::string_view = {}) {}
+    template <class F>
+    void visit_buffers(F&&, std::string_view = {}) {}
+    void initialize(std::mt19937_64&) {}
+};
+
 namespace detail {
 
 /// Gives t the NHWC shape s, reallocating only when the shape changes.

@@ -10,7 +10,7 @@ namespace tessera::nn {
 
 /// Max pooling over a window (padding never wins).
 template <Numeric P>
-class max_pool {
+class max_pool : public parameter_free {
 public:
     using precision = P;
     using T = typename P::data_type;
@@ -41,11 +41,6 @@ public:
         }
         return st.grad_input;
     }
-    template <class F>
-    void visit_parameters(F&&, std::string_view = {}) {}
-    template <class F>
-    void visit_buffers(F&&, std::string_view = {}) {}
-    void initialize(std::mt19937_64&) {}
 
 private:
     kernels::window m_window;
@@ -54,7 +49,7 @@ private:
 
 /// Average pooling (padding counts in the divisor).
 template <Numeric P>
-class avg_pool {
+class avg_pool : public parameter_free {
 public:
     using precision = P;
     using T = typename P::data_type;
@@ -84,11 +79,6 @@ public:
         }
         return st.grad_input;
     }
-    template <class F>
-    void visit_parameters(F&&, std::string_view = {}) {}
-    template <class F>
-    void visit_buffers(F&&, std::string_view = {}) {}
-    void initialize(std::mt19937_64&) {}
 
 private:
     kernels::window m_window;
@@ -97,7 +87,7 @@ private:
 
 /// Global average pooling: (n, h, w, c) -> (n, 1, 1, c).
 template <Numeric P>
-class global_avg_pool {
+class global_avg_pool : public parameter_free {
 public:
     using precision = P;
     using T = typename P::data_type;
@@ -125,11 +115,6 @@ public:
         }
         return st.grad_input;
     }
-    template <class F>
-    void visit_parameters(F&&, std::string_view = {}) {}
-    template <class F>
-    void visit_buffers(F&&, std::string_view = {}) {}
-    void initialize(std::mt19937_64&) {}
 
 private:
     kernels::workspace<C> m_ws;
