@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -24,6 +25,20 @@ decltype(auto) within_deadline(double seconds, const char* what, F&& f) {
     }
     worker.join();
     return result.get();
+}
+
+/// The what() of the E that f() throws, run as within_deadline does; "no exception" when f()
+/// returns. Exceptions of other types propagate.
+template <class E, class F>
+std::string error_within_deadline(double seconds, const char* what, F&& f) {
+    return within_deadline(seconds, what, [&]() -> std::string {
+        try {
+            (void)f();
+        } catch (const E& e) {
+            return e.what();
+        }
+        return "no exception";
+    });
 }
 
 }  // namespace tessera::test

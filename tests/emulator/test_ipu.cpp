@@ -65,33 +65,28 @@ TEST_CASE("cluster: a failing worker wakes its blocked peers and its exception r
     full.send(0);
     for (auto* ch : {&forward, &full, &chained}) devices.on_abort([ch] { ch->close(); });
     std::atomic<int> woken{0};
-    const auto message = tessera::test::within_deadline(60, "cluster abort must not deadlock", [&] {
-        try {
-            devices.run({
-                [&](emu::ipu&) {
-                    std::this_thread::sleep_for(10ms);
-                    throw std::out_of_range("stage 0 failed");
-                },
-                [&](emu::ipu&) {
-                    if (!forward.receive()) ++woken;
-                    throw emu::channel_closed("secondary");  // dropped: the first failure wins
-                },
-                [&](emu::ipu&) {
-                    try {
-                        full.send(1);
-                    } catch (const emu::channel_closed&) {
-                        ++woken;
-                        throw;
-                    }
-                },
-                [&](emu::ipu&) {
-                    if (!chained.receive()) ++woken;
-                },
-            });
-        } catch (const std::out_of_range& e) {
-            return std::string(e.what());
-        }
-        return std::string("no exception");
+    const auto message = tessera::test::error_within_deadline<std::out_of_range>(60, "cluster abort must not deadlock", [&] {
+        devices.run({
+            [&](emu::ipu&) {
+                std::this_thread::sleep_for(10ms);
+                throw std::out_of_range("stage 0 failed");
+            },
+            [&](emu::ipu&) {
+                if (!forward.receive()) ++woken;
+                throw emu::channel_closed("secondary");  // dropped: the first failure wins
+            },
+            [&](emu::ipu&) {
+                try {
+                    full.send(1);
+                } catch (const emu::channel_closed&) {
+                    ++woken;
+                    throw;
+                }
+            },
+            [&](emu::ipu&) {
+                if (!chained.receive()) ++woken;
+            },
+        });
     });
     CHECK(message == "stage 0 failed");
     CHECK(woken == 3);
@@ -131,28 +126,18 @@ TEST_CASE("cluster runs jobs concurrently on distinct threads", "[emulator][thre
 
 TEST_CASE("cluster reports a cause rather than the closed channel it led to", "[emulator][threads]") {
     emu::cluster devices(2);
-    const auto message = tessera::test::within_deadline(30, "cause over consequence", [&] {
-        try {
-            devices.run({
-                [&](emu::ipu&) { throw emu::channel_closed("consequence"); },
-                [&](emu::ipu&) {
-                    std::this_thread::sleep_for(20ms);
-                    throw std::invalid_argument("cause");
-                },
-            });
-        } catch (const std::exception& e) {
-            return std::string(e.what());
-        }
-        return std::string("no exception");
+    const auto message = tessera::test::error_within_deadline<std::exception>(30, "cause over consequence", [&] {
+        devices.run({
+            [&](emu::ipu&) { throw emu::channel_closed("consequence"); },
+            [&](emu::ipu&) {
+                std::this_thread::sleep_for(20ms);
+                throw std::invalid_argument("cause");
+            },
+        });
     });
     CHECK(message == "cause");
-    const auto only = tessera::test::within_deadline(30, "consequence only", [&] {
-        try {
-            devices.run({[&](emu::ipu&) { throw emu::collective_aborted("only"); }});
-        } catch (const emu::collective_aborted& e) {
-            return std::string(e.what());
-        }
-        return std::string("no exception");
+    const auto only = tessera::test::error_within_deadline<emu::collective_aborted>(30, "consequence only", [&] {
+        devices.run({[&](emu::ipu&) { throw emu::collective_aborted("only"); }});
     });
     CHECK(only == "only");
 }

@@ -220,13 +220,8 @@ TEMPLATE_TEST_CASE("a failing stage surfaces its exception at the caller, withou
             faulty.fail_countdown = 3;
             std::vector<tiny_mlp> models(R, faulty);
             exec::executor<tiny_mlp> ex(exec::make_schedule<TestType>(8, true, R), exec::costs_of(faulty), R);
-            const std::string what = tessera::test::within_deadline(60, "failing stage", [&] {
-                try {
-                    (void)ex.run(std::span(models), feed, 2, {});
-                } catch (const std::domain_error& e) {
-                    return std::string(e.what());
-                }
-                return std::string("no exception");
+            const std::string what = tessera::test::error_within_deadline<std::domain_error>(60, "failing stage", [&] {
+                (void)ex.run(std::span(models), feed, 2, {});
             });
             CHECK(what == "tiny_mlp: stage " + std::to_string(failing) + " failed");
             // The executor is usable again once the fault is gone.
@@ -245,13 +240,8 @@ TEST_CASE("a failing host feed surfaces its exception at the caller", "[exec][th
     std::vector<tiny_mlp> models(2, make_model(2));
     exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 2>>(4, true, 2),
                                 exec::costs_of(models[0]), 2);
-    const std::string what = tessera::test::within_deadline(60, "failing feed", [&] {
-        try {
-            (void)ex.run(std::span(models), bad, 2, {});
-        } catch (const std::runtime_error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no exception");
+    const std::string what = tessera::test::error_within_deadline<std::runtime_error>(60, "failing feed", [&] {
+        (void)ex.run(std::span(models), bad, 2, {});
     });
     CHECK(what == "corrupt sample in replica 1");
 }
@@ -281,13 +271,8 @@ TEST_CASE("one failing replica wakes the others waiting in the all-reduce", "[ex
         models[2].fail_countdown = 9;
         exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4>>(8, true, 4),
                                     exec::costs_of(models[0]), 4);
-        const std::string what = tessera::test::within_deadline(60, "failing replica", [&] {
-            try {
-                (void)ex.run(std::span(models), feed, 3, {});
-            } catch (const std::domain_error& e) {
-                return std::string(e.what());
-            }
-            return std::string("no exception");
+        const std::string what = tessera::test::error_within_deadline<std::domain_error>(60, "failing replica", [&] {
+            (void)ex.run(std::span(models), feed, 3, {});
         });
         CHECK(what == "tiny_mlp: stage " + std::to_string(failing_stage) + " failed");
     }
@@ -317,13 +302,8 @@ TEST_CASE("a cross-process reduction hook: two identical processes train like on
     exec::executor<tiny_mlp> broken(exec::make_schedule<cfg::sharded<2>>(2, true, 4), exec::costs_of(initial), 2, {},
                                     cfg::reduction::mean, true,
                                     {[](std::size_t, std::span<float>) { throw std::runtime_error("rank 1 is gone"); }, 2});
-    const std::string what = tessera::test::within_deadline(60, "broken cross-process", [&] {
-        try {
-            (void)broken.run(std::span(models), feed, 1, {});
-        } catch (const std::runtime_error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no exception");
+    const std::string what = tessera::test::error_within_deadline<std::runtime_error>(60, "broken cross-process", [&] {
+        (void)broken.run(std::span(models), feed, 1, {});
     });
     CHECK(what == "rank 1 is gone");
 }
