@@ -60,9 +60,10 @@ void BM_scheduler_vs_tbb(benchmark::State& state) {
     req.training = false;
     auto sched = exec::make_schedule(req);
     const std::size_t instructions = sched.instructions();
-    const std::size_t tokens = sched.channel_capacity + 1;
     exec::executor<tessera::bench::empty_stages> ex(std::move(sched), exec::costs_of(model), 1, {}, cfg::reduction::mean,
                                                  /*record_trace=*/false);
+    // As many micro-batches in flight as our pipeline can hold: one in each stage, link_depth in each link.
+    const std::size_t tokens = stages + (stages - 1) * ex.link_depth();
     std::vector<tessera::bench::empty_stages> models(1, model);
     tbb::global_control threads(tbb::global_control::max_allowed_parallelism, std::thread::hardware_concurrency());
     auto feed = [](std::size_t, std::size_t, std::size_t) {
@@ -84,6 +85,7 @@ void BM_scheduler_vs_tbb(benchmark::State& state) {
     state.counters["tbb_ns_per_stage_step"] = theirs * 1e9 / steps;
     state.counters["ours_over_tbb"] = ours / theirs;
     state.counters["instructions_per_step"] = double(instructions) / double(stages * items);
+    state.counters["tokens"] = double(tokens);
     double load[1] = {0};
     if (getloadavg(load, 1) == 1) state.counters["load_average_1min"] = load[0];
 }

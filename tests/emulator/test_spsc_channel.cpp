@@ -33,8 +33,11 @@ TEST_CASE("spsc_channel is FIFO, bounded and counts bytes", "[emulator]") {
 }
 
 TEST_CASE("spsc_channel carries a long stream between two threads in order", "[emulator][threads]") {
+    // Both wait policies: spinning first, and sleeping at once, where every wait of the stream is
+    // a sleep that the other side's next message or pop ends.
+    for (auto policy : {emu::spin_policy{}, emu::spin_policy::sleep_at_once()})
     for (std::size_t capacity : {1u, 3u, 64u}) {
-        emu::spsc_channel<std::vector<int>> ch(capacity);
+        emu::spsc_channel<std::vector<int>> ch(capacity, policy);
         constexpr int n = 20000;
         bool in_order = true;
         long long total = tessera::test::within_deadline(60, "spsc stream", [&] {

@@ -2,9 +2,11 @@
 // A bounded single-producer single-consumer channel without locks (IPU links, infeed, outfeed).
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -16,11 +18,20 @@
 
 namespace tessera::emulator {
 
+/// How long a blocked side of an spsc_channel stays runnable before it sleeps. Spinning wins when
+/// every thread has a core (a hand-off costs a cache-line transfer, not a wake-up); when threads
+/// outnumber cores, a spinning waiter only delays the thread it waits for, so it should sleep at once.
+struct spin_policy {
+    std::chrono::microseconds spin{500};  ///< spin, then yield, for this long before sleeping
+    [[nodiscard]] static constexpr spin_policy sleep_at_once() noexcept { return {std::chrono::microseconds{0}}; }
+};
+
 /// The same contract as channel<T> (send blocks while full and throws channel_closed after close();
 /// receive returns std::nullopt once closed and drained; close() wakes every waiter; bytes counted),
 /// for exactly one sending thread and one receiving thread: a ring of slots indexed by two atomic
-/// counters. A blocked side spins briefly, then sleeps on an atomic wait that the other side's next
-/// push, pop or close() ends.
+/// counters, each side keeping a private copy of the other's counter so that a stream of messages
+/// moves cache lines only when the ring looks full or empty. A blocked side spins (spin_policy),
+/// then sleeps on a condition variable; the other side pays for a wake-up only when someone sleeps.
 /// @code
 ///   spsc_channel<std::vector<float>> link(4);   // IPU 0 sends, IPU 1 receives
 /// @endcode
@@ -30,7 +41,7 @@ class spsc_channel {
                   "tessera::emulator::spsc_channel<T>: T must be nothrow move-constructible");
 
 public:
-    explicit spsc_channel(std::size_t capacity) : m_capacity(capacity) {
+    explicit spsc_channel(std::size_t capacity, spin_policy spin = {}) : m_capacity(capacity), m_spin(spin.spin) {
         if (capacity == 0)
             throw std::invalid_argument("tessera::emulator::spsc_channel: capacity must be at least 1, got 0");
         m_slots = std::make_unique<std::optional<T>[]>(capacity);
@@ -41,16 +52,18 @@ public:
     /// Blocks while full; throws channel_closed once closed. Producer thread only.
     void send(T value) {
         const std::size_t tail = m_tail.load(std::memory_order_relaxed);
-        wait_until([&] { return tail - m_head.load(std::memory_order_acquire) < m_capacity; });
+        if (tail - m_head_seen >= m_capacity)
+            wait_until([&] { return tail - (m_head_seen = m_head.load(std::memory_order_acquire)) < m_capacity; });
         if (m_closed.load(std::memory_order_acquire))
             throw channel_closed("tessera::emulator::spsc_channel::send: the channel is closed");
         push(tail, std::move(value));
     }
 
-    /// Never blocks: false when full or closed (the value is left untouched).
+    /// Never blocks: false when full or closed (the value is left untouched). Producer thread only.
     bool try_send(T& value) {
         const std::size_t tail = m_tail.load(std::memory_order_relaxed);
-        if (m_closed.load(std::memory_order_acquire) || tail - m_head.load(std::memory_order_acquire) >= m_capacity)
+        if (m_closed.load(std::memory_order_acquire)) return false;
+        if (tail - m_head_seen >= m_capacity && tail - (m_head_seen = m_head.load(std::memory_order_acquire)) >= m_capacity)
             return false;
         push(tail, std::move(value));
         return true;
@@ -59,14 +72,15 @@ public:
     /// Blocks while empty; std::nullopt once closed and drained. Consumer thread only.
     [[nodiscard]] std::optional<T> receive() {
         const std::size_t head = m_head.load(std::memory_order_relaxed);
-        wait_until([&] { return m_tail.load(std::memory_order_acquire) != head; });
+        if (m_tail_seen == head)
+            wait_until([&] { return (m_tail_seen = m_tail.load(std::memory_order_acquire)) != head; });
         return try_receive();
     }
 
-    /// Never blocks: std::nullopt when empty.
+    /// Never blocks: std::nullopt when empty. Consumer thread only.
     [[nodiscard]] std::optional<T> try_receive() {
         const std::size_t head = m_head.load(std::memory_order_relaxed);
-        if (m_tail.load(std::memory_order_acquire) == head) return std::nullopt;
+        if (m_tail_seen == head && (m_tail_seen = m_tail.load(std::memory_order_acquire)) == head) return std::nullopt;
         auto& slot = m_slots[head % m_capacity];
         std::optional<T> value(std::move(*slot));
         slot.reset();
@@ -77,9 +91,9 @@ public:
 
     /// Wakes both sides; later sends throw, receives drain what is left then return nullopt. Any thread.
     void close() noexcept {
+        std::lock_guard lock(m_sleep_mutex);  // a side about to sleep either sees m_closed or is woken
         m_closed.store(true, std::memory_order_release);
-        m_events.fetch_add(1, std::memory_order_acq_rel);
-        m_events.notify_all();
+        m_wake.notify_all();
     }
 
     [[nodiscard]] bool closed() const noexcept { return m_closed.load(std::memory_order_acquire); }
@@ -94,50 +108,59 @@ private:
     void push(std::size_t tail, T&& value) {
         const std::size_t bytes = payload_bytes(value);
         m_slots[tail % m_capacity].emplace(std::move(value));
-        m_messages.fetch_add(1, std::memory_order_relaxed);
-        m_bytes.fetch_add(bytes, std::memory_order_relaxed);
+        // Only the producer writes the counters: a load and a store, no locked instruction.
+        m_messages.store(m_messages.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        m_bytes.store(m_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
         m_tail.store(tail + 1, std::memory_order_release);
         wake();
     }
-    // seq_cst on the event counter and the sleeper count: a store-then-load on each side (Dekker),
-    // so either the waker sees the sleeper or the sleeper sees the event.
+    // Wakes a sleeping other side. No fence on this path (it runs for every message): the mover reads
+    // the sleeper count without ordering it after its index store, so in a window of a few
+    // nanoseconds it can miss a side that is just going to sleep. That side re-checks the indices
+    // under the mutex and sleeps at most missed_wake_timeout before checking again, so a missed
+    // wake-up costs time, never progress.
     void wake() noexcept {
-        m_events.fetch_add(1, std::memory_order_seq_cst);
-        if (m_sleepers.load(std::memory_order_seq_cst) > 0) m_events.notify_all();
+        if (m_sleepers.load(std::memory_order_relaxed) > 0) {
+            std::lock_guard lock(m_sleep_mutex);
+            m_wake.notify_all();
+        }
     }
-    // Returns when ready() or closed. Spins, then yields for up to spin_time, and only then sleeps
-    // until the event counter moves (every push, pop and close moves it). Staying runnable through
-    // the short waits of a pipeline matters: threads that sleep at every hand-off are woken on the
-    // waker's CPU, and the stages of a pipeline then share one core while the other is free.
+    // Returns when ready() or closed. Spins, then yields for up to m_spin, and only then sleeps.
+    // Staying runnable through the short waits of a pipeline matters when each thread has a core:
+    // threads that sleep at every hand-off are woken on the waker's CPU, and the stages then share
+    // one core while the other is free.
     template <class Ready>
     void wait_until(Ready ready) {
         for (int i = 0; i < 64; ++i)
             if (ready() || m_closed.load(std::memory_order_acquire)) return;
-        const auto give_up = std::chrono::steady_clock::now() + spin_time;
-        for (unsigned i = 0;; ++i) {
-            if (ready() || m_closed.load(std::memory_order_acquire)) return;
-            std::this_thread::yield();
-            if (i % 16 == 15 && std::chrono::steady_clock::now() > give_up) break;
+        if (m_spin.count() > 0) {
+            const auto give_up = std::chrono::steady_clock::now() + m_spin;
+            for (unsigned i = 0;; ++i) {
+                if (ready() || m_closed.load(std::memory_order_acquire)) return;
+                std::this_thread::yield();
+                if (i % 16 == 15 && std::chrono::steady_clock::now() > give_up) break;
+            }
         }
-        for (;;) {
-            const std::uint32_t seen = m_events.load(std::memory_order_acquire);
-            if (ready() || m_closed.load(std::memory_order_acquire)) return;
-            m_sleepers.fetch_add(1, std::memory_order_seq_cst);
-            // Re-check after announcing the sleep: a wake() that missed the announcement moved m_events.
-            if (m_events.load(std::memory_order_seq_cst) == seen) m_events.wait(seen, std::memory_order_acquire);
-            m_sleepers.fetch_sub(1, std::memory_order_seq_cst);
-        }
+        std::unique_lock lock(m_sleep_mutex);
+        m_sleepers.fetch_add(1, std::memory_order_seq_cst);
+        while (!ready() && !m_closed.load(std::memory_order_acquire))
+            m_wake.wait_for(lock, missed_wake_timeout);
+        m_sleepers.fetch_sub(1, std::memory_order_relaxed);
     }
-    static constexpr std::chrono::microseconds spin_time{500};
+    static constexpr std::chrono::microseconds missed_wake_timeout{1000};
 
     const std::size_t m_capacity;
+    const std::chrono::microseconds m_spin;
     std::unique_ptr<std::optional<T>[]> m_slots;
     alignas(64) std::atomic<std::size_t> m_head{0};  // next slot to read: written by the consumer
+    std::size_t m_tail_seen = 0;                      // the consumer's copy of m_tail
     alignas(64) std::atomic<std::size_t> m_tail{0};  // next slot to write: written by the producer
-    alignas(64) std::atomic<std::uint32_t> m_events{0};
-    std::atomic<int> m_sleepers{0};
-    std::atomic<bool> m_closed{false};
+    std::size_t m_head_seen = 0;                      // the producer's copy of m_head
     std::atomic<std::size_t> m_messages{0}, m_bytes{0};
+    alignas(64) std::atomic<int> m_sleepers{0};
+    std::atomic<bool> m_closed{false};
+    std::mutex m_sleep_mutex;
+    std::condition_variable m_wake;
 };
 
 }  // namespace tessera::emulator

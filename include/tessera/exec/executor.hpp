@@ -1,5 +1,6 @@
 #pragma once
 // Runs a static schedule on emulated IPU threads: R replicas, D device iterations, output modes.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "tessera/emulator/cluster.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
+#include "tessera/exec/detail/slots.hpp"
 #include "tessera/exec/memory_plan.hpp"
 #include "tessera/exec/schedule.hpp"
 #include "tessera/exec/timing.hpp"
@@ -103,12 +105,21 @@ public:
         : m_schedule(std::move(sched)), m_costs(std::move(costs)), m_replicas(replicas), m_reduce(reduce),
           m_across(std::move(across)),
           m_plan(check_and_plan(m_schedule, m_costs, replicas * m_across.processes, spec)),
-          m_cluster(replicas * m_schedule.ipus, spec, record_trace) {}
+          m_cluster(replicas * m_schedule.ipus, spec, record_trace), m_charges(m_schedule, m_costs, spec) {}
 
     [[nodiscard]] const schedule& program() const noexcept { return m_schedule; }
     [[nodiscard]] const memory_plan& plan() const noexcept { return m_plan; }
     [[nodiscard]] const cost_model& costs() const noexcept { return m_costs; }
     [[nodiscard]] std::size_t replicas() const noexcept { return m_replicas; }
+    /// Messages each real IPU-to-IPU channel holds: at least the schedule's channel_capacity (so
+    /// the lists cannot deadlock) and up to a step's micro-batches (at most max_link_depth), so a
+    /// stage that is ahead keeps working instead of handing its core back at every message. Only the
+    /// real clock sees the depth: the modelled clock follows each message's ready time, and the
+    /// memory plan counts the schedule's channel_capacity, as the device would buffer.
+    [[nodiscard]] std::size_t link_depth() const noexcept {
+        return std::max(m_schedule.channel_capacity, std::min(m_schedule.request.micro_batches, max_link_depth));
+    }
+    static constexpr std::size_t max_link_depth = 64;
     [[nodiscard]] emulator::cluster& devices() noexcept { return m_cluster; }
 
     /// Runs the schedule `iterations` times (training: D weight updates) on `models` (one per replica).
@@ -134,35 +145,14 @@ public:
         const bool training = m_schedule.request.training;
 
         // Channels of this call: IPU-to-IPU per replica and direction, infeed/labels/outfeed per replica.
-        wiring w;
-        for (std::size_t r = 0; r < R; ++r) {
-            w.infeed.push_back(std::make_unique<emulator::spsc_channel<message<tensor>>>(M_));
-            w.labels.push_back(std::make_unique<emulator::spsc_channel<message<label>>>(M_));
-            w.outfeed.push_back(std::make_unique<emulator::spsc_channel<out_message>>(iterations * M_));
-            for (std::size_t i = 0; i < I; ++i)
-                for (const auto& in : m_schedule.programs[i])
-                    if (in.op == opcode::send_act || in.op == opcode::send_grad) {
-                        auto& ch = w.links[{r, i, in.peer, in.op == opcode::send_grad}];
-                        if (!ch) ch = std::make_unique<emulator::spsc_channel<message<tensor>>>(m_schedule.channel_capacity);
-                    }
+        // The channels, collectives and per-IPU value tables of a call, kept for the next call with the
+        // same device iterations when this one succeeds (every channel drained, every table empty).
+        if (!m_wiring || m_wired_iterations != iterations) {
+            m_wiring.reset();
+            m_wiring = wire(iterations);
+            m_wired_iterations = iterations;
         }
-        for (std::size_t r = 0; r < R; ++r)
-            for (std::size_t i = 0; i < I; ++i) {
-                auto& row = w.link_of.emplace_back();
-                for (const auto& in : m_schedule.programs[i]) {
-                    emulator::spsc_channel<message<tensor>>* ch = nullptr;
-                    if (in.op == opcode::send_act || in.op == opcode::send_grad)
-                        ch = w.links.at({r, i, in.peer, in.op == opcode::send_grad}).get();
-                    if (in.op == opcode::recv_act || in.op == opcode::recv_grad)
-                        ch = w.links.at({r, in.peer, i, in.op == opcode::recv_grad}).get();
-                    row.push_back(ch);
-                }
-            }
-        for (std::size_t s = 0; s < m_schedule.stages; ++s) {
-            std::function<void(std::span<float>)> combine;
-            if (m_across.reduce) combine = [this, s](std::span<float> g) { m_across.reduce(s, g); };
-            w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R, std::move(combine)));
-        }
+        wiring& w = *m_wiring;
         for (auto& c : w.infeed) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& c : w.labels) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& c : w.outfeed) m_cluster.on_abort([p = c.get()] { p->close(); });
@@ -213,6 +203,7 @@ public:
             device_error = std::current_exception();
         }
         for (auto& f : feeders) f.join();
+        if (feed_error || device_error) m_wiring.reset();  // closed channels, values left behind: rebuild
         if (feed_error) std::rethrow_exception(feed_error);
         if (device_error) std::rethrow_exception(device_error);
 
@@ -270,6 +261,19 @@ private:
         float loss;
         std::optional<tensor> output;
     };
+    /// The values one IPU holds between the instructions of its program, kept across calls.
+    struct program_state {
+        program_state(std::size_t stages, std::size_t micro_batches)
+            : inputs(stages, micro_batches), grads(stages, micro_batches), stashes(stages, micro_batches),
+              kept_inputs(stages, micro_batches), labels(1, micro_batches), results(1, micro_batches) {}
+        detail::slots<tensor> inputs;                                         // (stage, mb): the stage's input
+        detail::slots<tensor> grads;                                          // (stage, mb): gradient of the stage's output
+        detail::slots<typename M::stash> stashes;
+        detail::slots<tensor> kept_inputs;                                    // recomputing stages keep their input instead
+        detail::slots<label> labels;
+        detail::slots<std::pair<float, std::optional<tensor>>> results;
+    };
+
     struct wiring {
         std::vector<std::unique_ptr<emulator::spsc_channel<message<tensor>>>> infeed;
         std::vector<std::unique_ptr<emulator::spsc_channel<message<label>>>> labels;
@@ -277,9 +281,52 @@ private:
         std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>,
                  std::unique_ptr<emulator::spsc_channel<message<tensor>>>> links;  // replica, from, to, gradient
         std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> reduce;  // per stage
-        /// For each (replica × IPU) program, the channel each send/receive uses (looked up once per call).
+        /// For each (replica × IPU) program, the channel each send/receive uses (looked up once).
         std::vector<std::vector<emulator::spsc_channel<message<tensor>>*>> link_of;
+        std::vector<std::unique_ptr<program_state>> state;  ///< per (replica × IPU)
     };
+
+    std::unique_ptr<wiring> wire(std::size_t iterations) const {
+        const std::size_t R = m_replicas, I = m_schedule.ipus, M_ = m_schedule.request.micro_batches;
+        // Host-facing channels buffer whole calls: their waits are rare and should not spin. IPU links
+        // spin, then yield, before sleeping: even with more IPU threads than cores, a yield hands the
+        // core over more cheaply than a sleep and a wake-up.
+        const auto host = emulator::spin_policy::sleep_at_once();
+        const auto link = emulator::spin_policy{};
+        auto owned = std::make_unique<wiring>();
+        wiring& w = *owned;
+        for (std::size_t r = 0; r < R; ++r) {
+            w.infeed.push_back(std::make_unique<emulator::spsc_channel<message<tensor>>>(M_, host));
+            w.labels.push_back(std::make_unique<emulator::spsc_channel<message<label>>>(M_, host));
+            w.outfeed.push_back(std::make_unique<emulator::spsc_channel<out_message>>(iterations * M_, host));
+            for (std::size_t i = 0; i < I; ++i)
+                for (const auto& in : m_schedule.programs[i])
+                    if (in.op == opcode::send_act || in.op == opcode::send_grad) {
+                        auto& ch = w.links[{r, i, in.peer, in.op == opcode::send_grad}];
+                        if (!ch) ch = std::make_unique<emulator::spsc_channel<message<tensor>>>(link_depth(), link);
+                    }
+        }
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t i = 0; i < I; ++i) {
+                auto& row = w.link_of.emplace_back();
+                for (const auto& in : m_schedule.programs[i]) {
+                    emulator::spsc_channel<message<tensor>>* ch = nullptr;
+                    if (in.op == opcode::send_act || in.op == opcode::send_grad)
+                        ch = w.links.at({r, i, in.peer, in.op == opcode::send_grad}).get();
+                    if (in.op == opcode::recv_act || in.op == opcode::recv_grad)
+                        ch = w.links.at({r, in.peer, i, in.op == opcode::recv_grad}).get();
+                    row.push_back(ch);
+                }
+            }
+        for (std::size_t s = 0; s < m_schedule.stages; ++s) {
+            std::function<void(std::span<float>)> combine;
+            if (m_across.reduce) combine = [this, s](std::span<float> g) { m_across.reduce(s, g); };
+            w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R, std::move(combine)));
+        }
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t i = 0; i < I; ++i) w.state.push_back(std::make_unique<program_state>(m_schedule.stages, M_));
+        return owned;
+    }
 
     // `replicas`: over all processes (the schedule's all-reduces and their modelled cost count them all).
     static memory_plan check_and_plan(const schedule& sched, const cost_model& costs, std::size_t replicas,
@@ -308,35 +355,6 @@ private:
         }
     }
 
-    /// Values per (stage, micro-batch) held by one IPU during a program: a flat table, no allocation per value.
-    template <class T>
-    class slots {
-    public:
-        slots(std::size_t stages, std::size_t micro_batches) : m_mb(micro_batches), m_values(stages * micro_batches) {}
-        void put(std::uint32_t s, std::uint32_t m, T value) { m_values[index(s, m)].emplace(std::move(value)); }
-        [[nodiscard]] bool has(std::uint32_t s, std::uint32_t m) const { return m_values[index(s, m)].has_value(); }
-        T take(std::uint32_t s, std::uint32_t m, const instruction& in) {
-            auto& slot = m_values[index(s, m)];
-            if (!slot)
-                throw std::logic_error("tessera::exec::executor: '" + to_string(in) + "' finds no value for stage " +
-                                       std::to_string(s) + ", micro-batch " + std::to_string(m));
-            T v = std::move(*slot);
-            slot.reset();
-            return v;
-        }
-
-    private:
-        [[nodiscard]] std::size_t index(std::uint32_t s, std::uint32_t m) const {
-            const std::size_t i = std::size_t{s} * m_mb + m;
-            if (m >= m_mb || i >= m_values.size())
-                throw std::logic_error("tessera::exec::executor: stage " + std::to_string(s) + ", micro-batch " +
-                                       std::to_string(m) + " is outside the program");
-            return i;
-        }
-        std::size_t m_mb;
-        std::vector<std::optional<T>> m_values;
-    };
-
     template <class T>
     static message<T> receive(emulator::spsc_channel<message<T>>& ch, emulator::ipu& dev, const instruction& in,
                               std::size_t d) {
@@ -354,13 +372,8 @@ private:
 
     void run_program(emulator::ipu& dev, M& model, wiring& w, std::size_t r, std::size_t i, std::size_t d,
                      float scale) {
-        const std::size_t S_ = m_schedule.stages, M_ = m_schedule.request.micro_batches;
-        slots<tensor> inputs(S_, M_);                     // (stage, mb): the stage's input
-        slots<tensor> grads(S_, M_);                      // (stage, mb): gradient of the stage's output
-        slots<typename M::stash> stashes(S_, M_);
-        slots<tensor> kept_inputs(S_, M_);                // recomputing stages keep their input instead
-        slots<label> labels(1, M_);
-        slots<std::pair<float, std::optional<tensor>>> results(1, M_);
+        program_state& state = *w.state[r * m_schedule.ipus + i];
+        auto& [inputs, grads, stashes, kept_inputs, labels, results] = state;
         auto& clock = dev.clock();
         const bool training = m_schedule.request.training;
         const auto S = static_cast<std::uint32_t>(m_schedule.stages);
@@ -402,14 +415,14 @@ private:
                     break;
                 }
                 case opcode::send_act: {
-                    detail::charge(clock, in, m_schedule, m_costs);
+                    m_charges.apply(clock, i, pc);
                     tensor y = inputs.take(s + 1, m, in);
                     links[pc]->send(message<tensor>{std::move(y), clock.now(), s, m, u(d)});
                     continue;  // already charged
                 }
                 case opcode::outfeed: {
                     auto result = results.take(0, m, in);
-                    detail::charge(clock, in, m_schedule, m_costs);
+                    m_charges.apply(clock, i, pc);
                     w.outfeed[r]->send(out_message{d, m, result.first, std::move(result.second)});
                     continue;
                 }
@@ -427,7 +440,7 @@ private:
                     break;
                 }
                 case opcode::send_grad: {
-                    detail::charge(clock, in, m_schedule, m_costs);
+                    m_charges.apply(clock, i, pc);
                     tensor g = grads.take(s - 1, m, in);
                     links[pc]->send(message<tensor>{std::move(g), clock.now(), s, m, u(d)});
                     continue;
@@ -443,7 +456,7 @@ private:
                 case opcode::stream_in:
                 case opcode::stream_out: break;
             }
-            detail::charge(clock, in, m_schedule, m_costs);
+            m_charges.apply(clock, i, pc);
         }
     }
 
@@ -454,6 +467,9 @@ private:
     cross_process_reduction m_across;
     memory_plan m_plan;
     emulator::cluster m_cluster;
+    detail::charge_table m_charges;
+    std::unique_ptr<wiring> m_wiring;
+    std::size_t m_wired_iterations = 0;
 };
 
 }  // namespace tessera::exec

@@ -2,6 +2,7 @@
 // The modelled cost of each instruction, and a dry run of a schedule on modelled clocks.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <stdexcept>
@@ -88,6 +89,39 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             break;
     }
 }
+
+/// Every instruction's modelled cost, worked out once per schedule: the intervals detail::charge
+/// would add, in order. A static schedule has static costs, so the executor's hot loop only adds
+/// numbers (and copies a label when the clock records).
+class charge_table {
+public:
+    charge_table() = default;
+    charge_table(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec) {
+        m_first.resize(sched.programs.size());
+        for (std::size_t i = 0; i < sched.programs.size(); ++i) {
+            m_first[i].reserve(sched.programs[i].size() + 1);
+            for (const auto& in : sched.programs[i]) {
+                m_first[i].push_back(static_cast<std::uint32_t>(m_pieces.size()));
+                emulator::modelled_clock probe(spec, /*record=*/true);
+                charge(probe, in, sched, costs);
+                m_pieces.insert(m_pieces.end(), probe.trace().begin(), probe.trace().end());
+            }
+            m_first[i].push_back(static_cast<std::uint32_t>(m_pieces.size()));
+        }
+    }
+    /// Advances `clock` by instruction `pc` of IPU `ipu`'s program, as charge() would.
+    void apply(emulator::modelled_clock& clock, std::size_t ipu, std::size_t pc) const {
+        const auto& first = m_first[ipu];
+        for (std::uint32_t k = first[pc]; k < first[pc + 1]; ++k) {
+            const auto& e = m_pieces[k];
+            clock.advance(e.end - e.start, e.kind, clock.recording() ? e.label : std::string());
+        }
+    }
+
+private:
+    std::vector<std::vector<std::uint32_t>> m_first;  // per IPU: first piece of each instruction, then the end
+    std::vector<emulator::trace_event> m_pieces;
+};
 
 }  // namespace detail
 
