@@ -2,6 +2,7 @@
 // against the plain sequential reference written directly on the network (no stages, no threads).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <span>
@@ -280,9 +281,235 @@ TEST_CASE("batch_feed: loader batches as NHWC micro-batches with masks; a padded
     CHECK(last_losses[1] == 0.0f);  // micro-batches of padding only: no loss ...
     CHECK(last_losses[2] == 0.0f);
     const exec::batch_feed<P, float> tail(batches[3], run.batching());
-    const auto padded = tail(0, 0, 1);
+    const auto padded = tail(0, 0, 1);  // padding only: an empty micro-batch
     CHECK(padded.second.valid == 0);
-    CHECK(std::all_of(padded.first.begin(), padded.first.end(), [](float v) { return v == 0.0f; }));
+    CHECK(padded.second.classes.empty());
+    CHECK(tessera::tensor::shape_of(padded.first) == tessera::tensor::shape{0, side, side, channels});
+}
+
+namespace {
+
+std::vector<float> buffers_of(net_t& net) {
+    std::vector<float> all;
+    net.visit_buffers([&](std::string_view, auto value) { all.insert(all.end(), value.begin(), value.end()); });
+    return all;
+}
+
+bool all_zero(std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
+}
+
+constexpr std::size_t per_sample = channels * side * side;
+
+// Samples of varied values in [-0.5, 0.5) (CHW) and labels, for the padded-tail tests.
+struct tail_data {
+    std::vector<float> values;
+    std::vector<tessera::data::label_t> labels;
+    explicit tail_data(std::size_t samples) {
+        for (std::size_t i = 0; i < samples; ++i) {
+            for (std::size_t k = 0; k < per_sample; ++k)
+                values.push_back(static_cast<float>((i * 37 + k * 11) % 23) / 23.0f - 0.5f);
+            labels.push_back(static_cast<tessera::data::label_t>((i * 7) % classes));
+        }
+    }
+    [[nodiscard]] tessera::data::in_memory_dataset<float> dataset() const {
+        return {{channels, side, side}, classes, values, labels, "tail"};
+    }
+    /// Samples `which` as one NHWC micro-batch, and their labels (an independent reference of batch_feed).
+    [[nodiscard]] std::pair<nn::activation<P>, std::vector<std::int32_t>> rows(const std::vector<std::size_t>& which) const {
+        auto x = tessera::tensor::make_nhwc<float>({which.size(), side, side, channels});
+        std::vector<std::int32_t> y;
+        for (std::size_t n = 0; n < which.size(); ++n) {
+            for (std::size_t k = 0; k < per_sample; ++k)
+                x.data()[(n * side * side + k % (side * side)) * channels + k / (side * side)] =
+                    values[which[n] * per_sample + k];
+            y.push_back(labels[which[n]]);
+        }
+        return {std::move(x), std::move(y)};
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a padded tail trains exactly as its real samples alone: batch norm never sees the padding",
+          "[exec][resnet][data][threads]") {
+    namespace data = tessera::data;
+    // mb = 3, G = 3, R = 2: combined batches of 18; 22 samples leave a tail of 4 real samples: replica 0
+    // gets a full micro-batch, one with 1 real sample and one of padding, replica 1 three of padding.
+    constexpr std::size_t mb = 3, G = 3, R = 2, samples = 22, per = per_sample;
+    const tail_data td(samples);
+    const auto& values = td.values;
+    const auto& labels = td.labels;
+    const auto ds = td.dataset();
+    using c = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<G>, cfg::replication<R>, cfg::all>;
+    const net_t net(channels, classes);
+    auto run = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = mb});
+    data::data_loader loader(ds, run.batching(), {.drop_last = false});
+    auto epoch = loader.epoch(0);
+    std::vector<data::batch_lease<float>> batches;
+    while (auto b = epoch.next()) batches.push_back(std::move(*b));
+    REQUIRE(batches.size() == 2);
+    REQUIRE(batches[1].valid() == 4);
+
+    // The feed of the tail: only the real rows, their labels, and empty micro-batches for padding.
+    const exec::batch_feed<P, float> tail(batches[1], run.batching());
+    const auto [x1, y1] = tail(0, 0, 1);
+    CHECK(tessera::tensor::shape_of(x1) == tessera::tensor::shape{1, side, side, channels});
+    CHECK(y1.classes == std::vector<std::int32_t>{labels[21]});
+    CHECK(y1.valid == 1);
+    for (std::size_t k = 0; k < per && x1.size() == per; ++k) {  // NHWC from the dataset's CHW
+        const std::size_t ch = k / (side * side), hw = k % (side * side);
+        REQUIRE(x1.data()[hw * channels + ch] == values[21 * per + k]);
+    }
+    const auto [x2, y2] = tail(1, 0, 0);
+    CHECK(tessera::tensor::shape_of(x2).n == 0);
+    CHECK(x2.size() == 0);
+    CHECK(y2.classes.empty());
+    CHECK(y2.valid == 0);
+
+    std::vector<exec::run_result<nn::activation<P>>> results;
+    std::vector<float> replica1_buffers;
+    for (const auto& b : batches) {
+        results.push_back(tessera::test::within_deadline(300, "padded tail session", [&] {
+            return run(exec::batch_feed<P, float>(b, run.batching()));
+        }));
+        net_t r1 = run.replica(1).network();
+        if (replica1_buffers.empty()) replica1_buffers = buffers_of(r1);
+    }
+
+    // The reference: the plain network on exactly the real samples of each micro-batch (loss = their
+    // mean), fully padded micro-batches skipped, gradients summed over replicas, update scale 1/(G × R).
+    std::vector<net_t> nets(R, net);
+    std::vector<plain_sgd> opts(R);
+    std::vector<std::vector<float>> ref_losses(R);
+    const nn::context ctx{};
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t m = 0; m < G; ++m) {
+                std::vector<std::size_t> real;
+                for (std::size_t j = 0; j < mb; ++j)
+                    if (const std::size_t i = b * mb * G * R + (r * G + m) * mb + j; i < samples) real.push_back(i);
+                if (real.empty()) {
+                    ref_losses[r].push_back(0.0f);
+                    continue;
+                }
+                const auto [x, y] = td.rows(real);
+                net_t::state st;
+                nn::softmax_cross_entropy<P> loss;
+                ref_losses[r].push_back(static_cast<float>(loss(nets[r].forward(x, st, ctx), y).loss));
+                (void)nets[r].backward(loss.gradient(), st, ctx, false);
+            }
+        std::vector<std::vector<std::span<float>>> grads(R);
+        for (std::size_t r = 0; r < R; ++r)
+            nets[r].visit_parameters([&](std::string_view, auto, auto g) { grads[r].push_back(g); });
+        for (std::size_t p = 0; p < grads[0].size(); ++p)
+            for (std::size_t k = 0; k < grads[0][p].size(); ++k) {
+                const float sum = grads[0][p][k] + grads[1][p][k];
+                grads[0][p][k] = grads[1][p][k] = sum;
+            }
+        for (std::size_t r = 0; r < R; ++r) {
+            opts[r].step(nets[r], static_cast<double>(1.0f / static_cast<float>(G * R)));
+            nets[r].visit_parameters([](std::string_view, auto, auto g) { std::fill(g.begin(), g.end(), 0.0f); });
+        }
+    }
+    for (std::size_t r = 0; r < R; ++r) {
+        INFO("replica " << r);
+        net_t got = run.replica(r).network();
+        CHECK(parameters_and_buffers(got) == parameters_and_buffers(nets[r]));  // bit-identical
+        std::vector<float> losses;
+        for (const auto& res : results) losses.insert(losses.end(), res.losses[r].begin(), res.losses[r].end());
+        CHECK(losses == ref_losses[r]);
+    }
+    // Replica 1 saw only padding in the tail: its running statistics did not move.
+    net_t r1 = run.replica(1).network();
+    CHECK(buffers_of(r1) == replica1_buffers);
+    CHECK(results[1].losses[1] == std::vector<float>{0.0f, 0.0f, 0.0f});
+    CHECK(results[1].losses[0][2] == 0.0f);
+}
+
+TEST_CASE("inference on a padded tail returns the real samples' outputs only", "[exec][resnet][data][threads]") {
+    namespace data = tessera::data;
+    // mb = 3, D = 2, R = 2: combined batches of 12; 19 samples leave 7 in the tail: iteration 1 gives
+    // replica 0 one real sample and replica 1 none.
+    constexpr std::size_t mb = 3, samples = 19;
+    const tail_data td(samples);
+    const auto ds = td.dataset();
+    using c = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<3>, cfg::device_iterations<2>,
+                          cfg::replication<2>>;
+    net_t net(channels, classes);
+    auto eval = exec::inference_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = mb});
+    data::data_loader loader(ds, eval.batching(), {.drop_last = false});
+    auto epoch = loader.epoch(0);
+    (void)epoch.next();
+    auto tail = epoch.next();
+    REQUIRE(tail);
+    REQUIRE(tail->valid() == 7);
+    const auto result = tessera::test::within_deadline(300, "padded inference", [&] {
+        return eval(exec::batch_feed<P, float>(*tail, eval.batching()));
+    });
+    REQUIRE(result.outputs[0].size() == 2);
+    REQUIRE(result.outputs[1].size() == 2);
+    CHECK(tessera::tensor::shape_of(result.outputs[0][1]) == tessera::tensor::shape{1, 1, 1, classes});
+    CHECK(tessera::tensor::shape_of(result.outputs[1][1]) == tessera::tensor::shape{0, 1, 1, classes});
+    // Order [iteration][replica][micro-batch]: iteration 0 holds samples 12-17, iteration 1 sample 18.
+    const std::vector<std::vector<std::size_t>> real{{12, 13, 14}, {18}, {15, 16, 17}, {}};
+    for (std::size_t r = 0; r < 2; ++r)
+        for (std::size_t d = 0; d < 2; ++d) {
+            const auto& which = real[r * 2 + d];
+            if (which.empty()) continue;
+            net_t::state st;
+            const auto& logits = net.forward(td.rows(which).first, st, nn::context{.mode = nn::mode::eval});
+            CHECK(std::equal(logits.begin(), logits.end(), result.outputs[r][d].begin(), result.outputs[r][d].end()));
+        }
+}
+
+TEST_CASE("staged_network runs micro-batches below the compiled size; an empty one touches nothing",
+          "[exec][resnet]") {
+    const net_t net(channels, classes);
+    model_t staged(net, {0, 2}, input_shape, plain_sgd{});  // compiled for micro-batches of 2
+    net_t plain = net;
+    const auto before = parameters_and_buffers(plain);
+
+    // Zero rows: no network call (running statistics untouched), loss 0, empty gradients, no weight gradient.
+    auto [h0, st0] = staged.forward(0, tessera::tensor::make_nhwc<float>({0, side, side, channels}));
+    auto [logits0, st1] = staged.forward(1, std::move(h0));
+    CHECK(tessera::tensor::shape_of(logits0) == tessera::tensor::shape{0, 1, 1, classes});
+    const auto [loss0, g0] = staged.loss(logits0, exec::class_labels{});
+    CHECK(loss0 == 0.0f);
+    CHECK(g0.size() == 0);
+    auto dh = staged.backward(1, g0, std::move(st1));
+    CHECK(tessera::tensor::shape_of(dh).n == 0);
+    CHECK(staged.backward(0, std::move(dh), std::move(st0)).size() == 0);
+    CHECK(all_zero(staged.gradients(0)));
+    CHECK(all_zero(staged.gradients(1)));
+    net_t after = staged.network();
+    CHECK(parameters_and_buffers(after) == before);
+
+    // One row of a model compiled for two: the same numbers as the plain network on that row.
+    auto x = feed_t{}(0, 0, 0).first;
+    auto one = tessera::tensor::make_nhwc<float>({1, side, side, channels});
+    std::copy_n(x.data(), one.size(), one.data());
+    const std::vector<std::int32_t> label{4};
+    auto [h1, s0] = staged.forward(0, one);
+    auto [logits1, s1] = staged.forward(1, std::move(h1));
+    const auto [loss1, g1] = staged.loss(logits1, exec::class_labels(label));
+    (void)staged.backward(0, staged.backward(1, g1, std::move(s1)), std::move(s0));
+    net_t::state st;
+    nn::softmax_cross_entropy<P> loss;
+    const auto& logits = plain.forward(one, st, nn::context{});
+    CHECK(std::equal(logits.begin(), logits.end(), logits1.begin(), logits1.end()));
+    CHECK(loss1 == static_cast<float>(loss(logits, label).loss));
+    (void)plain.backward(loss.gradient(), st, nn::context{}, false);
+    std::vector<float> expected;
+    plain.visit_parameters([&](std::string_view, auto, auto g) { expected.insert(expected.end(), g.begin(), g.end()); });
+    std::vector<float> got(staged.gradients(0).begin(), staged.gradients(0).end());
+    got.insert(got.end(), staged.gradients(1).begin(), staged.gradients(1).end());
+    CHECK(got == expected);
+    after = staged.network();
+    CHECK(buffers_of(after) == buffers_of(plain));
+
+    // More rows than compiled: a typed error naming both sizes.
+    REQUIRE_THROWS_AS(staged.forward(0, tessera::tensor::make_nhwc<float>({3, side, side, channels})), cfg::config_error);
 }
 
 TEST_CASE("static loss scaling by a power of two leaves fp32 training bit-identical", "[exec][resnet][session][threads]") {

@@ -19,7 +19,16 @@ namespace tessera::exec {
 
 /// feed(group, d, m) for a session: micro-batch (d, group, m) of a combined batch (data::micro_batch's
 /// order), normalised from the loader's CHW samples (8-bit or float) into an NHWC activation of
-/// precision P, with its class labels and padding mask (padded samples: zero input, counted nowhere).
+/// precision P, with its class labels. Only the real samples are fed: a micro-batch holding padding
+/// (the drop_last = false tail) is SHORTER than the compiled micro-batch — {valid, H, W, C} with
+/// `valid` labels — and a fully padded one is empty. So padding never enters batch-norm statistics
+/// (batch or running), the loss, the gradients or the outputs (staged_network runs any size up to
+/// the compiled one and skips empty micro-batches). What a session then reports:
+///  - training: each micro-batch's loss is the mean over its real samples, 0 for a fully padded one
+///    (output mode `sum` adds those zeros; `final` of a tail may thus be 0); the update still scales
+///    the summed gradients by 1 / (G × replicas), so a short micro-batch weighs as much as a full one
+///    (the mean over its real samples), as the executor's reduction defines;
+///  - inference: each output holds the real samples' rows only (empty for a fully padded micro-batch).
 /// The batch must outlive the feed (it reads the lease in place, on the host feeder threads).
 /// @code
 ///   auto batch = epoch.next();
@@ -37,21 +46,32 @@ public:
                                                                       std::size_t m) const {
         const auto mb = data::micro_batch(*m_batch, m_batching, d, group, m);
         const std::size_t n = m_batching.micro_batch, C = m_shape.channels, H = m_shape.height, W = m_shape.width;
-        std::vector<float> chw(mb.images.size());
-        data::normalize<T, float>(mb.images, m_shape, m_norm, chw);
-        auto x = tessera::tensor::make_nhwc<typename P::data_type>({n, H, W, C});
+        const std::size_t per = m_shape.size();
+        // The real rows, in order (the loader pads at the end, but any mask is honoured).
+        std::vector<std::size_t> rows;
+        rows.reserve(mb.valid);
+        for (std::size_t i = 0; i < n; ++i)
+            if (mb.mask[i] != 0) rows.push_back(i);
+        std::vector<float> chw(rows.size() * per);
+        for (std::size_t k = 0; k < rows.size();) {  // one call per run of consecutive real rows
+            std::size_t e = k + 1;
+            while (e < rows.size() && rows[e] == rows[e - 1] + 1) ++e;
+            data::normalize<T, float>(mb.images.subspan(rows[k] * per, (e - k) * per), m_shape, m_norm,
+                                      std::span<float>(chw).subspan(k * per, (e - k) * per));
+            k = e;
+        }
+        auto x = tessera::tensor::make_nhwc<typename P::data_type>({rows.size(), H, W, C});
         auto* out = x.data();
-        for (std::size_t i = 0; i < n; ++i) {
-            const bool real = mb.mask[i] != 0;
+        for (std::size_t i = 0; i < rows.size(); ++i)
             for (std::size_t h = 0; h < H; ++h)
                 for (std::size_t w = 0; w < W; ++w)
                     for (std::size_t c = 0; c < C; ++c)
-                        out[((i * H + h) * W + w) * C + c] = static_cast<typename P::data_type>(
-                            real ? chw[((i * C + c) * H + h) * W + w] : 0.0f);
-        }
-        std::vector<std::int32_t> labels(mb.labels.begin(), mb.labels.end());
-        for (std::size_t i = mb.valid; i < n; ++i) labels[i] = 0;  // padding: a valid index, never counted
-        return {std::move(x), class_labels(std::move(labels), mb.valid)};
+                        out[((i * H + h) * W + w) * C + c] =
+                            static_cast<typename P::data_type>(chw[((i * C + c) * H + h) * W + w]);
+        std::vector<std::int32_t> labels;
+        labels.reserve(rows.size());
+        for (const std::size_t i : rows) labels.push_back(mb.labels[i]);
+        return {std::move(x), class_labels(std::move(labels))};
     }
 
 private:

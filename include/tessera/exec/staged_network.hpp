@@ -22,8 +22,10 @@
 
 namespace tessera::exec {
 
-/// Class indices of a micro-batch; samples from `valid` on are padding (the data loader's
-/// drop_last = false tail) and count in neither the loss nor the gradients.
+/// Class indices of a micro-batch; samples from `valid` on are padding and count in neither the loss
+/// nor the loss gradient. Padded rows inside a micro-batch still enter batch-norm statistics in the
+/// forward pass, so batch_feed never sends them: it feeds the data loader's drop_last = false tail as
+/// shorter micro-batches (all labels real), which staged_network runs at any size up to the compiled one.
 struct class_labels {
     std::vector<std::int32_t> classes;
     std::size_t valid = 0;
@@ -129,21 +131,35 @@ public:
     [[nodiscard]] N& network() noexcept { return m_net; }
     [[nodiscard]] const N& network() const noexcept { return m_net; }
 
+    /// Runs stage s on a micro-batch of any size from 0 to the compiled one (a short one is the
+    /// padded tail of an epoch: batch statistics over its real samples only). An empty micro-batch
+    /// (all padding) does not run the network: its output is empty and no running statistic moves.
     std::pair<tensor, stash> forward(std::size_t s, tensor x) {
+        const auto in = tessera::tensor::shape_of(x);
+        if (in.n > m_input.n)
+            throw config::config_error("tessera::exec::staged_network::forward: a micro-batch of " +
+                                       std::to_string(in.n) + " samples for a model compiled for " +
+                                       std::to_string(m_input.n));
         auto st = std::make_unique<stage_state>();
         st->input = std::move(x);
+        if (in.n == 0) {
+            tessera::tensor::shape out = in.with_batch(1);  // shape inference only (checks the sample shape)
+            for (std::size_t u = first_unit(s); u < last_unit(s); ++u) out = m_net.unit_output_shape(u, out);
+            return {tessera::tensor::make_nhwc<typename precision::data_type>(out.with_batch(0)), std::move(st)};
+        }
         const auto& y = m_net.forward_units(first_unit(s), last_unit(s), st->input, st->state, m_context);
         return {tensor(y), std::move(st)};
     }
 
     /// Mean cross-entropy over the real samples and its gradient × loss scale (zero for padded samples).
+    /// No real sample (an empty micro-batch, or one of padding only): loss 0 and a zero gradient.
     std::pair<float, tensor> loss(const tensor& logits, const label& labels) {
         const auto shape = tessera::tensor::shape_of(logits);
         if (labels.valid > labels.classes.size() || labels.classes.size() != shape.n)
             throw config::config_error("tessera::exec::staged_network::loss: " + std::to_string(labels.classes.size()) +
                                        " labels (" + std::to_string(labels.valid) + " real) for a batch of " +
                                        std::to_string(shape.n));
-        if (labels.valid == shape.n) {
+        if (labels.valid == shape.n && shape.n > 0) {
             const auto r = m_loss(logits, labels.classes, m_loss_scale);
             return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
         }
@@ -157,7 +173,14 @@ public:
         return {static_cast<float>(r.loss), std::move(grad)};
     }
 
+    /// Accumulates the stage's weight gradients; an empty micro-batch adds nothing and returns an empty gradient.
     tensor backward(std::size_t s, tensor dy, stash st) {
+        const auto in = tessera::tensor::shape_of(st->input);
+        if (tessera::tensor::shape_of(dy).n != in.n)
+            throw config::config_error("tessera::exec::staged_network::backward: a gradient of " +
+                                       std::to_string(tessera::tensor::shape_of(dy).n) + " samples for a forward of " +
+                                       std::to_string(in.n));
+        if (in.n == 0) return s > 0 ? tessera::tensor::make_nhwc<typename precision::data_type>(in) : tensor{};
         const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, m_context, s > 0);
         return s > 0 ? tensor(dx) : tensor{};
     }
@@ -172,7 +195,9 @@ public:
         return flat;
     }
 
-    /// Steps the stage's optimizer with gradients × scale, then zeroes the gradients.
+    /// Steps the stage's optimizer with gradients × scale, then zeroes the gradients. The executor's
+    /// scale is 1 / (micro-batches × replicas) whatever the micro-batches' sizes: each micro-batch
+    /// contributes the gradient of the mean loss over its real samples (nothing when it has none).
     void update(std::size_t s, float scale) {
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         if (m_gathered.at(s)) {
