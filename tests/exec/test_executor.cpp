@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -144,6 +146,92 @@ TEST_CASE("the threaded executor's modelled clocks equal the dry run's", "[exec]
     }
     CHECK(result.modelled_seconds > 0);
     CHECK(result.wall_seconds > 0);
+}
+
+namespace {
+
+/// tiny_mlp with the dynamic-loss-scaling members: stage `poisoned_stage` of the replica whose model
+/// has it set finds a non-finite gradient in its step `poisoned_step` (counted per stage).
+struct overflowing_mlp : tiny_mlp {
+    explicit overflowing_mlp(const tiny_mlp& m) : tiny_mlp(m) {}
+    long poisoned_stage = -1;
+    std::size_t poisoned_step = 0;
+    std::vector<std::size_t> steps = std::vector<std::size_t>(8, 0), skipped = std::vector<std::size_t>(8, 0);
+
+    tensor backward(std::size_t s, tensor g, stash st) {
+        auto gx = tiny_mlp::backward(s, std::move(g), std::move(st));
+        if (static_cast<long>(s) == poisoned_stage && steps[s] == poisoned_step)
+            gradients(s)[0] = std::numeric_limits<float>::infinity();
+        return gx;
+    }
+    [[nodiscard]] bool gradients_finite(std::size_t s) {
+        for (const float v : gradients(s))
+            if (!std::isfinite(v)) return false;
+        return true;
+    }
+    void skip_update(std::size_t s) {
+        for (auto& v : gradients(s)) v = 0.0f;
+        ++skipped[s];
+        ++steps[s];
+    }
+    void update(std::size_t s, float scale) {
+        tiny_mlp::update(s, scale);
+        ++steps[s];
+    }
+};
+static_assert(exec::OverflowCheckedModel<overflowing_mlp>);
+
+template <class Strategy>
+exec::schedule voting_schedule(std::size_t G, std::size_t R) {
+    auto request = exec::request_for<Strategy>(G, true, R);
+    request.check_overflow = true;
+    return exec::make_schedule(request);
+}
+
+}  // namespace
+
+TEST_CASE("an overflow in one stage of one replica skips the step on every stage of every replica", "[exec][threads]") {
+    using strategy = cfg::pipelined<cfg::one_f_one_b, 3>;
+    constexpr std::size_t R = 2, G = 5;
+    const synthetic_feed feed{batch, in_width, out_width};
+    const tiny_mlp base = make_model(3);
+    overflowing_mlp initial(base);
+    exec::executor<overflowing_mlp> ex(voting_schedule<strategy>(G, R), exec::costs_of(initial), R);
+    auto run = [&](std::vector<overflowing_mlp>& models, std::size_t D) {
+        tessera::test::within_deadline(120, "voting run", [&] { return ex.run(std::span(models), feed, D, {}); });
+    };
+    // A: steps 0 and 1 update, step 2 overflows in stage 1 of replica 0 only. B: steps 0 and 1 alone.
+    std::vector<overflowing_mlp> a(R, initial), b(R, initial);
+    a[0].poisoned_stage = 1;
+    a[0].poisoned_step = 2;
+    run(a, 3);
+    run(b, 2);
+    for (std::size_t r = 0; r < R; ++r) {
+        INFO("replica " << r);
+        for (std::size_t s = 0; s < 3; ++s) {
+            CHECK(a[r].skipped[s] == 1);  // the all-reduce spread the overflow, the vote every stage
+            CHECK(a[r].steps[s] == 3);
+        }
+        CHECK(a[r].weights() == b[r].weights());  // the skipped step changed nothing
+        CHECK(std::ranges::all_of(a[r].weights(), [](float v) { return std::isfinite(v); }));
+    }
+    // The skipped step's gradients were dropped: one more step on each gives the same weights again.
+    run(a, 1);
+    run(b, 1);
+    for (std::size_t r = 0; r < R; ++r) CHECK(a[r].weights() == b[r].weights());
+    CHECK(a[0].weights() != initial.weights());
+
+    // The modelled clocks of a voting schedule still equal the dry run's.
+    const emu::device_spec spec{.host_sync_latency = 0};
+    exec::executor<overflowing_mlp> timed(voting_schedule<strategy>(G, R), exec::costs_of(initial), R, spec);
+    const auto dry = exec::simulate(voting_schedule<strategy>(G, R), exec::costs_of(initial), spec, 2);
+    std::vector<overflowing_mlp> c(R, initial);
+    const auto result =
+        tessera::test::within_deadline(120, "voting clocks", [&] { return timed.run(std::span(c), feed, 2, {}); });
+    for (std::size_t i = 0; i < 3; ++i) {
+        CHECK(result.clocks[i].now() == dry[i].now());
+        CHECK(result.clocks[i].trace().size() == dry[i].trace().size());
+    }
 }
 
 TEST_CASE("output modes select micro-batches as PopTorch does", "[exec][threads]") {

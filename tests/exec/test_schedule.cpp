@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -30,6 +31,8 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
         have_stash(I), have_input_grad(I);
     std::vector<std::size_t> pc(I, 0), stash_now(S, 0), stash_max(S, 0), updates(S, 0), backwards(S, 0);
     std::vector<std::size_t> all_reduces(S, 0);
+    std::vector<bool> voted(I, false);
+    std::size_t votes = 0;
     std::set<std::uint32_t> loaded_labels;
     bool progress = true;
     while (progress) {
@@ -104,7 +107,21 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
                     case opcode::update:
                         REQUIRE(backwards[in.stage] == M);  // after all of the stage's backward passes
                         REQUIRE(all_reduces[in.stage] == (req.replicas > 1 ? 1u : 0u));
+                        if (req.check_overflow) {  // after every stage's: the vote saw all gradients
+                            REQUIRE(votes == I);
+                            for (std::size_t t = 0; t < S; ++t) REQUIRE(backwards[t] == M);
+                        }
                         ++updates[in.stage];
+                        break;
+                    case opcode::vote:  // a collective of every IPU: blocks until all have arrived
+                        REQUIRE(req.check_overflow);
+                        for (std::size_t t = 0; t < S; ++t)
+                            if (req.ipu_of_stage[t] == i) REQUIRE(backwards[t] == M);  // after this IPU's backwards
+                        if (!voted[i]) {
+                            voted[i] = true;
+                            ++votes;
+                        }
+                        blocked = votes < I;
                         break;
                     case opcode::stream_in:
                     case opcode::stream_out: break;
@@ -121,6 +138,7 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
     }
     for (const auto& [k, q] : channels) REQUIRE(q.empty());
     for (std::size_t s = 0; s < S; ++s) CHECK(updates[s] == (req.training ? 1u : 0u));
+    CHECK(votes == (req.training && req.check_overflow ? I : 0u));
     return stash_max;
 }
 
@@ -210,6 +228,38 @@ TEST_CASE("several stages on one IPU are scheduled without deadlock", "[exec][sc
     checked<cfg::pipelined<cfg::gpipe, 4, cfg::ipu_map<0, 0, 1, 1>>>(8);
     checked<cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 1, 1, 0>>>(7, 2);
     checked<cfg::sharded<3, cfg::ipu_map<0, 1, 0>>>(5);
+}
+
+TEST_CASE("dynamic loss scaling: one overflow vote per IPU, every update after every backward pass", "[exec][schedule]") {
+    const auto voting = [](exec::schedule_request r) {
+        r.check_overflow = true;
+        auto sched = exec::make_schedule(r);
+        check_complete(sched);
+        const auto stash = execute_abstractly(sched);  // checks the votes and where the updates are
+        CHECK(stash == sched.stash);
+        for (const auto& program : sched.programs)
+            CHECK(std::count_if(program.begin(), program.end(), [](const auto& in) { return in.op == opcode::vote; }) == 1);
+        return sched;
+    };
+    const auto gpipe = voting(exec::request_for<cfg::pipelined<cfg::gpipe, 4>>(8));
+    // The stash a schedule needs is unchanged: updates only moved after the backward passes.
+    CHECK(gpipe.stash == exec::make_schedule<cfg::pipelined<cfg::gpipe, 4>>(8).stash);
+    voting(exec::request_for<cfg::pipelined<cfg::one_f_one_b, 3>>(5, true, 2));
+    voting(exec::request_for<cfg::sharded<3, cfg::ipu_map<0, 1, 0>>>(4));
+    voting(exec::request_for<cfg::single>(2));
+    // Phased brings each stage's weights back on chip for its deferred update.
+    const auto phased = voting(exec::request_for<cfg::phased<3>>(4, true, 2));
+    std::vector<std::string> tail;
+    for (const auto& in : phased.programs[0])
+        if (in.op == opcode::vote || in.op == opcode::update || in.op == opcode::stream_in) tail.push_back(exec::to_string(in));
+    REQUIRE(tail.size() >= 7);
+    CHECK(std::vector<std::string>(tail.end() - 7, tail.end()) ==
+          std::vector<std::string>{"vote", "stream_in s2", "update s2", "stream_in s1", "update s1", "stream_in s0",
+                                   "update s0"});
+    // Inference has nothing to vote on.
+    auto inference = exec::request_for<cfg::pipelined<cfg::gpipe, 2>>(4, false);
+    inference.check_overflow = true;
+    CHECK(execute_abstractly(exec::make_schedule(inference)) == std::vector<std::size_t>{0, 0});
 }
 
 TEST_CASE("inference schedules: forwards only, no updates", "[exec][schedule]") {

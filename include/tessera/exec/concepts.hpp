@@ -37,6 +37,17 @@ concept StagedModel =
     } && std::is_nothrow_move_constructible_v<typename M::tensor> &&
     std::is_nothrow_move_constructible_v<typename M::label> && std::copy_constructible<typename M::tensor>;
 
+/// A staged model with dynamic loss scaling. When the schedule checks for overflow
+/// (schedule_request::check_overflow), every IPU of a replica reports whether any of its stages'
+/// accumulated (all-reduced) gradients is not finite; if one is, every stage calls skip_update(s)
+/// instead of update(s, scale): the gradients are zeroed without a step and the loss scale is
+/// lowered, on every stage alike. Models without these members always update.
+template <class M>
+concept OverflowCheckedModel = StagedModel<M> && requires(M& m, std::size_t s) {
+    { m.gradients_finite(s) } -> std::convertible_to<bool>;
+    m.skip_update(s);
+};
+
 /// Supplies micro-batch `micro_batch` of device iteration `iteration` for `replica`:
 /// returns {input, label}. Called on the host feeder threads, one per replica.
 template <class F, class M>

@@ -158,6 +158,7 @@ public:
         for (auto& c : w.outfeed) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& [k, c] : w.links) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& g : w.reduce) m_cluster.on_abort([p = g.get()] { p->abort(); });
+        for (auto& g : w.votes) m_cluster.on_abort([p = g.get()] { p->abort(); });
 
         for (std::size_t d = 0; d < m_cluster.size(); ++d) m_cluster[d].clock().reset();
 
@@ -281,6 +282,7 @@ private:
         std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>,
                  std::unique_ptr<emulator::spsc_channel<message<tensor>>>> links;  // replica, from, to, gradient
         std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> reduce;  // per stage
+        std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> votes;   // per replica, over its IPUs
         /// For each (replica × IPU) program, the channel each send/receive uses (looked up once).
         std::vector<std::vector<emulator::spsc_channel<message<tensor>>*>> link_of;
         std::vector<std::unique_ptr<program_state>> state;  ///< per (replica × IPU)
@@ -323,6 +325,7 @@ private:
             if (m_across.reduce) combine = [this, s](std::span<float> g) { m_across.reduce(s, g); };
             w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R, std::move(combine)));
         }
+        for (std::size_t r = 0; r < R; ++r) w.votes.push_back(std::make_unique<emulator::all_reduce_group<float>>(I));
         for (std::size_t r = 0; r < R; ++r)
             for (std::size_t i = 0; i < I; ++i) w.state.push_back(std::make_unique<program_state>(m_schedule.stages, M_));
         return owned;
@@ -381,6 +384,7 @@ private:
 
         const auto& program = m_schedule.programs[i];
         const auto& links = w.link_of[r * m_schedule.ipus + i];
+        bool skip_updates = false;  // set by this step's vote
         for (std::size_t pc = 0; pc < program.size(); ++pc) {
             const instruction& in = program[pc];
             const std::uint32_t s = in.stage, m = in.micro_batch;
@@ -450,7 +454,23 @@ private:
                     clock.wait_until(latest, clock.recording() ? "wait all_reduce s" + std::to_string(s) : std::string());
                     break;
                 }
+                case opcode::vote: {
+                    float overflowed = 0.0f;
+                    if constexpr (OverflowCheckedModel<M>)
+                        for (std::size_t t = 0; t < m_schedule.stages; ++t)
+                            if (m_schedule.request.ipu_of_stage[t] == i && !model.gradients_finite(t)) overflowed = 1.0f;
+                    const double latest = w.votes[r]->reduce(i, std::span<float>(&overflowed, 1), clock.now());
+                    clock.wait_until(latest, clock.recording() ? "wait vote" : std::string());
+                    skip_updates = overflowed > 0.0f;
+                    break;
+                }
                 case opcode::update:
+                    if constexpr (OverflowCheckedModel<M>) {
+                        if (skip_updates) {
+                            model.skip_update(s);
+                            break;
+                        }
+                    }
                     model.update(s, scale);
                     break;
                 case opcode::stream_in:

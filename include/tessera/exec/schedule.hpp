@@ -31,6 +31,7 @@ enum class opcode : std::uint8_t {
     stream_out,  ///< write them back
     all_reduce,  ///< sum `stage`'s gradients over the replicas, in replica order
     update,      ///< optimizer step of `stage`
+    vote,        ///< every IPU of the replica agrees whether any gradient overflowed (dynamic loss scaling)
 };
 
 [[nodiscard]] constexpr std::string_view to_string(opcode op) noexcept {
@@ -48,6 +49,7 @@ enum class opcode : std::uint8_t {
         case opcode::stream_out: return "stream_out";
         case opcode::all_reduce: return "all_reduce";
         case opcode::update: return "update";
+        case opcode::vote: return "vote";
     }
     return "?";
 }
@@ -69,6 +71,7 @@ struct instruction {
 /// "fwd s1 mb3", "send_act s0 mb2 -> IPU 1", "update s0".
 [[nodiscard]] inline std::string to_string(const instruction& in) {
     std::string s(to_string(in.op));
+    if (in.op == opcode::vote) return s;  // of the whole IPU, not of a stage
     s += " s" + std::to_string(in.stage);
     if (in.micro_batch != no_micro_batch) s += " mb" + std::to_string(in.micro_batch);
     if (in.peer != no_peer) {
@@ -89,6 +92,9 @@ struct schedule_request {
     std::size_t micro_batches = 1;                  ///< per program: G when training, D when inferring
     bool training = true;
     std::size_t replicas = 1;                       ///< > 1 adds all_reduce before each update
+    /// Dynamic loss scaling: the updates of a step wait until every IPU of the replica has finished
+    /// its backward passes and voted whether a gradient overflowed, so every stage skips together.
+    bool check_overflow = false;
 };
 
 /// The static program of one replica: instruction lists per IPU, with what they imply.
@@ -121,6 +127,7 @@ struct schedule {
              (ipus == 1 ? " IPU, " : " IPUs, ") + std::to_string(request.micro_batches) + " micro-batches, " +
              (request.training ? "training" : "inference");
         if (request.replicas > 1) s += ", " + std::to_string(request.replicas) + " replicas";
+        if (request.training && request.check_overflow) s += ", updates after an overflow vote";
         return s;
     }
 };
@@ -293,6 +300,8 @@ inline schedule make_schedule(const schedule_request& r) {
         resident[ipu] = static_cast<long>(stage);
     };
     const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+    const bool overflow_vote = r.training && r.check_overflow;
+    std::vector<std::size_t> deferred_updates;
 
     for (const auto& p : order) {
         const std::size_t s = p.stage, i = where[s];
@@ -314,8 +323,19 @@ inline schedule make_schedule(const schedule_request& r) {
             if (s > 0 && where[s - 1] != i) emit(i, opcode::send_grad, s, m, u32(where[s - 1]));
             if (++backward_done[s] == r.micro_batches) {
                 if (r.replicas > 1) emit(i, opcode::all_reduce, s);
-                emit(i, opcode::update, s);
+                if (overflow_vote)
+                    deferred_updates.push_back(s);
+                else
+                    emit(i, opcode::update, s);
             }
+        }
+    }
+    // One block of votes (an IPU votes after its last backward pass), then the deferred updates.
+    if (overflow_vote) {
+        for (std::size_t i = 0; i < ipus; ++i) emit(i, opcode::vote, 0);
+        for (const std::size_t s : deferred_updates) {
+            make_resident(where[s], s);
+            emit(where[s], opcode::update, s);
         }
     }
     for (std::size_t i = 0; i < ipus; ++i)

@@ -118,8 +118,10 @@ private:
                                        " instances need a cross-process reduction (session_options::across, from "
                                        "tessera::dist); without one the replicas of different processes would diverge");
         if (across.reduce) across.processes = b.instances;
-        schedule sched =
-            make_schedule(request_for<strategy>(micro_batches, C::is_training, replicas * across.processes));
+        schedule_request request = request_for<strategy>(micro_batches, C::is_training, replicas * across.processes);
+        // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
+        request.check_overflow = C::is_training && C::precision::loss_scaling::is_dynamic;
+        schedule sched = make_schedule(request);
         bar.update();
         cost_model costs;
         costs.bits = C::precision::storage_bits;

@@ -43,7 +43,8 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             clock.transfer(double(costs.label_bytes), link::host_link, activity::host_io, std::move(name));
             break;
         case opcode::recv_act:
-        case opcode::recv_grad: break;
+        case opcode::recv_grad:
+        case opcode::vote: break;  // only waits: for the sender, or for every IPU of the replica
         case opcode::fwd:
             if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
                                             named ? "weights in s" + std::to_string(in.stage) : std::string());
@@ -139,8 +140,19 @@ private:
     std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second->seq < b.second->seq; });
     std::map<std::tuple<std::size_t, std::size_t, bool>, std::deque<double>> in_flight;
     for (std::size_t it = 0; it < iterations; ++it) {
-        for (const auto& [ipu, in] : all) {
+        for (std::size_t k = 0; k < all.size(); ++k) {
+            const auto& [ipu, in] = all[k];
             auto& clock = clocks[ipu];
+            if (in->op == opcode::vote) {
+                // The votes of a step form one block of the global order: all IPUs wait for the latest.
+                std::size_t end = k;
+                double latest = 0;
+                for (; end < all.size() && all[end].second->op == opcode::vote; ++end)
+                    latest = std::max(latest, clocks[all[end].first].now());
+                for (; k < end; ++k) clocks[all[k].first].wait_until(latest, "wait vote");
+                --k;
+                continue;
+            }
             switch (in->op) {
                 case opcode::recv_act:
                 case opcode::recv_grad: {
