@@ -55,4 +55,14 @@ concept MicroBatchFeed = StagedModel<M> && requires(F& f, std::size_t r, std::si
     { f(r, d, m) } -> std::convertible_to<std::pair<typename M::tensor, typename M::label>>;
 };
 
+/// The cost model of a staged model: its stages' costs at `bits`-bit arithmetic.
+template <StagedModel M>
+[[nodiscard]] cost_model costs_of(const M& model, int bits = 32, std::size_t label_bytes = 0) {
+    cost_model c;
+    for (std::size_t s = 0; s < model.stages(); ++s) c.stages.push_back(model.cost(s));
+    c.bits = bits;
+    c.label_bytes = label_bytes;
+    return c;
+}
+
 }  // namespace tessera::exec

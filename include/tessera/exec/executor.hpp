@@ -26,64 +26,14 @@
 #include "tessera/emulator/cluster.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
+#include "tessera/exec/cross_process.hpp"
 #include "tessera/exec/detail/slots.hpp"
 #include "tessera/exec/memory_plan.hpp"
+#include "tessera/exec/run_result.hpp"
 #include "tessera/exec/schedule.hpp"
 #include "tessera/exec/timing.hpp"
 
 namespace tessera::exec {
-
-/// How one call selects its outputs (config::final, all, sum, every_n<N> at run time).
-struct output_selection {
-    config::output_kind kind = config::output_kind::final;
-    std::size_t period = 0;  ///< every_n only
-
-    template <config::OutputMode O>
-    [[nodiscard]] static constexpr output_selection of() noexcept {
-        return {O::kind, O::period};
-    }
-    /// Whether micro-batch k (0-based over the call's D × M micro-batches of one replica) is returned.
-    [[nodiscard]] constexpr bool selects(std::size_t k, std::size_t count) const noexcept {
-        switch (kind) {
-            case config::output_kind::final: return k + 1 == count;
-            case config::output_kind::all: return true;
-            case config::output_kind::sum: return true;
-            case config::output_kind::every_n: return period > 0 && (k + 1) % period == 0;
-        }
-        return false;
-    }
-};
-
-/// How gradients are reduced across host processes after the in-process all-reduce (tessera::dist
-/// plugs in here; exec never includes dist). reduce(stage, sum) replaces the process's sum of its
-/// replicas' gradients by the sum over all processes, deterministically (a fixed rank order); it runs
-/// on one thread per stage while the process's other replicas wait. The mean divides by
-/// local replicas × processes.
-struct cross_process_reduction {
-    std::function<void(std::size_t stage, std::span<float> gradients)> reduce{};
-    std::size_t processes = 1;
-};
-
-/// The cost model of a staged model: its stages' costs at `bits`-bit arithmetic.
-template <StagedModel M>
-[[nodiscard]] cost_model costs_of(const M& model, int bits = 32, std::size_t label_bytes = 0) {
-    cost_model c;
-    for (std::size_t s = 0; s < model.stages(); ++s) c.stages.push_back(model.cost(s));
-    c.bits = bits;
-    c.label_bytes = label_bytes;
-    return c;
-}
-
-/// What one call returns.
-template <class Tensor>
-struct run_result {
-    std::vector<std::vector<float>> losses;         ///< per replica, by the output mode (training); sum: one value
-    std::vector<std::vector<Tensor>> outputs;       ///< per replica, by the output mode (inference)
-    std::vector<std::vector<std::size_t>> selected; ///< per replica: which micro-batches (d × M + m) were returned
-    double modelled_seconds = 0;                    ///< the modelled clock: latest IPU
-    double wall_seconds = 0;                        ///< the real clock
-    std::vector<emulator::modelled_clock> clocks;   ///< every IPU's modelled clock (replica-major)
-};
 
 /// The executor of one compiled schedule: owns the emulated IPUs (R × IPUs per replica).
 /// @code

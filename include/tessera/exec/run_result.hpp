@@ -1,0 +1,43 @@
+#pragma once
+// What one executor call returns, and how it selects its outputs (PopTorch's output modes).
+#include <cstddef>
+#include <vector>
+
+#include "tessera/config/output_mode.hpp"
+#include "tessera/emulator/modelled_clock.hpp"
+
+namespace tessera::exec {
+
+/// How one call selects its outputs (config::final, all, sum, every_n<N> at run time).
+struct output_selection {
+    config::output_kind kind = config::output_kind::final;
+    std::size_t period = 0;  ///< every_n only
+
+    template <config::OutputMode O>
+    [[nodiscard]] static constexpr output_selection of() noexcept {
+        return {O::kind, O::period};
+    }
+    /// Whether micro-batch k (0-based over the call's D × M micro-batches of one replica) is returned.
+    [[nodiscard]] constexpr bool selects(std::size_t k, std::size_t count) const noexcept {
+        switch (kind) {
+            case config::output_kind::final: return k + 1 == count;
+            case config::output_kind::all: return true;
+            case config::output_kind::sum: return true;
+            case config::output_kind::every_n: return period > 0 && (k + 1) % period == 0;
+        }
+        return false;
+    }
+};
+
+/// What one call returns.
+template <class Tensor>
+struct run_result {
+    std::vector<std::vector<float>> losses;         ///< per replica, by the output mode (training); sum: one value
+    std::vector<std::vector<Tensor>> outputs;       ///< per replica, by the output mode (inference)
+    std::vector<std::vector<std::size_t>> selected; ///< per replica: which micro-batches (d × M + m) were returned
+    double modelled_seconds = 0;                    ///< the modelled clock: latest IPU
+    double wall_seconds = 0;                        ///< the real clock
+    std::vector<emulator::modelled_clock> clocks;   ///< every IPU's modelled clock (replica-major)
+};
+
+}  // namespace tessera::exec
