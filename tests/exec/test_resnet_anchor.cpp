@@ -2,6 +2,8 @@
 // against the plain sequential reference written directly on the network (no stages, no threads).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -541,4 +543,38 @@ TEST_CASE("inference_model of a ResNet uses running statistics and returns every
         const auto& logits = net.forward(x, st, nn::context{.mode = nn::mode::eval});
         CHECK(std::equal(logits.begin(), logits.end(), result.outputs[0][d].begin(), result.outputs[0][d].end()));
     }
+}
+
+TEST_CASE("dynamic loss scaling: an overflowing step is skipped on every stage, the scale backs off and grows",
+          "[exec][resnet][session][threads]") {
+    // Powers of two keep fp32 training bit-identical to unscaled training on the steps that ran.
+    // 2^200 overflows the fp32 loss gradient at once; / 2^174 gives 2^26; after 2 clean steps it
+    // grows, capped at 2^32, which does not overflow.
+    using dynamic = cfg::dynamic_loss_scaling<0x1p200, 2, 0x1p174>;
+    using scaled = cfg::config<cfg::fp32::with<dynamic>, cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<3>,
+                               cfg::device_iterations<4>>;
+    using plain = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<3>, cfg::device_iterations<1>>;
+    const net_t net(channels, classes);
+    auto a = exec::training_model<scaled>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    CHECK(a.program().request.check_overflow);
+    CHECK(a.model().loss_scale() == 0x1p200);
+    const auto ra = tessera::test::within_deadline(300, "dynamic", [&] { return a(feed_t{}); });
+    CHECK(a.model().skipped_steps() == 1);
+    CHECK(a.model().loss_scale() == 0x1p32);
+
+    // The reference: unscaled training on the data of steps 1, 2 and 3 (step 0 was skipped).
+    auto b = exec::training_model<plain>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    for (std::size_t step = 1; step < 4; ++step)
+        tessera::test::within_deadline(300, "reference step", [&] {
+            return b([step](std::size_t r, std::size_t, std::size_t m) { return feed_t{}(r, step, m); });
+        });
+    const auto parameters = [](net_t n) {
+        std::vector<float> all;
+        n.visit_parameters([&](std::string_view, auto value, auto) { all.insert(all.end(), value.begin(), value.end()); });
+        return all;
+    };
+    CHECK(parameters(a.model().network()) == parameters(b.model().network()));
+    CHECK(parameters(a.model().network()) != parameters(net));
+    CHECK(ra.losses[0].size() == 1);  // output mode final: the last step's loss, unscaled
+    CHECK(std::isfinite(ra.losses[0][0]));
 }

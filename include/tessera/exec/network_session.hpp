@@ -28,9 +28,11 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     const config::batching b = config::make_batching<C>(options);
     sample.n = b.micro_batch;
     auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
-    // Static loss scaling from the precision policy (a dynamic policy starts, and stays, at its initial scale).
+    // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
+    // on overflow before each step's updates, and every stage skips an overflowing step together).
     return session<C, staged_network<N, O>>(
-        staged_network<N, O>(net, std::move(first), sample, optimizer, C::precision::loss_scaling::initial_scale),
+        staged_network<N, O>(net, std::move(first), sample, optimizer,
+                             loss_scale_rule::of<typename C::precision::loss_scaling>()),
         options, settings);
 }
 

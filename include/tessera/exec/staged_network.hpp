@@ -2,6 +2,7 @@
 // A network of units (nn::resnet) cut into pipeline stages: the StagedModel the executor runs.
 #include <algorithm>
 #include <concepts>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "tessera/config/error.hpp"
+#include "tessera/config/loss_scaling.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/partition.hpp"
 #include "tessera/kernels/loss.hpp"
@@ -76,6 +78,28 @@ concept StageOptimizer = std::copy_constructible<O> && requires(O& o, unit_param
     o.step(p, scale);
 };
 
+/// How a staged network scales its loss: a fixed factor, or dynamically (PopTorch's automatic loss
+/// scaling): a step whose gradients overflow is skipped and the scale divided by `factor`; after
+/// `growth_interval` clean steps it is multiplied by `factor` (up to 2^32; growth never lowers a
+/// larger initial scale).
+struct loss_scale_rule {
+    double initial = 1.0;
+    bool dynamic = false;
+    double factor = 2.0;
+    std::size_t growth_interval = 2000;
+
+    /// The rule of a config::LossScaling policy.
+    template <config::LossScaling L>
+    [[nodiscard]] static constexpr loss_scale_rule of() noexcept {
+        loss_scale_rule r{.initial = L::initial_scale, .dynamic = L::is_dynamic};
+        if constexpr (L::is_dynamic) {
+            r.factor = L::factor;
+            r.growth_interval = L::growth_interval;
+        }
+        return r;
+    }
+};
+
 /// Stages of a UnitNetwork with a softmax cross-entropy loss and one optimizer per stage; labels are
 /// class indices, one per sample. Satisfies StagedModel.
 /// @code
@@ -102,11 +126,23 @@ public:
     /// (static loss scaling for 16-bit activations).
     staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input, O optimizer,
                    double loss_scale = 1.0)
-        : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input), m_loss_scale(loss_scale),
-          m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0) {
-        if (!(loss_scale > 0))
-            throw config::config_error("tessera::exec::staged_network: loss scale must be positive, got " +
-                                       std::to_string(loss_scale));
+        : staged_network(std::move(net), std::move(first_units), input, std::move(optimizer),
+                         loss_scale_rule{.initial = loss_scale}) {}
+
+    /// With a loss-scaling rule: dynamic scaling skips overflowing steps when the schedule votes
+    /// (exec::schedule_request::check_overflow; sessions ask for it from the config).
+    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input, O optimizer,
+                   loss_scale_rule scaling)
+        : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input), m_rule(scaling),
+          m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0),
+          m_scale(m_first.size(), scaling.initial), m_good_steps(m_first.size(), 0), m_skipped(m_first.size(), 0) {
+        if (!(scaling.initial > 0) || !std::isfinite(scaling.initial))
+            throw config::config_error("tessera::exec::staged_network: loss scale must be positive and finite, got " +
+                                       std::to_string(scaling.initial));
+        if (scaling.dynamic && (!(scaling.factor > 1) || scaling.growth_interval == 0))
+            throw config::config_error("tessera::exec::staged_network: dynamic loss scaling needs factor > 1 and "
+                                       "growth_interval >= 1, got " + std::to_string(scaling.factor) + " and " +
+                                       std::to_string(scaling.growth_interval));
         if (m_first.empty() || m_first.front() != 0)
             throw config::config_error("tessera::exec::staged_network: stage 0 must start at unit 0");
         // Shape inference through every unit now: a wrong sample shape fails at compilation, not in a worker.
@@ -127,7 +163,11 @@ public:
     /// Training (batch statistics, the default) or evaluation (running statistics) for every stage.
     void set_mode(nn::mode m) noexcept { m_context.mode = m; }
     [[nodiscard]] nn::mode mode() const noexcept { return m_context.mode; }
-    [[nodiscard]] double loss_scale() const noexcept { return m_loss_scale; }
+    /// The loss scale of the next step (every stage holds the same value between steps).
+    [[nodiscard]] double loss_scale() const noexcept { return m_scale.back(); }
+    /// Steps skipped because a gradient overflowed (dynamic loss scaling).
+    [[nodiscard]] std::size_t skipped_steps() const noexcept { return m_skipped.back(); }
+    [[nodiscard]] const loss_scale_rule& loss_scaling() const noexcept { return m_rule; }
     [[nodiscard]] N& network() noexcept { return m_net; }
     [[nodiscard]] const N& network() const noexcept { return m_net; }
 
@@ -160,7 +200,7 @@ public:
                                        " labels (" + std::to_string(labels.valid) + " real) for a batch of " +
                                        std::to_string(shape.n));
         if (labels.valid == shape.n && shape.n > 0) {
-            const auto r = m_loss(logits, labels.classes, m_loss_scale);
+            const auto r = m_loss(logits, labels.classes, m_scale.back());
             return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
         }
         tensor grad = tessera::tensor::make_nhwc<typename precision::data_type>(shape);
@@ -169,7 +209,7 @@ public:
         // Padding is at the end: the loss of the first `valid` rows, averaged over them only.
         const auto r = kernels::softmax_cross_entropy(logits.data(), labels.valid, shape.per_sample(),
                                                       labels.classes.data(), grad.data(),
-                                                      static_cast<float>(m_loss_scale), m_workspace);
+                                                      static_cast<float>(m_scale.back()), m_workspace);
         return {static_cast<float>(r.loss), std::move(grad)};
     }
 
@@ -208,8 +248,38 @@ public:
             });
             m_gathered[s] = 0;
         }
-        m_optimizers[s].step(p, static_cast<double>(scale) / m_loss_scale);
+        m_optimizers[s].step(p, static_cast<double>(scale) / m_scale[s]);
         p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
+        if (m_rule.dynamic && ++m_good_steps[s] >= m_rule.growth_interval) {
+            if (m_scale[s] < max_loss_scale) m_scale[s] = std::min(m_scale[s] * m_rule.factor, max_loss_scale);
+            m_good_steps[s] = 0;
+        }
+    }
+
+    /// Whether the stage's accumulated gradients (after the all-reduce, when there was one) are all finite.
+    [[nodiscard]] bool gradients_finite(std::size_t s) {
+        bool finite = true;
+        const auto check = [&](std::span<const float> g) {
+            for (const float v : g) finite = finite && std::isfinite(v);
+        };
+        if (m_gathered.at(s)) {
+            check(m_flat[s]);
+        } else {
+            unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+            p.visit_parameters([&](std::string_view, auto, auto grad) { check(grad); });
+        }
+        return finite;
+    }
+
+    /// The step overflowed somewhere: zero the stage's gradients without stepping, and lower its scale.
+    /// Every stage does the same in the same step (the executor's vote), so their scales stay equal.
+    void skip_update(std::size_t s) {
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
+        m_gathered.at(s) = 0;
+        ++m_skipped[s];
+        m_good_steps[s] = 0;
+        if (m_rule.dynamic) m_scale[s] = std::max(1.0, m_scale[s] / m_rule.factor);
     }
 
     [[nodiscard]] stage_cost cost(std::size_t s) const {
@@ -238,13 +308,18 @@ private:
     N m_net;
     std::vector<std::size_t> m_first;
     tessera::tensor::shape m_input;
-    double m_loss_scale;
+    loss_scale_rule m_rule;
     std::vector<O> m_optimizers;
     nn::softmax_cross_entropy<precision> m_loss;
     kernels::workspace<float> m_workspace;
     nn::context m_context{};
     std::vector<std::vector<float>> m_flat;
     std::vector<char> m_gathered;
+    // Each stage keeps its own copy of the loss scale and the count of clean steps: a stage changes
+    // only its own (on its IPU's thread), and the vote makes every copy take the same steps.
+    std::vector<double> m_scale;
+    std::vector<std::size_t> m_good_steps, m_skipped;
+    static constexpr double max_loss_scale = 65536.0 * 65536.0;
 };
 
 /// The first unit of each of `stages` stages balancing the units' FLOPs (forward + backward):
