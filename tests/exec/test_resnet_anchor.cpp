@@ -578,3 +578,28 @@ TEST_CASE("dynamic loss scaling: an overflowing step is skipped on every stage, 
     CHECK(ra.losses[0].size() == 1);  // output mode final: the last step's loss, unscaled
     CHECK(std::isfinite(ra.losses[0][0]));
 }
+
+TEST_CASE("recomputation in a ResNet session: the same parameters and running statistics, less stash memory",
+          "[exec][resnet][session][threads]") {
+    using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>, cfg::device_iterations<2>>;
+    const net_t net(channels, classes);
+    auto stashing = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    auto recomputing = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch},
+                                               {.recompute = {true, true}});
+    CHECK(recomputing.costs().stages[0].recompute);
+    // Recomputing stages stash their inputs only.
+    for (std::size_t i = 0; i < 2; ++i) CHECK(recomputing.plan().ipus[i].on_chip() < stashing.plan().ipus[i].on_chip());
+    const auto a = tessera::test::within_deadline(300, "stashing", [&] { return stashing(feed_t{}); });
+    const auto b = tessera::test::within_deadline(300, "recomputing", [&] { return recomputing(feed_t{}); });
+    CHECK(a.losses == b.losses);
+    // Batch-norm running statistics moved once per micro-batch, not twice: buffers equal too.
+    net_t wa = stashing.model().network(), wb = recomputing.model().network(), untrained = net;
+    CHECK(parameters_and_buffers(wa) == parameters_and_buffers(wb));
+    CHECK(parameters_and_buffers(wa) != parameters_and_buffers(untrained));
+    CHECK(b.clocks[0].total(tessera::emulator::activity::recompute) > 0);
+    CHECK(a.clocks[0].total(tessera::emulator::activity::recompute) == 0);
+    // One flag per stage.
+    REQUIRE_THROWS_AS(exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch},
+                                              {.recompute = {true}}),
+                      cfg::config_error);
+}

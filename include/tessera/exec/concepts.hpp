@@ -18,8 +18,10 @@ namespace tessera::exec {
 ///  - gradients(s): the accumulated gradients (all-reduced in place over the replicas);
 ///  - update(s, scale): optimizer step with gradients × scale, then zero them;
 ///  - cost(s): FLOPs and bytes for the modelled clock and the memory plan.
-/// Calls on different stages of one object may run concurrently (each stage owns its state);
-/// forward must be pure when a stage recomputes (it runs again during backward).
+/// Calls on different stages of one object may run concurrently (each stage owns its state).
+/// A stage that recomputes (stage_cost::recompute) runs its forward again during backward: through
+/// recompute(s, x) -> stash when the model has it (e.g. to leave batch-norm running statistics
+/// alone the second time), otherwise through forward, which must then be pure.
 template <class M>
 concept StagedModel =
     std::copy_constructible<M> &&

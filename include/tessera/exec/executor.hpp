@@ -385,7 +385,10 @@ private:
                     typename M::stash st = [&] {
                         if (m_costs.stages[s].recompute) {
                             tensor x = kept_inputs.take(s, m, in);
-                            return model.forward(s, std::move(x)).second;
+                            if constexpr (requires { { model.recompute(s, std::move(x)) } -> std::same_as<typename M::stash>; })
+                                return model.recompute(s, std::move(x));
+                            else
+                                return model.forward(s, std::move(x)).second;
                         }
                         return stashes.take(s, m, in);
                     }();

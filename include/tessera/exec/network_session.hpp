@@ -30,10 +30,10 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
     // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
     // on overflow before each step's updates, and every stage skips an overflowing step together).
-    return session<C, staged_network<N, O>>(
-        staged_network<N, O>(net, std::move(first), sample, optimizer,
-                             loss_scale_rule::of<typename C::precision::loss_scaling>()),
-        options, settings);
+    staged_network<N, O> model(net, std::move(first), sample, optimizer,
+                               loss_scale_rule::of<typename C::precision::loss_scaling>());
+    if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
+    return session<C, staged_network<N, O>>(model, options, settings);
 }
 
 /// An inference session of a unit network: the config's inference form (G = 1, outputs `all`).

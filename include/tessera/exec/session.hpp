@@ -31,6 +31,8 @@ struct session_options {
     cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
     std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
                                               ///< marks); empty = balanced automatically by FLOPs
+    std::vector<bool> recompute{};  ///< networks: per stage, recompute the forward during backward instead of
+                                    ///< stashing activations (PopTorch's recomputation checkpoints); empty = none
 };
 
 /// A compiled model: R replicas of a staged model on R × IPUs-per-replica emulated IPUs.

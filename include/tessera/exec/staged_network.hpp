@@ -174,21 +174,23 @@ public:
     /// Runs stage s on a micro-batch of any size from 0 to the compiled one (a short one is the
     /// padded tail of an epoch: batch statistics over its real samples only). An empty micro-batch
     /// (all padding) does not run the network: its output is empty and no running statistic moves.
-    std::pair<tensor, stash> forward(std::size_t s, tensor x) {
-        const auto in = tessera::tensor::shape_of(x);
-        if (in.n > m_input.n)
-            throw config::config_error("tessera::exec::staged_network::forward: a micro-batch of " +
-                                       std::to_string(in.n) + " samples for a model compiled for " +
-                                       std::to_string(m_input.n));
-        auto st = std::make_unique<stage_state>();
-        st->input = std::move(x);
-        if (in.n == 0) {
-            tessera::tensor::shape out = in.with_batch(1);  // shape inference only (checks the sample shape)
-            for (std::size_t u = first_unit(s); u < last_unit(s); ++u) out = m_net.unit_output_shape(u, out);
-            return {tessera::tensor::make_nhwc<typename precision::data_type>(out.with_batch(0)), std::move(st)};
-        }
-        const auto& y = m_net.forward_units(first_unit(s), last_unit(s), st->input, st->state, m_context);
-        return {tensor(y), std::move(st)};
+    std::pair<tensor, stash> forward(std::size_t s, tensor x) { return run_forward(s, std::move(x), m_context); }
+
+    /// The forward of stage s again, during its backward (recomputation): the same batch statistics,
+    /// no second move of the batch-norm running statistics; returns what backward needs.
+    stash recompute(std::size_t s, tensor x) {
+        nn::context again = m_context;
+        again.update_running_statistics = false;
+        return run_forward(s, std::move(x), again).second;
+    }
+
+    /// Stages that stash only their input and recompute their forward during backward (PopTorch's
+    /// recomputation checkpoints): less activation memory, more FLOPs, the same results.
+    void set_recompute(std::vector<bool> stages) {
+        if (stages.size() != m_first.size())
+            throw config::config_error("tessera::exec::staged_network::set_recompute: " + std::to_string(stages.size()) +
+                                       " flags for " + std::to_string(m_first.size()) + " stages");
+        m_recompute = std::move(stages);
     }
 
     /// Mean cross-entropy over the real samples and its gradient × loss scale (zero for padded samples).
@@ -301,10 +303,28 @@ public:
         c.weight_bytes = parameters * sizeof(typename precision::weight_type);
         c.update_flops = 2.0 * double(parameters);
         c.stash_bytes = static_cast<std::size_t>(written);
+        c.recompute = !m_recompute.empty() && m_recompute[s];
         return c;
     }
 
 private:
+    std::pair<tensor, stash> run_forward(std::size_t s, tensor x, const nn::context& ctx) {
+        const auto in = tessera::tensor::shape_of(x);
+        if (in.n > m_input.n)
+            throw config::config_error("tessera::exec::staged_network::forward: a micro-batch of " +
+                                       std::to_string(in.n) + " samples for a model compiled for " +
+                                       std::to_string(m_input.n));
+        auto st = std::make_unique<stage_state>();
+        st->input = std::move(x);
+        if (in.n == 0) {
+            tessera::tensor::shape out = in.with_batch(1);  // shape inference only (checks the sample shape)
+            for (std::size_t u = first_unit(s); u < last_unit(s); ++u) out = m_net.unit_output_shape(u, out);
+            return {tessera::tensor::make_nhwc<typename precision::data_type>(out.with_batch(0)), std::move(st)};
+        }
+        const auto& y = m_net.forward_units(first_unit(s), last_unit(s), st->input, st->state, ctx);
+        return {tensor(y), std::move(st)};
+    }
+
     N m_net;
     std::vector<std::size_t> m_first;
     tessera::tensor::shape m_input;
@@ -319,6 +339,7 @@ private:
     // only its own (on its IPU's thread), and the vote makes every copy take the same steps.
     std::vector<double> m_scale;
     std::vector<std::size_t> m_good_steps, m_skipped;
+    std::vector<bool> m_recompute;  // empty: no stage recomputes
     static constexpr double max_loss_scale = 65536.0 * 65536.0;
 };
 

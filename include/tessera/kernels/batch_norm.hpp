@@ -16,7 +16,8 @@ struct batch_norm_saved {
 };
 
 /// Training forward over x (rows × channels): statistics of this micro-batch normalise x; the running
-/// statistics move by `momentum` towards them (unbiased variance, as PyTorch). y may alias nothing.
+/// statistics move by `momentum` towards them (unbiased variance, as PyTorch); null running
+/// statistics are left alone (a recomputed forward). y may alias nothing.
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
@@ -48,8 +49,8 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
     for (std::size_t c = 0; c < channels; ++c) {
         const C v = var[c] * inv_rows;
         const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
-        running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
-        running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
+        if (running_mean != nullptr) running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
+        if (running_var != nullptr) running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
         var[c] = C(1) / std::sqrt(v + eps);  // now inv_std
         scale[c] = detail::load_as<C>(gamma[c]) * var[c];
         shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];

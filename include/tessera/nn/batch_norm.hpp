@@ -53,7 +53,8 @@ public:
         detail::ensure_shape(st.output, s);
         if (ctx.mode == mode::train)
             kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
-                                              m_momentum, m_running_mean.data(), m_running_var.data(), st.saved,
+                                              m_momentum, ctx.update_running_statistics ? m_running_mean.data() : nullptr,
+                                              ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
                                               st.output.data(), m_ws, ctx.threads);
         else
             kernels::batch_norm_forward_eval(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,

@@ -40,6 +40,9 @@ enum class mode : bool { eval = false, train = true };
 struct context {
     nn::mode mode = mode::train;
     std::size_t threads = 1;  ///< threads for the GEMMs inside the call
+    /// false for a forward pass that is run again (recomputation during backward): batch
+    /// normalisation then uses the batch statistics without moving its running statistics twice.
+    bool update_running_statistics = true;
     [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads}; }
 };
 
