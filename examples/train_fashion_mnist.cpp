@@ -35,17 +35,20 @@ int main(int argc, char** argv) {
         char name[32];
         std::snprintf(name, sizeof name, "[Epoch %02d]", epoch);
         tessera::report::progress_bar bar(std::cout, name, loader.batches_per_epoch());
-        double loss_sum = 0;
+        double loss_sum = 0, accuracy_sum = 0;
         std::size_t calls = 0;
         for (auto& batch : loader) {
             const auto result = session(exec::batch_feed<cfg::fp32, std::uint8_t>(batch, session.batching(), norm));
             loss_sum += result.losses[0].back();  // output mode `final`: the last micro-batch's loss
+            accuracy_sum += result.scores[0].back().accuracy();  // and its top-1 accuracy
             modelled += result.modelled_seconds, wall += result.wall_seconds;
-            bar.set_postfix("Loss", std::to_string(loss_sum / static_cast<double>(++calls)).substr(0, 5));
+            bar.set_postfix("Loss", loss_sum / static_cast<double>(++calls), 3);
+            bar.set_postfix("Acc%", 100 * accuracy_sum / static_cast<double>(calls), 1);
             bar.update();
         }
         bar.close();
-        std::printf("[Epoch %02d] loss = %.3f\n", epoch, loss_sum / static_cast<double>(calls));
+        std::printf("[Epoch %02d] loss = %.3f, training accuracy %.1f%%\n", epoch, loss_sum / static_cast<double>(calls),
+                    100 * accuracy_sum / static_cast<double>(calls));
     }
 
     // Evaluation: the same pipeline for inference (G = 1, every micro-batch's output), trained weights.
@@ -69,6 +72,6 @@ int main(int argc, char** argv) {
     std::printf("training: %.1f s on this machine, %.3f s modelled on 2 IPUs\n", wall, modelled);
 }
 // Graph compilation: 100%|██████████| 5/5 [00:00<00:00]
-// [Epoch 01]: 100%|██████████| 234/234 [..., Loss=0.6..]
-// [Epoch 01] loss = 0.6..
+// [Epoch 01]: 100%|██████████| 234/234 [..., Loss=0.6.., Acc%=7..]
+// [Epoch 01] loss = 0.6.., training accuracy 7..%
 // test accuracy: 8.....% of 10000 images

@@ -234,6 +234,18 @@ TEST_CASE("padded samples count in neither the loss nor the gradient", "[exec][r
     CHECK(none == 0.0f);
     CHECK(std::all_of(gnone.begin(), gnone.end(), [](float v) { return v == 0.0f; }));
     REQUIRE_THROWS_AS(staged.loss(logits, exec::class_labels(labels, 3)), cfg::config_error);
+    // Scores count real samples only; the best class of each row found by a plain loop.
+    std::vector<std::size_t> best(2, 0);
+    for (std::size_t i = 0; i < 2; ++i)
+        for (std::size_t c = 1; c < classes; ++c)
+            if (logits.data()[i * classes + c] > logits.data()[i * classes + best[i]]) best[i] = c;
+    const std::size_t hits0 = best[0] == 3, hits1 = best[1] == 5;
+    CHECK(staged.score(logits, exec::class_labels(labels)) == exec::top1_score{hits0 + hits1, 2});
+    CHECK(staged.score(logits, exec::class_labels(labels, 1)) == exec::top1_score{hits0, 1});
+    CHECK(staged.score(logits, exec::class_labels(labels, 0)) == exec::top1_score{0, 0});
+    const std::vector<std::int32_t> right{static_cast<std::int32_t>(best[0]), static_cast<std::int32_t>(best[1])};
+    CHECK(staged.score(logits, exec::class_labels(right)) == exec::top1_score{2, 2});
+    CHECK(staged.score(logits, exec::class_labels(right, 1)) == exec::top1_score{1, 1});
 }
 
 TEST_CASE("batch_feed: loader batches as NHWC micro-batches with masks; a padded tail trains", "[exec][resnet][data][threads]") {
@@ -602,4 +614,35 @@ TEST_CASE("recomputation in a ResNet session: the same parameters and running st
     REQUIRE_THROWS_AS(exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch},
                                               {.recompute = {true}}),
                       cfg::config_error);
+}
+
+TEST_CASE("training calls return a score beside each loss, over the real samples", "[exec][resnet][session][threads]") {
+    using c = cfg::config<cfg::sharded<2>, cfg::gradient_accumulation<3>, cfg::device_iterations<1>, cfg::all>;
+    using s = cfg::config<cfg::sharded<2>, cfg::gradient_accumulation<3>, cfg::device_iterations<1>, cfg::sum>;
+    const net_t net(channels, classes);
+    auto run = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    auto total = exec::training_model<s>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
+    const auto r = tessera::test::within_deadline(300, "scores", [&] { return run(feed_t{}); });
+    const auto t = tessera::test::within_deadline(300, "summed scores", [&] { return total(feed_t{}); });
+    REQUIRE(r.scores.size() == 1);
+    REQUIRE(r.scores[0].size() == 3);
+    // The step's forwards all use the initial weights: the reference scores the plain network.
+    exec::top1_score all;
+    for (std::size_t m = 0; m < 3; ++m) {
+        auto [x, y] = feed_t{}(0, 0, m);
+        net_t plain = net;
+        net_t::state st;
+        const auto& logits = plain.forward(x, st, nn::context{});
+        exec::top1_score expected{0, batch};
+        for (std::size_t i = 0; i < batch; ++i) {
+            std::size_t best = 0;
+            for (std::size_t k = 1; k < classes; ++k)
+                if (logits.data()[i * classes + k] > logits.data()[i * classes + best]) best = k;
+            expected.correct += best == static_cast<std::size_t>(y[i]);
+        }
+        CHECK(r.scores[0][m] == expected);
+        all += expected;
+    }
+    REQUIRE(t.scores[0].size() == 1);
+    CHECK(t.scores[0][0] == all);
 }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "tessera/exec/cost.hpp"
+#include "tessera/exec/run_result.hpp"
 
 namespace tessera::exec {
 
@@ -48,6 +49,13 @@ template <class M>
 concept OverflowCheckedModel = StagedModel<M> && requires(M& m, std::size_t s) {
     { m.gradients_finite(s) } -> std::convertible_to<bool>;
     m.skip_update(s);
+};
+
+/// A staged model that scores the last stage's output against its label (top-1 hits over the real
+/// samples): training calls then return a score beside each loss, selected by the same output mode.
+template <class M>
+concept ScoredModel = StagedModel<M> && requires(const M& m, const typename M::tensor& y, const typename M::label& t) {
+    { m.score(y, t) } -> std::same_as<top1_score>;
 };
 
 /// Supplies micro-batch `micro_batch` of device iteration `iteration` for `replica`:

@@ -28,6 +28,7 @@
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/cross_process.hpp"
 #include "tessera/exec/detail/slots.hpp"
+#include "tessera/exec/detail/wiring.hpp"
 #include "tessera/exec/memory_plan.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/exec/schedule.hpp"
@@ -158,39 +159,7 @@ public:
         if (feed_error) std::rethrow_exception(feed_error);
         if (device_error) std::rethrow_exception(device_error);
 
-        run_result<tensor> result;
-        const std::size_t count = iterations * M_;
-        result.losses.resize(R);
-        result.outputs.resize(R);
-        result.selected.resize(R);
-        for (std::size_t r = 0; r < R; ++r) {
-            std::vector<std::optional<out_message>> by_index(count);
-            while (auto o = w.outfeed[r]->try_receive()) {
-                const std::size_t k = o->iteration * M_ + o->micro_batch;
-                by_index[k] = std::move(*o);
-            }
-            float sum = 0.0f;
-            for (std::size_t k = 0; k < count; ++k) {
-                if (!by_index[k]) throw std::logic_error("tessera::exec::executor: micro-batch " + std::to_string(k) +
-                                                         " produced no output");
-                if (!outputs.selects(k, count)) continue;
-                auto& o = *by_index[k];
-                if (outputs.kind == config::output_kind::sum) {
-                    sum += o.loss;
-                    if (!training) accumulate_output(result.outputs[r], std::move(*o.output));
-                    continue;
-                }
-                result.selected[r].push_back(k);
-                if (training)
-                    result.losses[r].push_back(o.loss);
-                else
-                    result.outputs[r].push_back(std::move(*o.output));
-            }
-            if (outputs.kind == config::output_kind::sum) {
-                for (std::size_t k = 0; k < count; ++k) result.selected[r].push_back(k);
-                if (training) result.losses[r].push_back(sum);
-            }
-        }
+        run_result<tensor> result = collect(w, iterations, outputs);
         for (std::size_t d = 0; d < m_cluster.size(); ++d) {
             result.clocks.push_back(m_cluster[d].clock());
             result.modelled_seconds = std::max(result.modelled_seconds, m_cluster[d].clock().now());
@@ -200,85 +169,16 @@ public:
     }
 
 private:
+    using wiring = detail::wiring<tensor, label, typename M::stash>;
     template <class T>
-    struct message {
-        T payload;
-        double ready_at;
-        std::uint32_t stage, micro_batch, iteration;
-        [[nodiscard]] std::size_t payload_bytes() const noexcept { return emulator::payload_bytes(payload); }
-    };
-    struct out_message {
-        std::size_t iteration, micro_batch;
-        float loss;
-        std::optional<tensor> output;
-    };
-    /// The values one IPU holds between the instructions of its program, kept across calls.
-    struct program_state {
-        program_state(std::size_t stages, std::size_t micro_batches)
-            : inputs(stages, micro_batches), grads(stages, micro_batches), stashes(stages, micro_batches),
-              kept_inputs(stages, micro_batches), labels(1, micro_batches), results(1, micro_batches) {}
-        detail::slots<tensor> inputs;                                         // (stage, mb): the stage's input
-        detail::slots<tensor> grads;                                          // (stage, mb): gradient of the stage's output
-        detail::slots<typename M::stash> stashes;
-        detail::slots<tensor> kept_inputs;                                    // recomputing stages keep their input instead
-        detail::slots<label> labels;
-        detail::slots<std::pair<float, std::optional<tensor>>> results;
-    };
-
-    struct wiring {
-        std::vector<std::unique_ptr<emulator::spsc_channel<message<tensor>>>> infeed;
-        std::vector<std::unique_ptr<emulator::spsc_channel<message<label>>>> labels;
-        std::vector<std::unique_ptr<emulator::spsc_channel<out_message>>> outfeed;
-        std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>,
-                 std::unique_ptr<emulator::spsc_channel<message<tensor>>>> links;  // replica, from, to, gradient
-        std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> reduce;  // per stage
-        std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> votes;   // per replica, over its IPUs
-        /// For each (replica × IPU) program, the channel each send/receive uses (looked up once).
-        std::vector<std::vector<emulator::spsc_channel<message<tensor>>*>> link_of;
-        std::vector<std::unique_ptr<program_state>> state;  ///< per (replica × IPU)
-    };
+    using message = detail::message<T>;
+    using out_message = detail::out_message<tensor>;
+    using outcome = detail::outcome<tensor>;
+    using program_state = typename wiring::program_state;
 
     std::unique_ptr<wiring> wire(std::size_t iterations) const {
-        const std::size_t R = m_replicas, I = m_schedule.ipus, M_ = m_schedule.request.micro_batches;
-        // Host-facing channels buffer whole calls: their waits are rare and should not spin. IPU links
-        // spin, then yield, before sleeping: even with more IPU threads than cores, a yield hands the
-        // core over more cheaply than a sleep and a wake-up.
-        const auto host = emulator::spin_policy::sleep_at_once();
-        const auto link = emulator::spin_policy{};
-        auto owned = std::make_unique<wiring>();
-        wiring& w = *owned;
-        for (std::size_t r = 0; r < R; ++r) {
-            w.infeed.push_back(std::make_unique<emulator::spsc_channel<message<tensor>>>(M_, host));
-            w.labels.push_back(std::make_unique<emulator::spsc_channel<message<label>>>(M_, host));
-            w.outfeed.push_back(std::make_unique<emulator::spsc_channel<out_message>>(iterations * M_, host));
-            for (std::size_t i = 0; i < I; ++i)
-                for (const auto& in : m_schedule.programs[i])
-                    if (in.op == opcode::send_act || in.op == opcode::send_grad) {
-                        auto& ch = w.links[{r, i, in.peer, in.op == opcode::send_grad}];
-                        if (!ch) ch = std::make_unique<emulator::spsc_channel<message<tensor>>>(link_depth(), link);
-                    }
-        }
-        for (std::size_t r = 0; r < R; ++r)
-            for (std::size_t i = 0; i < I; ++i) {
-                auto& row = w.link_of.emplace_back();
-                for (const auto& in : m_schedule.programs[i]) {
-                    emulator::spsc_channel<message<tensor>>* ch = nullptr;
-                    if (in.op == opcode::send_act || in.op == opcode::send_grad)
-                        ch = w.links.at({r, i, in.peer, in.op == opcode::send_grad}).get();
-                    if (in.op == opcode::recv_act || in.op == opcode::recv_grad)
-                        ch = w.links.at({r, in.peer, i, in.op == opcode::recv_grad}).get();
-                    row.push_back(ch);
-                }
-            }
-        for (std::size_t s = 0; s < m_schedule.stages; ++s) {
-            std::function<void(std::span<float>)> combine;
-            if (m_across.reduce) combine = [this, s](std::span<float> g) { m_across.reduce(s, g); };
-            w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R, std::move(combine)));
-        }
-        for (std::size_t r = 0; r < R; ++r) w.votes.push_back(std::make_unique<emulator::all_reduce_group<float>>(I));
-        for (std::size_t r = 0; r < R; ++r)
-            for (std::size_t i = 0; i < I; ++i) w.state.push_back(std::make_unique<program_state>(m_schedule.stages, M_));
-        return owned;
+        return detail::make_wiring<tensor, label, typename M::stash>(m_schedule, m_replicas, iterations, link_depth(),
+                                                                     m_across);
     }
 
     // `replicas`: over all processes (the schedule's all-reduces and their modelled cost count them all).
@@ -292,6 +192,51 @@ private:
         return plan_memory(sched, costs, spec);
     }
 
+    // The outfeed of each replica, in micro-batch order, selected by the output mode.
+    run_result<tensor> collect(wiring& w, std::size_t iterations, output_selection outputs) {
+        const std::size_t R = m_replicas, M_ = m_schedule.request.micro_batches, count = iterations * M_;
+        const bool training = m_schedule.request.training, sum = outputs.kind == config::output_kind::sum;
+        run_result<tensor> result;
+        result.losses.resize(R);
+        result.outputs.resize(R);
+        result.selected.resize(R);
+        if (training && ScoredModel<M>) result.scores.resize(R);
+        for (std::size_t r = 0; r < R; ++r) {
+            std::vector<std::optional<out_message>> by_index(count);
+            while (auto o = w.outfeed[r]->try_receive()) {
+                const std::size_t k = o->iteration * M_ + o->micro_batch;
+                by_index[k] = std::move(*o);
+            }
+            float loss_sum = 0.0f;
+            top1_score score_sum;
+            for (std::size_t k = 0; k < count; ++k) {
+                if (!by_index[k]) throw std::logic_error("tessera::exec::executor: micro-batch " + std::to_string(k) +
+                                                         " produced no output");
+                if (!outputs.selects(k, count)) continue;
+                auto& o = *by_index[k];
+                if (sum) {
+                    loss_sum += o.loss;
+                    score_sum += o.hits;
+                    if (!training) accumulate_output(result.outputs[r], std::move(*o.output));
+                    continue;
+                }
+                result.selected[r].push_back(k);
+                if (training) {
+                    result.losses[r].push_back(o.loss);
+                    if constexpr (ScoredModel<M>) result.scores[r].push_back(o.hits);
+                } else {
+                    result.outputs[r].push_back(std::move(*o.output));
+                }
+            }
+            if (sum) {
+                for (std::size_t k = 0; k < count; ++k) result.selected[r].push_back(k);
+                if (training) result.losses[r].push_back(loss_sum);
+                if (training && ScoredModel<M>) result.scores[r].push_back(score_sum);
+            }
+        }
+        return result;
+    }
+
     static void accumulate_output(std::vector<tensor>& into, tensor&& value) {
         if constexpr (requires(tensor& a, const tensor& b) { a.size(); a[0] += b[0]; }) {
             if (into.empty()) {
@@ -300,7 +245,9 @@ private:
             }
             auto& acc = into.front();
             if (acc.size() != value.size())
-                throw std::logic_error("tessera::exec::executor: outputs of different sizes cannot be summed");
+                throw config::config_error("tessera::exec::executor: output mode 'sum' cannot add outputs of " +
+                                           std::to_string(value.size()) + " and " + std::to_string(acc.size()) +
+                                           " elements (the micro-batches of a padded tail are shorter: use 'all')");
             for (std::size_t j = 0; j < acc.size(); ++j) acc[j] += value[j];
         } else {
             throw config::config_error("tessera::exec::executor: output mode 'sum' needs outputs that can be "
@@ -362,9 +309,11 @@ private:
                         const label target = labels.take(0, m, in);
                         auto [loss, g] = model.loss(y, target);
                         grads.put(s, m, std::move(g));
-                        results.put(0, m, std::pair<float, std::optional<tensor>>{loss, std::nullopt});
+                        top1_score hits{};
+                        if constexpr (ScoredModel<M>) hits = model.score(y, target);
+                        results.put(0, m, outcome{loss, hits, std::nullopt});
                     } else {
-                        results.put(0, m, std::pair<float, std::optional<tensor>>{0.0f, std::move(y)});
+                        results.put(0, m, outcome{0.0f, {}, std::move(y)});
                     }
                     break;
                 }
@@ -377,7 +326,7 @@ private:
                 case opcode::outfeed: {
                     auto result = results.take(0, m, in);
                     m_charges.apply(clock, i, pc);
-                    w.outfeed[r]->send(out_message{d, m, result.first, std::move(result.second)});
+                    w.outfeed[r]->send(out_message{d, m, result.loss, result.hits, std::move(result.output)});
                     continue;
                 }
                 case opcode::bwd: {

@@ -29,10 +29,25 @@ struct output_selection {
     }
 };
 
+/// Top-1 hits over a micro-batch's real samples (padding counts in neither number).
+struct top1_score {
+    std::size_t correct = 0, samples = 0;
+    [[nodiscard]] double accuracy() const noexcept {
+        return samples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(samples);
+    }
+    top1_score& operator+=(const top1_score& other) noexcept {
+        correct += other.correct;
+        samples += other.samples;
+        return *this;
+    }
+    friend bool operator==(const top1_score&, const top1_score&) = default;
+};
+
 /// What one call returns.
 template <class Tensor>
 struct run_result {
     std::vector<std::vector<float>> losses;         ///< per replica, by the output mode (training); sum: one value
+    std::vector<std::vector<top1_score>> scores;         ///< beside losses, for models that score (ScoredModel); sum: the total
     std::vector<std::vector<Tensor>> outputs;       ///< per replica, by the output mode (inference)
     std::vector<std::vector<std::size_t>> selected; ///< per replica: which micro-batches (d × M + m) were returned
     double modelled_seconds = 0;                    ///< the modelled clock: latest IPU

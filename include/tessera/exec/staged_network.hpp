@@ -17,6 +17,7 @@
 #include "tessera/config/loss_scaling.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/partition.hpp"
+#include "tessera/exec/run_result.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/nn/layer.hpp"
 #include "tessera/nn/loss.hpp"
@@ -213,6 +214,21 @@ public:
                                                       labels.classes.data(), grad.data(),
                                                       static_cast<float>(m_scale.back()), m_workspace);
         return {static_cast<float>(r.loss), std::move(grad)};
+    }
+
+    /// Top-1 hits of the logits over the real samples (the first `valid` rows): a ScoredModel.
+    [[nodiscard]] top1_score score(const tensor& logits, const label& labels) const {
+        const auto shape = tessera::tensor::shape_of(logits);
+        const std::size_t classes = shape.per_sample(), rows = std::min(labels.valid, shape.n);
+        top1_score hits{0, rows};
+        const auto* p = logits.data();
+        for (std::size_t i = 0; i < rows; ++i) {
+            std::size_t best = 0;
+            for (std::size_t c = 1; c < classes; ++c)
+                if (static_cast<float>(p[i * classes + c]) > static_cast<float>(p[i * classes + best])) best = c;
+            hits.correct += best == static_cast<std::size_t>(labels.classes[i]);
+        }
+        return hits;
     }
 
     /// Accumulates the stage's weight gradients; an empty micro-batch adds nothing and returns an empty gradient.

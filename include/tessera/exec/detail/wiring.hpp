@@ -1,0 +1,126 @@
+#pragma once
+// The channels, collectives and per-IPU value tables of one executor call.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "tessera/emulator/all_reduce.hpp"
+#include "tessera/emulator/channel.hpp"
+#include "tessera/emulator/spsc_channel.hpp"
+#include "tessera/exec/cross_process.hpp"
+#include "tessera/exec/detail/slots.hpp"
+#include "tessera/exec/run_result.hpp"
+#include "tessera/exec/schedule.hpp"
+
+namespace tessera::exec::detail {
+
+/// A value crossing a channel, stamped with its modelled arrival time and what it is.
+template <class T>
+struct message {
+    T payload;
+    double ready_at;
+    std::uint32_t stage, micro_batch, iteration;
+    [[nodiscard]] std::size_t payload_bytes() const noexcept { return emulator::payload_bytes(payload); }
+};
+
+/// What the last stage produces for one micro-batch, and what the outfeed carries to the host.
+template <class Tensor>
+struct outcome {
+    float loss = 0.0f;
+    top1_score hits{};
+    std::optional<Tensor> output{};
+};
+template <class Tensor>
+struct out_message {
+    std::size_t iteration, micro_batch;
+    float loss;
+    top1_score hits;
+    std::optional<Tensor> output;
+};
+
+template <class Tensor, class Label, class Stash>
+struct wiring {
+    /// The values one IPU holds between the instructions of its program, kept across calls.
+    struct program_state {
+        program_state(std::size_t stages, std::size_t micro_batches)
+            : inputs(stages, micro_batches), grads(stages, micro_batches), stashes(stages, micro_batches),
+              kept_inputs(stages, micro_batches), labels(1, micro_batches), results(1, micro_batches) {}
+        slots<Tensor> inputs;       // (stage, mb): the stage's input
+        slots<Tensor> grads;        // (stage, mb): gradient of the stage's output
+        slots<Stash> stashes;
+        slots<Tensor> kept_inputs;  // recomputing stages keep their input instead
+        slots<Label> labels;
+        slots<outcome<Tensor>> results;
+    };
+    template <class T>
+    using channel = emulator::spsc_channel<message<T>>;
+
+    std::vector<std::unique_ptr<channel<Tensor>>> infeed;
+    std::vector<std::unique_ptr<channel<Label>>> labels;
+    std::vector<std::unique_ptr<emulator::spsc_channel<out_message<Tensor>>>> outfeed;
+    std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>, std::unique_ptr<channel<Tensor>>>
+        links;                                                                   // replica, from, to, gradient
+    std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> reduce;  // per stage
+    std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> votes;   // per replica, over its IPUs
+    /// For each (replica × IPU) program, the channel each send/receive uses (looked up once).
+    std::vector<std::vector<channel<Tensor>*>> link_of;
+    std::vector<std::unique_ptr<program_state>> state;  ///< per (replica × IPU)
+};
+
+/// Builds the wiring of `replicas` copies of `sched` for calls of `iterations` device iterations.
+template <class Tensor, class Label, class Stash>
+[[nodiscard]] std::unique_ptr<wiring<Tensor, Label, Stash>> make_wiring(const schedule& sched, std::size_t replicas,
+                                                                       std::size_t iterations, std::size_t link_depth,
+                                                                       const cross_process_reduction& across) {
+    using w_t = wiring<Tensor, Label, Stash>;
+    using link_t = typename w_t::template channel<Tensor>;
+    const std::size_t R = replicas, I = sched.ipus, M_ = sched.request.micro_batches;
+    // Host-facing channels buffer whole calls: their waits are rare and should not spin. IPU links
+    // spin, then yield, before sleeping: even with more IPU threads than cores, a yield hands the
+    // core over more cheaply than a sleep and a wake-up.
+    const auto host = emulator::spin_policy::sleep_at_once();
+    const auto link = emulator::spin_policy{};
+    auto owned = std::make_unique<w_t>();
+    w_t& w = *owned;
+    for (std::size_t r = 0; r < R; ++r) {
+        w.infeed.push_back(std::make_unique<link_t>(M_, host));
+        w.labels.push_back(std::make_unique<typename w_t::template channel<Label>>(M_, host));
+        w.outfeed.push_back(std::make_unique<emulator::spsc_channel<out_message<Tensor>>>(iterations * M_, host));
+        for (std::size_t i = 0; i < I; ++i)
+            for (const auto& in : sched.programs[i])
+                if (in.op == opcode::send_act || in.op == opcode::send_grad) {
+                    auto& ch = w.links[{r, i, in.peer, in.op == opcode::send_grad}];
+                    if (!ch) ch = std::make_unique<link_t>(link_depth, link);
+                }
+    }
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t i = 0; i < I; ++i) {
+            auto& row = w.link_of.emplace_back();
+            for (const auto& in : sched.programs[i]) {
+                link_t* ch = nullptr;
+                if (in.op == opcode::send_act || in.op == opcode::send_grad)
+                    ch = w.links.at({r, i, in.peer, in.op == opcode::send_grad}).get();
+                if (in.op == opcode::recv_act || in.op == opcode::recv_grad)
+                    ch = w.links.at({r, in.peer, i, in.op == opcode::recv_grad}).get();
+                row.push_back(ch);
+            }
+        }
+    for (std::size_t s = 0; s < sched.stages; ++s) {
+        std::function<void(std::span<float>)> combine;
+        if (across.reduce) combine = [&across, s](std::span<float> g) { across.reduce(s, g); };
+        w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R, std::move(combine)));
+    }
+    for (std::size_t r = 0; r < R; ++r) w.votes.push_back(std::make_unique<emulator::all_reduce_group<float>>(I));
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t i = 0; i < I; ++i)
+            w.state.push_back(std::make_unique<typename w_t::program_state>(sched.stages, M_));
+    return owned;
+}
+
+}  // namespace tessera::exec::detail
