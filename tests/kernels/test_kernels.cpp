@@ -189,6 +189,24 @@ TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[ker
     }
 }
 
+TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
+    for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1), k::window(1, 1, 1, 0)}) {
+        const shape in{0, 6, 6, 3};
+        const std::size_t cout = 4;
+        const auto w = random_vector<float>(g.kh * g.kw * in.c * cout, 11);
+        std::vector<float> x(1), y(1, 7.0f), dy(1), dx(1, 7.0f), dw(w.size(), 1.0f);
+        k::workspace<float> ws;
+        for (const std::size_t threads : {1u, 2u}) {
+            k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads});
+            k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads});
+            k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads});
+        }
+        CHECK(y[0] == 7.0f);
+        CHECK(dx[0] == 7.0f);
+        CHECK(std::all_of(dw.begin(), dw.end(), [](float v) { return v == 1.0f; }));
+    }
+}
+
 TEST_CASE("conv2d with half activations and weights agrees with fp32 on the same values", "[kernels][conv][half]") {
     for (const auto& [in, cout, g] : conv_cases) {
         CAPTURE(in.str(), cout);

@@ -60,8 +60,10 @@ namespace detail {
 [[nodiscard]] inline std::size_t conv_chunk_rows(std::size_t k, std::size_t rows_per_image, std::size_t images,
                                                  std::size_t elem) {
     const std::size_t target = (std::size_t{1} << 20) / (elem * std::max<std::size_t>(k, 1));
-    const std::size_t per_chunk = std::clamp<std::size_t>(target / std::max<std::size_t>(rows_per_image, 1), 1, images);
-    return per_chunk * rows_per_image;
+    // An empty batch (images == 0) still gets a chunk of at least one row: its loops then run zero times.
+    const std::size_t per_chunk =
+        std::clamp<std::size_t>(target / std::max<std::size_t>(rows_per_image, 1), 1, std::max<std::size_t>(images, 1));
+    return std::max<std::size_t>(per_chunk * rows_per_image, 1);
 }
 
 /// Threads for a chunked loop: never more than chunks.
