@@ -33,7 +33,7 @@ void BM_two_stage_speedup(benchmark::State& state) {
     constexpr std::size_t G = 16, D = 2;
     const auto order = state.range(0) == 0 ? exec::pipeline_order::gpipe : exec::pipeline_order::one_f_one_b;
     tessera::bench::busy_stages model{2};
-    model.work = std::size_t{1} << 21;  // ~1 ms per pass: calls long enough for the OS to spread the threads
+    model.work = std::size_t{1} << 23;  // ~0.75 ms per pass: calls long enough for the OS to spread the threads
     auto feed = [](std::size_t, std::size_t, std::size_t) {
         return std::pair<std::vector<float>, std::vector<float>>{std::vector<float>(64, 0.5f), {}};
     };
