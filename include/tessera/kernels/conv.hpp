@@ -56,13 +56,20 @@ private:
 namespace detail {
 
 /// Rows of the im2col matrix per chunk: whole images (so chunks never write the same input pixel in
-/// col2im), about 1 MiB of columns (rows × k) so that a chunk stays in L2.
+/// col2im), about 1 MiB of columns (rows × k) so that a chunk stays in L2. With several threads the
+/// chunk count is rounded up to a multiple of them and the images shared evenly, so no thread gets
+/// one chunk more than another (2 of 3 chunks on one thread made it the other's bottleneck).
 [[nodiscard]] inline std::size_t conv_chunk_rows(std::size_t k, std::size_t rows_per_image, std::size_t images,
-                                                 std::size_t elem) {
+                                                 std::size_t elem, std::size_t threads = 1) {
     const std::size_t target = (std::size_t{1} << 20) / (elem * std::max<std::size_t>(k, 1));
     // An empty batch (images == 0) still gets a chunk of at least one row: its loops then run zero times.
-    const std::size_t per_chunk =
+    std::size_t per_chunk =
         std::clamp<std::size_t>(target / std::max<std::size_t>(rows_per_image, 1), 1, std::max<std::size_t>(images, 1));
+    if (threads > 1 && images > 0) {
+        std::size_t chunks = (images + per_chunk - 1) / per_chunk;
+        chunks = (chunks + threads - 1) / threads * threads;
+        per_chunk = std::max<std::size_t>(1, (images + chunks - 1) / chunks);
+    }
     return std::max<std::size_t>(per_chunk * rows_per_image, 1);
 }
 
@@ -155,7 +162,7 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
         gemm(trans::no, trans::no, rows, cout, k, C(1), x, k, w, cout, C(0), dst.target(), cout, opt);
     } else {
         // Chunks of whole images run in parallel, each thread with its own columns and a one-thread GEMM.
-        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
+        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C), opt.threads);
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k);
         C* y0 = dst.target();
@@ -183,7 +190,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     } else {
         C* acc = dst.target();
         std::fill(acc, acc + in.size(), C(0));
-        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
+        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C), opt.threads);
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k);
         detail::run_parallel(threads, [&](std::size_t t) {
@@ -208,7 +215,7 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
         gemm(trans::yes, trans::no, k, cout, rows, C(1), x, k, dy, cout, C(1), dw, cout, opt);
         return;
     }
-    const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
+    const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C), opt.threads);
     const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
     auto& cols = detail::thread_columns(ws, threads, chunk * k);
     // Thread 0 accumulates into dw; the others into their own partial sums, added at the end.
