@@ -205,7 +205,7 @@ private:
             std::vector<std::optional<out_message>> by_index(count);
             while (auto o = w.outfeed[r]->try_receive()) {
                 const std::size_t k = o->iteration * M_ + o->micro_batch;
-                by_index[k] = std::move(*o);
+                by_index[k].emplace(std::move(*o));
             }
             float loss_sum = 0.0f;
             top1_score score_sum;
