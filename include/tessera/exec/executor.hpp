@@ -95,9 +95,9 @@ public:
         const std::size_t R = m_replicas, I = m_schedule.ipus, M_ = m_schedule.request.micro_batches;
         const bool training = m_schedule.request.training;
 
-        // Channels of this call: IPU-to-IPU per replica and direction, infeed/labels/outfeed per replica.
-        // The channels, collectives and per-IPU value tables of a call, kept for the next call with the
-        // same device iterations when this one succeeds (every channel drained, every table empty).
+        // The channels (IPU-to-IPU per replica and direction; infeed, labels and outfeed per replica),
+        // collectives and per-IPU value tables, kept for the next call with the same device
+        // iterations when this one succeeds (every channel drained, every table empty).
         if (!m_wiring || m_wired_iterations != iterations) {
             m_wiring.reset();
             m_wiring = wire(iterations);
