@@ -30,6 +30,19 @@ TEST_CASE("spsc_channel is FIFO, bounded and counts bytes", "[emulator]") {
     CHECK(ch.receive()->size() == 7);  // drains after close
     CHECK_FALSE(ch.receive().has_value());
     REQUIRE_THROWS_AS(emu::spsc_channel<int>(0), std::invalid_argument);
+
+    // drain hands over everything queued, in order, across the ring's wrap, and frees the slots.
+    emu::spsc_channel<int> ring(3);
+    ring.send(1);
+    (void)ring.receive();
+    for (int v : {2, 3, 4}) ring.send(v);  // wraps
+    std::vector<int> got;
+    CHECK(ring.drain([&](int&& v) { got.push_back(v); }) == 3);
+    CHECK(got == std::vector<int>{2, 3, 4});
+    CHECK(ring.size() == 0);
+    CHECK(ring.drain([&](int&&) { FAIL("nothing is left"); }) == 0);
+    int spare = 5;
+    CHECK(ring.try_send(spare));
 }
 
 TEST_CASE("spsc_channel carries a long stream between two threads in order", "[emulator][threads]") {

@@ -89,6 +89,22 @@ public:
         return value;
     }
 
+    /// Never blocks: hands every message in the channel to f(T&&), in order; returns how many.
+    /// Consumer thread only.
+    template <class F>
+    std::size_t drain(F&& f) {
+        std::size_t n = 0;
+        for (std::size_t head = m_head.load(std::memory_order_relaxed);
+             m_tail_seen != head || (m_tail_seen = m_tail.load(std::memory_order_acquire)) != head; ++head, ++n) {
+            auto& slot = m_slots[head % m_capacity];
+            f(std::move(*slot));
+            slot.reset();
+            m_head.store(head + 1, std::memory_order_release);
+            wake();
+        }
+        return n;
+    }
+
     /// Wakes both sides; later sends throw, receives drain what is left then return nullopt. Any thread.
     void close() noexcept {
         std::lock_guard lock(m_sleep_mutex);  // a side about to sleep either sees m_closed or is woken

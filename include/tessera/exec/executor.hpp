@@ -203,10 +203,10 @@ private:
         if (training && ScoredModel<M>) result.scores.resize(R);
         for (std::size_t r = 0; r < R; ++r) {
             std::vector<std::optional<out_message>> by_index(count);
-            while (auto o = w.outfeed[r]->try_receive()) {
-                const std::size_t k = o->iteration * M_ + o->micro_batch;
-                by_index[k].emplace(std::move(*o));
-            }
+            w.outfeed[r]->drain([&](out_message&& o) {
+                const std::size_t k = o.iteration * M_ + o.micro_batch;
+                by_index.at(k).emplace(std::move(o));
+            });
             float loss_sum = 0.0f;
             top1_score score_sum;
             for (std::size_t k = 0; k < count; ++k) {
