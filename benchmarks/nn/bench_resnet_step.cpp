@@ -1,13 +1,16 @@
 // One ResNet-20 training step (batch 32, 1×28×28: forward, loss, backward, SGD update) in fp32 ("32.32")
 // and fp16 ("16.16", static loss scaling), on 1 and 2 threads: images/s, model FLOPs per image,
 // GFLOP/s, its ratio to single-threaded OpenBLAS sgemm 512³ measured in the same run, and the peak
-// heap memory of model, optimiser, activations and workspaces.
+// heap memory of model, optimiser, activations and workspaces. resnet20_two_thread_scaling times
+// one- and two-thread fp32 steps in the same loop, beside the machine's own two-thread scaling.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "baseline.hpp"
@@ -98,7 +101,75 @@ void resnet20_step(benchmark::State& state) {
     state.SetLabel(std::string(P::name));
 }
 
+// A fixed amount of FMA work on register-resident vectors: the machine's own parallel capacity.
+float fma_work(long iters) {
+    using B = xsimd::batch<float>;
+    constexpr int chains = 24;
+    B acc[chains];
+#pragma GCC unroll 24
+    for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
+    const B x(0.999999f), y(1e-7f);
+    for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 24
+        for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], x, y);
+    float sink = 0;
+    for (int i = 0; i < chains; ++i) sink += xsimd::hadd(acc[i]);
+    return sink;
+}
+
+// Two-thread scaling measured within one run: each iteration times a one-thread step, a two-thread
+// step and, as the machine's ceiling at that moment, the same FMA work on one thread and split over two.
+void resnet20_two_thread_scaling(benchmark::State& state) {
+    using P = config::fp32;
+    constexpr std::size_t batch = 32;
+    nn::resnet20<P> model(1, 10);
+    optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+    nn::softmax_cross_entropy<P> loss;
+    typename nn::resnet20<P>::state st;
+    auto x = tensor::make_nhwc<float>({batch, 28, 28, 1});
+    std::mt19937 rng(1);
+    std::normal_distribution<float> dist;
+    for (auto& v : x) v = dist(rng);
+    std::vector<std::int32_t> labels(batch);
+    for (auto& l : labels) l = static_cast<std::int32_t>(rng() % 10);
+    auto step = [&](std::size_t threads) {
+        const nn::context ctx{nn::mode::train, threads};
+        const auto t0 = std::chrono::steady_clock::now();
+        loss(model.forward(x, st, ctx), labels);
+        model.backward(loss.gradient(), st, ctx, false);
+        opt.step(model, 1.0);
+        optim::zero_grad(model);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    auto machine = [&](int threads) {
+        constexpr long work = 4'000'000;  // ~25 ms of FMAs on one core
+        const auto t0 = std::chrono::steady_clock::now();
+        float a = 0, b = 0;
+        if (threads == 1) {
+            a = fma_work(work);
+        } else {
+            std::jthread other([&] { b = fma_work(work / 2); });
+            a = fma_work(work / 2);
+        }
+        benchmark::DoNotOptimize(a + b);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    (void)step(1), (void)step(2);  // warm up workspaces
+    double one = 0, two = 0, m1 = 0, m2 = 0;
+    for (auto _ : state) {
+        one += step(1);
+        two += step(2);
+        m1 += machine(1);
+        m2 += machine(2);
+    }
+    state.counters["two_thread_scaling"] = one / two;
+    state.counters["machine_two_thread_scaling"] = m1 / m2;
+    state.counters["scaling_over_machine"] = (one / two) / (m1 / m2);
+}
+
 }  // namespace
+
+BENCHMARK(resnet20_two_thread_scaling)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 // ratio to OpenBLAS: GFLOPs / openblas_512_GFLOPs (both in the output of the same run).
 BENCHMARK_TEMPLATE(resnet20_step, config::fp32, config::no_loss_scaling)
