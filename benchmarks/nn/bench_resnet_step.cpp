@@ -83,7 +83,8 @@ void resnet20_step(benchmark::State& state) {
         for (auto& v : x) v = kernels::detail::store_as<typename P::data_type>(dist(rng));
         std::vector<std::int32_t> labels(batch);
         for (auto& l : labels) l = static_cast<std::int32_t>(rng() % 10);
-        const nn::context ctx{nn::mode::train, threads};
+        kernels::thread_pool pool(threads);
+        const nn::context ctx{.mode = nn::mode::train, .threads = threads, .pool = &pool};
         for (auto _ : state) {
             loss(model.forward(x, st, ctx), labels, scaler.scale());
             model.backward(loss.gradient(), st, ctx, false);
@@ -132,8 +133,9 @@ void resnet20_two_thread_scaling(benchmark::State& state) {
     for (auto& v : x) v = dist(rng);
     std::vector<std::int32_t> labels(batch);
     for (auto& l : labels) l = static_cast<std::int32_t>(rng() % 10);
+    kernels::thread_pool pool(2);
     auto step = [&](std::size_t threads) {
-        const nn::context ctx{nn::mode::train, threads};
+        const nn::context ctx{.mode = nn::mode::train, .threads = threads, .pool = &pool};
         const auto t0 = std::chrono::steady_clock::now();
         loss(model.forward(x, st, ctx), labels);
         model.backward(loss.gradient(), st, ctx, false);

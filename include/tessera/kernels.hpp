@@ -9,3 +9,4 @@
 #include "tessera/kernels/pooling.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
+#include "tessera/kernels/thread_pool.hpp"

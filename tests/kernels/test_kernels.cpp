@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "tessera/kernels.hpp"
@@ -324,6 +326,81 @@ TEST_CASE("batch norm and relu split large tensors between threads with the same
     k::relu_backward(y1.data(), dy.data(), y1.size(), dx1.data(), w1, 1);
     k::relu_backward(y1.data(), dy.data(), y1.size(), dx2.data(), w2, 2);
     REQUIRE(dx1 == dx2);
+}
+
+TEST_CASE("thread_pool runs every task once, the first on the caller, and is reused", "[kernels][threads]") {
+    k::thread_pool pool(3);
+    REQUIRE(pool.size() == 3);
+    const auto caller = std::this_thread::get_id();
+    for (int round = 0; round < 500; ++round) {
+        const std::size_t n = 1 + static_cast<std::size_t>(round) % 3;
+        std::vector<int> hits(n, 0);
+        std::vector<std::thread::id> who(n);
+        pool.run(n, [&](std::size_t t) {
+            ++hits[t];
+            who[t] = std::this_thread::get_id();
+        });
+        REQUIRE(hits == std::vector<int>(n, 1));
+        REQUIRE(who[0] == caller);
+        for (std::size_t t = 1; t < n; ++t) REQUIRE(who[t] != caller);
+    }
+    REQUIRE_THROWS_AS(pool.run(4, [](std::size_t) {}), std::invalid_argument);
+    REQUIRE_THROWS_AS(k::thread_pool(0), std::invalid_argument);
+}
+
+TEST_CASE("thread_pool rethrows a task's exception, stays usable, and runs nested calls serially", "[kernels][threads]") {
+    k::thread_pool pool(2);
+    REQUIRE_THROWS_WITH(pool.run(2, [](std::size_t t) {
+                            if (t == 1) throw std::runtime_error("task 1 failed");
+                        }),
+                        "task 1 failed");
+    std::vector<int> inner(4, 0);
+    pool.run(2, [&](std::size_t t) {
+        pool.run(2, [&](std::size_t u) { ++inner[2 * t + u]; });  // from the caller and from a worker
+    });
+    CHECK(inner == std::vector<int>(4, 1));
+}
+
+TEST_CASE("kernels give the same results on a thread pool as on threads started per call", "[kernels][threads]") {
+    const std::size_t rows = 9001, ch = 16;
+    const auto x = random_vector<float>(rows * ch, 34, -2, 2), dy = random_vector<float>(rows * ch, 35);
+    const auto g = random_vector<float>(ch, 36, 0.5, 1.5), b = random_vector<float>(ch, 37);
+    k::thread_pool pool(2);
+    std::vector<float> y1(rows * ch), y2(rows * ch), dx1(rows * ch), dx2(rows * ch), m1(ch, 0), v1(ch, 1), m2(ch, 0),
+        v2(ch, 1), dg1(ch, 0), dg2(ch, 0), db1(ch, 0), db2(ch, 0);
+    k::batch_norm_saved<float> s1, s2;
+    k::workspace<float> w1, w2;
+    k::batch_norm_forward_train(x.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m1.data(), v1.data(), s1, y1.data(), w1, 2);
+    k::batch_norm_forward_train(x.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m2.data(), v2.data(), s2, y2.data(), w2,
+                                {2, &pool});
+    CHECK(y1 == y2);
+    CHECK(v1 == v2);
+    k::batch_norm_backward(x.data(), dy.data(), rows, ch, g.data(), s1, dx1.data(), dg1.data(), db1.data(), w1, 2);
+    k::batch_norm_backward(x.data(), dy.data(), rows, ch, g.data(), s2, dx2.data(), dg2.data(), db2.data(), w2, {2, &pool});
+    CHECK(dx1 == dx2);
+    CHECK(dg1 == dg2);
+    k::relu_forward(x.data(), x.size(), y1.data(), w1, 2);
+    k::relu_forward(x.data(), x.size(), y2.data(), w2, {2, &pool});
+    CHECK(y1 == y2);
+    // Convolution and GEMM: the same chunks and row bands, so the same bits.
+    const shape in{6, 9, 9, 5};
+    const k::window win(3, 3, 1, 1);
+    const std::size_t cout = 7;
+    const auto cx = random_vector<float>(in.size(), 40), cw = random_vector<float>(9 * in.c * cout, 41);
+    const shape out = win.output(in, cout);
+    std::vector<float> cy1(out.size()), cy2(out.size()), cdw1(cw.size(), 0), cdw2(cw.size(), 0);
+    k::conv2d_forward(cx.data(), in, cw.data(), cout, win, cy1.data(), w1, {2});
+    k::conv2d_forward(cx.data(), in, cw.data(), cout, win, cy2.data(), w2, {2, nullptr, &pool});
+    CHECK(cy1 == cy2);
+    k::conv2d_backward_weight(cx.data(), in, cy1.data(), cout, win, cdw1.data(), w1, {2});
+    k::conv2d_backward_weight(cx.data(), in, cy1.data(), cout, win, cdw2.data(), w2, {2, nullptr, &pool});
+    CHECK(cdw1 == cdw2);
+    const auto a = random_vector<float>(97 * 61, 42), bm = random_vector<float>(61 * 33, 43);
+    std::vector<float> c1(97 * 33), c2(97 * 33);
+    k::gemm(k::trans::no, k::trans::no, 97, 33, 61, 1.0f, a.data(), 61, bm.data(), 33, 0.0f, c1.data(), 33, {2});
+    k::gemm(k::trans::no, k::trans::no, 97, 33, 61, 1.0f, a.data(), 61, bm.data(), 33, 0.0f, c2.data(), 33,
+            {2, nullptr, &pool});
+    CHECK(c1 == c2);
 }
 
 TEST_CASE("relu forward and backward, in place and in half", "[kernels][relu]") {

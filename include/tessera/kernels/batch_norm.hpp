@@ -21,7 +21,8 @@ struct batch_norm_saved {
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
-                              workspace<C>& ws, std::size_t threads = 1) {
+                              workspace<C>& ws, parallelism par = {}) {
+    const std::size_t threads = par.threads;
     const C* xc = load_compute<C>(x, rows * channels, ws.a);
     saved.mean.assign(channels, C(0));
     saved.inv_std.assign(channels, C(0));
@@ -32,7 +33,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
     auto reduce = [&](C* into, auto&& per_rows) {
         if (ws.partial.size() < threads * channels) ws.partial.resize(threads * channels);
         std::fill(ws.partial.begin(), ws.partial.begin() + static_cast<std::ptrdiff_t>(threads * channels), C(0));
-        detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
+        detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
             per_rows(b, e, t == 0 ? into : ws.partial.data() + t * channels);
         });
         for (std::size_t t = 1; t < threads; ++t) simd::add_to(ws.partial.data() + t * channels, into, channels);
@@ -57,7 +58,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c);
     C* out = dst.target();
-    detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+    detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::scale_shift_rows(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
     });
     dst.commit();
@@ -85,7 +86,8 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
                          const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
-                         std::size_t threads = 1) {
+                         parallelism par = {}) {
+    std::size_t threads = par.threads;
     const C* xc = load_compute<C>(x, rows * channels, ws.a);
     const C* dyc = load_compute<C>(dy, rows * channels, ws.col);
     if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
@@ -100,7 +102,7 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
     threads = std::max<std::size_t>(1, std::min(threads, rows / grain));
     if (ws.partial.size() < 2 * threads * channels) ws.partial.resize(2 * threads * channels);
     std::fill(ws.partial.begin(), ws.partial.begin() + static_cast<std::ptrdiff_t>(2 * threads * channels), C(0));
-    detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
+    detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
         C* s_dy = t == 0 ? sum_dy : ws.partial.data() + 2 * t * channels;
         C* s_dyx = t == 0 ? sum_dy_xhat : s_dy + channels;
         simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels, mean, s_dy, s_dyx);  // Σdy, Σdy·(x − mean)
@@ -120,7 +122,7 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
     }
     store_compute<C, X> dst(dx, rows * channels, ws.c);
     C* out = dst.target();
-    detail::parallel_ranges(threads, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+    detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
                                  out + b * channels);
     });

@@ -166,7 +166,7 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k);
         C* y0 = dst.target();
-        detail::run_parallel(threads, [&](std::size_t t) {
+        detail::run_parallel(parallelism{threads, opt.pool}, [&](std::size_t t) {
             for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
                 const std::size_t m1 = std::min(rows, m0 + chunk);
                 im2col(x, in, g, m0, m1, cols[t].data());
@@ -193,7 +193,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C), opt.threads);
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k);
-        detail::run_parallel(threads, [&](std::size_t t) {
+        detail::run_parallel(parallelism{threads, opt.pool}, [&](std::size_t t) {
             for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
                 const std::size_t m1 = std::min(rows, m0 + chunk);
                 gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k,
@@ -220,7 +220,7 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
     auto& cols = detail::thread_columns(ws, threads, chunk * k);
     // Thread 0 accumulates into dw; the others into their own partial sums, added at the end.
     if (ws.partial.size() < (threads - 1) * k * cout) ws.partial.resize((threads - 1) * k * cout);
-    detail::run_parallel(threads, [&](std::size_t t) {
+    detail::run_parallel(parallelism{threads, opt.pool}, [&](std::size_t t) {
         C* target = t == 0 ? dw : ws.partial.data() + (t - 1) * k * cout;
         if (t > 0) std::fill(target, target + k * cout, C(0));
         for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {

@@ -16,6 +16,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "tessera/kernels/storage.hpp"
+#include "tessera/kernels/thread_pool.hpp"
 
 namespace tessera::kernels {
 
@@ -185,12 +186,18 @@ private:
     C* m_data;
 };
 
-/// Runs body(t) for t in [0, threads) on threads-1 extra threads and the caller; rethrows the first
-/// exception after every thread has joined.
+/// Runs body(t) for t in [0, par.threads): on the pool's workers and the caller when there is a pool
+/// big enough, otherwise on threads-1 threads started for this call and the caller; rethrows the
+/// first exception after every task has finished.
 template <class F>
-void run_parallel(std::size_t threads, F&& body) {
+void run_parallel(parallelism par, F&& body) {
+    const std::size_t threads = par.threads;
     if (threads <= 1) {
         body(std::size_t{0});
+        return;
+    }
+    if (par.pool != nullptr && par.pool->size() >= threads) {
+        par.pool->run(threads, body);
         return;
     }
     std::vector<std::exception_ptr> errors(threads);
@@ -219,7 +226,7 @@ void run_parallel(std::size_t threads, F&& body) {
 template <class tl, class C, class TA, class TB>
 void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alpha, const TA* a,
                   std::size_t lda, const TB* b, std::size_t ldb, C beta, C* c, std::size_t ldc,
-                  std::size_t max_threads, gemm_buffers* buffers) {
+                  std::size_t max_threads, gemm_buffers* buffers, thread_pool* workers) {
     const std::size_t threads = std::max<std::size_t>(1, std::min(max_threads, (m + tl::mr - 1) / tl::mr));
     const std::size_t nc_max = std::min(tl::nc, (n + tl::nr - 1) / tl::nr * tl::nr);
     const std::size_t kc_max = std::min(tl::kc, k);
@@ -238,7 +245,7 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
     const bool b_in_place = std::is_same_v<TB, C> && tb == trans::no && n == tl::nr && ldb == tl::nr;
     // Each thread owns a band of rows and packs its own copy of B: packing B costs k·n per thread
     // against m·n·k/threads of arithmetic, and the threads never wait for one another.
-    run_parallel(threads, [&](std::size_t t) {
+    run_parallel(parallelism{threads, workers}, [&](std::size_t t) {
         const std::size_t row_begin = std::min(m, t * rows_per_thread);
         const std::size_t row_end = std::min(m, row_begin + rows_per_thread);
         if (row_begin >= row_end) return;
@@ -296,10 +303,10 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
 /// Splits [0, n) into `threads` contiguous ranges and runs body(begin, end, t) on each; runs on the
 /// calling thread alone when n is below `grain` elements per thread (spawning would cost more).
 template <class F>
-void parallel_ranges(std::size_t threads, std::size_t n, std::size_t grain, F&& body) {
-    threads = std::max<std::size_t>(1, std::min(threads, n / std::max<std::size_t>(grain, 1)));
+void parallel_ranges(parallelism par, std::size_t n, std::size_t grain, F&& body) {
+    const std::size_t threads = std::max<std::size_t>(1, std::min(par.threads, n / std::max<std::size_t>(grain, 1)));
     const std::size_t per = (n + threads - 1) / threads;
-    run_parallel(threads, [&](std::size_t t) {
+    run_parallel(parallelism{threads, par.pool}, [&](std::size_t t) {
         const std::size_t begin = std::min(n, t * per), end = std::min(n, begin + per);
         body(begin, end, t);
     });
@@ -312,6 +319,7 @@ void parallel_ranges(std::size_t threads, std::size_t n, std::size_t grain, F&& 
 struct gemm_options {
     std::size_t threads = 1;
     gemm_buffers* buffers = nullptr;
+    thread_pool* pool = nullptr;  ///< workers for threads > 1 (none: threads started per call)
 };
 
 /// C (m×n, leading dimension ldc) = alpha · op(A) · op(B) + beta · C, all row-major.
@@ -340,10 +348,10 @@ void gemm(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alp
     }
     if (n <= detail::tile<C, 1>::nr)
         detail::gemm_blocked<detail::tile<C, 1>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads,
-                                                 options.buffers);
+                                                 options.buffers, options.pool);
     else
         detail::gemm_blocked<detail::tile<C, 2>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads,
-                                                 options.buffers);
+                                                 options.buffers, options.pool);
 }
 
 /// The textbook triple loop, accumulating in double: the reference the tests compare gemm against.

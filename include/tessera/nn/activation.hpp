@@ -23,13 +23,13 @@ public:
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         detail::ensure_shape(st.output, tensor::shape_of(x));
-        kernels::relu_forward(x.data(), x.size(), st.output.data(), m_ws, ctx.threads);
+        kernels::relu_forward(x.data(), x.size(), st.output.data(), m_ws, ctx.parallel());
         return st.output;
     }
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, tensor::shape_of(st.output));
-            kernels::relu_backward(st.output.data(), dy.data(), dy.size(), st.grad_input.data(), m_ws, ctx.threads);
+            kernels::relu_backward(st.output.data(), dy.data(), dy.size(), st.grad_input.data(), m_ws, ctx.parallel());
         }
         return st.grad_input;
     }

@@ -55,7 +55,7 @@ public:
             kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                               m_momentum, ctx.update_running_statistics ? m_running_mean.data() : nullptr,
                                               ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
-                                              st.output.data(), m_ws, ctx.threads);
+                                              st.output.data(), m_ws, ctx.parallel());
         else
             kernels::batch_norm_forward_eval(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                              m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws);
@@ -68,7 +68,7 @@ public:
         detail::ensure_shape(st.grad_input, s);
         // The input gradient comes out of the same pass as dgamma and dbeta: computed even when unused.
         kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
-                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.threads);
+                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel());
         (void)want_dx;
         return st.grad_input;
     }

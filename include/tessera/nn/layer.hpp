@@ -43,7 +43,10 @@ struct context {
     /// false for a forward pass that is run again (recomputation during backward): batch
     /// normalisation then uses the batch statistics without moving its running statistics twice.
     bool update_running_statistics = true;
-    [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads}; }
+    /// Workers for threads > 1, kept between calls (none: threads are started per parallel loop).
+    kernels::thread_pool* pool = nullptr;
+    [[nodiscard]] kernels::parallelism parallel() const noexcept { return {threads, pool}; }
+    [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads, nullptr, pool}; }
 };
 
 /// Work of one forward and one backward pass over a micro-batch, and the bytes they move

@@ -34,7 +34,7 @@ namespace detail {
 
 /// out = a + b elementwise, computed in C, any storage types.
 template <class C, class T>
-void add(const T* a, const T* b, T* out, std::size_t n, std::size_t threads = 1) {
+void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism threads = {}) {
     if constexpr (std::is_same_v<C, T>) {
         kernels::detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t lo, std::size_t hi, std::size_t) {
             kernels::simd::add(a + lo, b + lo, out + lo, hi - lo);
@@ -197,7 +197,7 @@ public:
         const auto& a = m_main.forward(x, st.main, ctx);
         const auto& b = m_skip.forward(x, st.skip, ctx);
         detail::ensure_shape(st.sum, tensor::shape_of(a));
-        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size(), ctx.threads);
+        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size(), ctx.parallel());
         return m_relu.forward(st.sum, st.out, ctx);
     }
 
@@ -207,7 +207,7 @@ public:
         const auto& db = m_skip.backward(dsum, st.skip, ctx, want_dx);
         if (!want_dx) return st.grad_input;
         detail::ensure_shape(st.grad_input, tensor::shape_of(da));
-        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size(), ctx.threads);
+        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size(), ctx.parallel());
         return st.grad_input;
     }
 
