@@ -1,6 +1,7 @@
 // Every fast kernel against a naive reference over odd shapes, and the fp16 storage paths against fp32.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -382,6 +383,17 @@ TEST_CASE("kernels give the same results on a thread pool as on threads started 
     k::relu_forward(x.data(), x.size(), y1.data(), w1, 2);
     k::relu_forward(x.data(), x.size(), y2.data(), w2, {2, &pool});
     CHECK(y1 == y2);
+    // Half storage: the conversions into and out of fp32 are split between threads too.
+    std::vector<half> xh(x.size()), yh1(x.size()), yh2(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) xh[i] = half(x[i]);
+    k::batch_norm_forward_train(xh.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m1.data(), v1.data(), s1, yh1.data(),
+                                w1, 1);
+    k::batch_norm_forward_train(xh.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m2.data(), v2.data(), s2, yh2.data(),
+                                w2, {2, &pool});
+    for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(std::abs(float(yh1[i]) - float(yh2[i])) <= 2e-3f * (1 + std::abs(float(yh1[i]))));
+    k::relu_forward(xh.data(), xh.size(), yh1.data(), w1, 1);
+    k::relu_forward(xh.data(), xh.size(), yh2.data(), w2, {2, &pool});
+    CHECK(std::equal(yh1.begin(), yh1.end(), yh2.begin(), [](half p, half q) { return p.bits() == q.bits(); }));
     // Convolution and GEMM: the same chunks and row bands, so the same bits.
     const shape in{6, 9, 9, 5};
     const k::window win(3, 3, 1, 1);

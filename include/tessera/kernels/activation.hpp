@@ -11,8 +11,8 @@ namespace tessera::kernels {
 /// y = max(x, 0). y may be x (in place). Large tensors are split between `threads`.
 template <Compute C, Storage T, Storage Y>
 void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws, parallelism threads = {}) {
-    const C* xc = load_compute<C>(x, n, ws.a);
-    store_compute<C, Y> dst(y, n, ws.c);
+    const C* xc = load_compute<C>(x, n, ws.a, threads);
+    store_compute<C, Y> dst(y, n, ws.c, threads);
     C* out = dst.target();
     detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::relu(xc + b, out + b, e - b);
@@ -23,9 +23,9 @@ void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws, parallelism
 /// dx = dy where the forward output y was positive, else 0 (y, not x, so the input need not be kept).
 template <Compute C, Storage T, Storage D, Storage X>
 void relu_backward(const T* y, const D* dy, std::size_t n, X* dx, workspace<C>& ws, parallelism threads = {}) {
-    const C* yc = load_compute<C>(y, n, ws.a);
-    const C* dyc = load_compute<C>(dy, n, ws.b);
-    store_compute<C, X> dst(dx, n, ws.c);
+    const C* yc = load_compute<C>(y, n, ws.a, threads);
+    const C* dyc = load_compute<C>(dy, n, ws.b, threads);
+    store_compute<C, X> dst(dx, n, ws.c, threads);
     C* out = dst.target();
     detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::relu_backward(yc + b, dyc + b, out + b, e - b);

@@ -23,7 +23,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
                               workspace<C>& ws, parallelism par = {}) {
     const std::size_t threads = par.threads;
-    const C* xc = load_compute<C>(x, rows * channels, ws.a);
+    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
     saved.mean.assign(channels, C(0));
     saved.inv_std.assign(channels, C(0));
     C* mean = saved.mean.data();
@@ -56,7 +56,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
         scale[c] = detail::load_as<C>(gamma[c]) * var[c];
         shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
     }
-    store_compute<C, Y> dst(y, rows * channels, ws.c);
+    store_compute<C, Y> dst(y, rows * channels, ws.c, par);
     C* out = dst.target();
     detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::scale_shift_rows(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
@@ -88,8 +88,8 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
                          const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
                          parallelism par = {}) {
     std::size_t threads = par.threads;
-    const C* xc = load_compute<C>(x, rows * channels, ws.a);
-    const C* dyc = load_compute<C>(dy, rows * channels, ws.col);
+    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
+    const C* dyc = load_compute<C>(dy, rows * channels, ws.col, par);
     if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
     C* sum_dy = ws.b.data();
     C* sum_dy_xhat = sum_dy + channels;
@@ -120,7 +120,7 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
         k2[c] = sum_dy_xhat[c] * inv_rows * inv_std[c];
         sum_dy[c] *= inv_rows;
     }
-    store_compute<C, X> dst(dx, rows * channels, ws.c);
+    store_compute<C, X> dst(dx, rows * channels, ws.c, par);
     C* out = dst.target();
     detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,

@@ -157,7 +157,7 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
                     workspace<C>& ws, gemm_options opt = {}) {
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels(), k = g.kh * g.kw * in.c;
-    store_compute<C, Y> dst(y, out.size(), ws.c);
+    store_compute<C, Y> dst(y, out.size(), ws.c, parallelism{opt.threads, opt.pool});
     if (g.is_pointwise()) {
         gemm(trans::no, trans::no, rows, cout, k, C(1), x, k, w, cout, C(0), dst.target(), cout, opt);
     } else {
@@ -184,7 +184,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
                           X* dx, workspace<C>& ws, gemm_options opt = {}) {
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels(), k = g.kh * g.kw * in.c;
-    store_compute<C, X> dst(dx, in.size(), ws.c);
+    store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool});
     if (g.is_pointwise()) {
         gemm(trans::no, trans::yes, rows, k, cout, C(1), dy, cout, w, cout, C(0), dst.target(), k, opt);
     } else {

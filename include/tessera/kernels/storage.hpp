@@ -10,6 +10,7 @@
 #include "tessera/tensor/bfloat16.hpp"
 #include "tessera/tensor/convert.hpp"
 #include "tessera/tensor/half.hpp"
+#include "tessera/kernels/thread_pool.hpp"
 
 namespace tessera::kernels {
 
@@ -46,24 +47,32 @@ void convert_n(const From* from, To* to, std::size_t n) {
     }
 }
 
-/// The n elements at p in the computation type C: p itself when T is C, else a converted copy in scratch.
+/// Elements per thread below which a conversion between storage and computation types stays on one thread.
+inline constexpr std::size_t conversion_grain = std::size_t{1} << 16;
+
+/// The n elements at p in the computation type C: p itself when T is C, else a converted copy in
+/// scratch (split between threads for large tensors).
 template <Compute C, Storage T>
-[[nodiscard]] const C* load_compute(const T* p, std::size_t n, aligned_vector<C>& scratch) {
+[[nodiscard]] const C* load_compute(const T* p, std::size_t n, aligned_vector<C>& scratch, parallelism par = {}) {
     if constexpr (std::is_same_v<C, T>) {
         return p;
     } else {
         if (scratch.size() < n) scratch.resize(n);
-        convert_n(p, scratch.data(), n);
-        return scratch.data();
+        C* out = scratch.data();
+        detail::parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+            convert_n(p + b, out + b, e - b);
+        });
+        return out;
     }
 }
 
 /// A destination for n elements of type T computed in C: writes go to `target()`, `commit()` converts
-/// them into dst when T is not C (a no-op otherwise).
+/// them into dst when T is not C (a no-op otherwise), split between threads for large tensors.
 template <Compute C, Storage T>
 class store_compute {
 public:
-    store_compute(T* dst, std::size_t n, aligned_vector<C>& scratch) : m_dst(dst), m_n(n), m_scratch(scratch) {
+    store_compute(T* dst, std::size_t n, aligned_vector<C>& scratch, parallelism par = {})
+        : m_dst(dst), m_n(n), m_scratch(scratch), m_par(par) {
         if constexpr (!std::is_same_v<C, T>)
             if (m_scratch.size() < n) m_scratch.resize(n);
     }
@@ -74,13 +83,20 @@ public:
             return m_scratch.data();
     }
     void commit() {
-        if constexpr (!std::is_same_v<C, T>) convert_n(m_scratch.data(), m_dst, m_n);
+        if constexpr (!std::is_same_v<C, T>) {
+            const C* from = m_scratch.data();
+            T* to = m_dst;
+            detail::parallel_ranges(m_par, m_n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+                convert_n(from + b, to + b, e - b);
+            });
+        }
     }
 
 private:
     T* m_dst;
     std::size_t m_n;
     aligned_vector<C>& m_scratch;
+    parallelism m_par;
 };
 
 /// Packing buffers a caller may keep between GEMM calls (single-threaded calls only), so that

@@ -1,5 +1,6 @@
 #pragma once
 // Worker threads kept between kernel calls: a parallel loop costs a wake-up, not a thread spawn.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -156,5 +157,57 @@ struct parallelism {
     thread_pool* pool = nullptr;
     constexpr parallelism(std::size_t t = 1, thread_pool* p = nullptr) noexcept : threads(t), pool(p) {}  // NOLINT: implicit
 };
+
+namespace detail {
+
+/// Runs body(t) for t in [0, par.threads): on the pool's workers and the caller when there is a pool
+/// big enough, otherwise on threads-1 threads started for this call and the caller; rethrows the
+/// first exception after every task has finished.
+template <class F>
+void run_parallel(parallelism par, F&& body) {
+    const std::size_t threads = par.threads;
+    if (threads <= 1) {
+        body(std::size_t{0});
+        return;
+    }
+    if (par.pool != nullptr && par.pool->size() >= threads) {
+        par.pool->run(threads, body);
+        return;
+    }
+    std::vector<std::exception_ptr> errors(threads);
+    {
+        std::vector<std::jthread> pool;
+        pool.reserve(threads - 1);
+        for (std::size_t t = 1; t < threads; ++t)
+            pool.emplace_back([&, t] {
+                try {
+                    body(t);
+                } catch (...) {
+                    errors[t] = std::current_exception();
+                }
+            });
+        try {
+            body(std::size_t{0});
+        } catch (...) {
+            errors[0] = std::current_exception();
+        }
+    }
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+}
+
+/// Splits [0, n) into `threads` contiguous ranges and runs body(begin, end, t) on each; runs on the
+/// calling thread alone when n is below `grain` elements per thread (spawning would cost more).
+template <class F>
+void parallel_ranges(parallelism par, std::size_t n, std::size_t grain, F&& body) {
+    const std::size_t threads = std::max<std::size_t>(1, std::min(par.threads, n / std::max<std::size_t>(grain, 1)));
+    const std::size_t per = (n + threads - 1) / threads;
+    run_parallel(parallelism{threads, par.pool}, [&](std::size_t t) {
+        const std::size_t begin = std::min(n, t * per), end = std::min(n, begin + per);
+        body(begin, end, t);
+    });
+}
+
+}  // namespace detail
 
 }  // namespace tessera::kernels

@@ -40,15 +40,17 @@ void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism thr
             kernels::simd::add(a + lo, b + lo, out + lo, hi - lo);
         });
     } else {
-        constexpr std::size_t chunk = 256;
-        alignas(64) C x[chunk], y[chunk];
-        for (std::size_t i = 0; i < n; i += chunk) {
-            const std::size_t m = std::min(chunk, n - i);
-            kernels::convert_n(a + i, x, m);
-            kernels::convert_n(b + i, y, m);
-            kernels::simd::add_to(y, x, m);
-            kernels::convert_n(x, out + i, m);
-        }
+        kernels::detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t lo, std::size_t hi, std::size_t) {
+            constexpr std::size_t chunk = 256;
+            alignas(64) C x[chunk], y[chunk];
+            for (std::size_t i = lo; i < hi; i += chunk) {
+                const std::size_t m = std::min(chunk, hi - i);
+                kernels::convert_n(a + i, x, m);
+                kernels::convert_n(b + i, y, m);
+                kernels::simd::add_to(y, x, m);
+                kernels::convert_n(x, out + i, m);
+            }
+        });
     }
 }
 
