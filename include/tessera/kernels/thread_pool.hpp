@@ -31,17 +31,14 @@ public:
         if (threads == 0) throw std::invalid_argument("tessera::kernels::thread_pool: needs at least 1 thread, got 0");
         m_errors.resize(threads);
         m_workers.reserve(threads - 1);
-        for (std::size_t w = 1; w < threads; ++w) m_workers.emplace_back([this, w] { work(w); });
-    }
-    ~thread_pool() {
-        {
-            std::lock_guard lock(m_mutex);
-            m_stop = true;
+        try {
+            for (std::size_t w = 1; w < threads; ++w) m_workers.emplace_back([this, w] { work(w); });
+        } catch (...) {
+            stop();  // the workers already started must not outlive a pool that was never built
+            throw;
         }
-        m_stop_flag.store(true, std::memory_order_relaxed);
-        m_wake.notify_all();
-        for (auto& t : m_workers) t.join();
     }
+    ~thread_pool() { stop(); }
     thread_pool(const thread_pool&) = delete;
     thread_pool& operator=(const thread_pool&) = delete;
 
@@ -84,6 +81,16 @@ public:
     }
 
 private:
+    void stop() noexcept {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stop = true;
+        }
+        m_stop_flag.store(true, std::memory_order_relaxed);
+        m_wake.notify_all();
+        for (auto& t : m_workers) t.join();
+    }
+
     struct task {
         void* body = nullptr;
         void (*call)(void*, std::size_t) = nullptr;
