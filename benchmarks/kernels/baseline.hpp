@@ -64,27 +64,33 @@ inline double openblas_512() {
     return g;
 }
 
-/// fp32 peak of one core: 24 independent FMA chains on full-width vectors (enough to cover the FMA
-/// latency on two ports), measured once per process.
+/// A fixed amount of FMA work: 24 independent chains on full-width, register-resident vectors
+/// (enough to cover the FMA latency on two ports), `iters` FMAs each; returns their sum.
+inline constexpr int fma_chains = 24;
+inline float fma_work(long iters) {
+    using B = xsimd::batch<float>;
+    constexpr int chains = fma_chains;
+    B acc[chains];
+#pragma GCC unroll 24
+    for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
+    const B x(0.999999f), y(1e-7f);
+    for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 24
+        for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], x, y);
+    float sink = 0;
+#pragma GCC unroll 24
+    for (int i = 0; i < chains; ++i) sink += xsimd::hadd(acc[i]);
+    return sink;
+}
+
+/// fp32 peak of one core (fma_work's FLOPs over its time), measured once per process.
 inline double fp32_peak_gflops() {
     static const double g = [] {
-        using B = xsimd::batch<float>;
-        constexpr int chains = 24;
         constexpr long iters = 40'000;
         float sink = 0;
-        const double s = seconds_per_call([&] {
-            B acc[chains];  // local to the timed body so that the chains stay in registers
-#pragma GCC unroll 24
-            for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
-            const B x(0.999999f), y(1e-7f);
-            for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 24
-                for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], x, y);
-#pragma GCC unroll 24
-            for (int i = 0; i < chains; ++i) sink += xsimd::hadd(acc[i]);
-        });
+        const double s = seconds_per_call([&] { sink += fma_work(iters); });
         if (sink == 12345.0f) std::puts("");
-        return 2.0 * B::size * chains * iters / s / 1e9;
+        return 2.0 * xsimd::batch<float>::size * fma_chains * iters / s / 1e9;
     }();
     return g;
 }

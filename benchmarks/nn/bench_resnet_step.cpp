@@ -102,22 +102,6 @@ void resnet20_step(benchmark::State& state) {
     state.SetLabel(std::string(P::name));
 }
 
-// A fixed amount of FMA work on register-resident vectors: the machine's own parallel capacity.
-float fma_work(long iters) {
-    using B = xsimd::batch<float>;
-    constexpr int chains = 24;
-    B acc[chains];
-#pragma GCC unroll 24
-    for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
-    const B x(0.999999f), y(1e-7f);
-    for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 24
-        for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], x, y);
-    float sink = 0;
-    for (int i = 0; i < chains; ++i) sink += xsimd::hadd(acc[i]);
-    return sink;
-}
-
 // Two-thread scaling measured within one run: each iteration times a one-thread step, a two-thread
 // step and, as the machine's ceiling at that moment, the same FMA work on one thread and split over two.
 void resnet20_two_thread_scaling(benchmark::State& state) {
@@ -148,10 +132,10 @@ void resnet20_two_thread_scaling(benchmark::State& state) {
         const auto t0 = std::chrono::steady_clock::now();
         float a = 0, b = 0;
         if (threads == 1) {
-            a = fma_work(work);
+            a = bench::fma_work(work);
         } else {
-            std::jthread other([&] { b = fma_work(work / 2); });
-            a = fma_work(work / 2);
+            std::jthread other([&] { b = bench::fma_work(work / 2); });
+            a = bench::fma_work(work / 2);
         }
         benchmark::DoNotOptimize(a + b);
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
