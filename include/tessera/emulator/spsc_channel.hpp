@@ -52,8 +52,7 @@ public:
     /// Blocks while full; throws channel_closed once closed. Producer thread only.
     void send(T value) {
         const std::size_t tail = m_tail.load(std::memory_order_relaxed);
-        if (tail - m_head_seen >= m_capacity)
-            wait_until([&] { return tail - (m_head_seen = m_head.load(std::memory_order_acquire)) < m_capacity; });
+        if (full_at(tail)) wait_until([&] { return !full_at(tail); });
         if (m_closed.load(std::memory_order_acquire))
             throw channel_closed("tessera::emulator::spsc_channel::send: the channel is closed");
         push(tail, std::move(value));
@@ -62,9 +61,7 @@ public:
     /// Never blocks: false when full or closed (the value is left untouched). Producer thread only.
     bool try_send(T& value) {
         const std::size_t tail = m_tail.load(std::memory_order_relaxed);
-        if (m_closed.load(std::memory_order_acquire)) return false;
-        if (tail - m_head_seen >= m_capacity && tail - (m_head_seen = m_head.load(std::memory_order_acquire)) >= m_capacity)
-            return false;
+        if (m_closed.load(std::memory_order_acquire) || full_at(tail)) return false;
         push(tail, std::move(value));
         return true;
     }
@@ -72,20 +69,16 @@ public:
     /// Blocks while empty; std::nullopt once closed and drained. Consumer thread only.
     [[nodiscard]] std::optional<T> receive() {
         const std::size_t head = m_head.load(std::memory_order_relaxed);
-        if (m_tail_seen == head)
-            wait_until([&] { return (m_tail_seen = m_tail.load(std::memory_order_acquire)) != head; });
+        if (empty_at(head)) wait_until([&] { return !empty_at(head); });
         return try_receive();
     }
 
     /// Never blocks: std::nullopt when empty. Consumer thread only.
     [[nodiscard]] std::optional<T> try_receive() {
         const std::size_t head = m_head.load(std::memory_order_relaxed);
-        if (m_tail_seen == head && (m_tail_seen = m_tail.load(std::memory_order_acquire)) == head) return std::nullopt;
-        auto& slot = m_slots[head % m_capacity];
-        std::optional<T> value(std::move(*slot));
-        slot.reset();
-        m_head.store(head + 1, std::memory_order_release);
-        wake();
+        if (empty_at(head)) return std::nullopt;
+        std::optional<T> value(std::move(*m_slots[head % m_capacity]));
+        release(head);
         return value;
     }
 
@@ -94,13 +87,9 @@ public:
     template <class F>
     std::size_t drain(F&& f) {
         std::size_t n = 0;
-        for (std::size_t head = m_head.load(std::memory_order_relaxed);
-             m_tail_seen != head || (m_tail_seen = m_tail.load(std::memory_order_acquire)) != head; ++head, ++n) {
-            auto& slot = m_slots[head % m_capacity];
-            f(std::move(*slot));
-            slot.reset();
-            m_head.store(head + 1, std::memory_order_release);
-            wake();
+        for (std::size_t head = m_head.load(std::memory_order_relaxed); !empty_at(head); ++head, ++n) {
+            f(std::move(*m_slots[head % m_capacity]));
+            release(head);
         }
         return n;
     }
@@ -121,6 +110,21 @@ public:
     [[nodiscard]] std::size_t bytes_sent() const noexcept { return m_bytes.load(std::memory_order_relaxed); }
 
 private:
+    // Producer side: whether the ring is full before slot `tail` (re-reading the consumer's index only
+    // when the private copy says so).
+    [[nodiscard]] bool full_at(std::size_t tail) {
+        return tail - m_head_seen >= m_capacity && tail - (m_head_seen = m_head.load(std::memory_order_acquire)) >= m_capacity;
+    }
+    // Consumer side: whether slot `head` is still unwritten (re-reading the producer's index only
+    // when the private copy says so), and freeing it once its value has been moved out.
+    [[nodiscard]] bool empty_at(std::size_t head) {
+        return m_tail_seen == head && (m_tail_seen = m_tail.load(std::memory_order_acquire)) == head;
+    }
+    void release(std::size_t head) noexcept {
+        m_slots[head % m_capacity].reset();
+        m_head.store(head + 1, std::memory_order_release);
+        wake();
+    }
     void push(std::size_t tail, T&& value) {
         const std::size_t bytes = payload_bytes(value);
         m_slots[tail % m_capacity].emplace(std::move(value));
