@@ -60,12 +60,9 @@ int main(int argc, char** argv) {
         for (std::size_t k = 0; k < result.outputs[0].size(); ++k) {
             const auto& logits = result.outputs[0][k];  // NHWC {100, 1, 1, 10}
             const std::size_t first = result.selected[0][k] * 100;
-            for (std::size_t i = 0; i < 100; ++i, ++seen) {
-                std::size_t best = 0;
-                for (std::size_t j = 1; j < 10; ++j)
-                    if (logits.data()[i * 10 + j] > logits.data()[i * 10 + best]) best = j;
-                correct += best == static_cast<std::size_t>(batch.labels()[first + i]);
-            }
+            for (std::size_t i = 0; i < 100; ++i, ++seen)
+                correct += tessera::kernels::top1_class(logits.data() + i * 10, 10) ==
+                           static_cast<std::size_t>(batch.labels()[first + i]);
         }
     }
     std::printf("test accuracy: %.2f%% of %zu images\n", 100.0 * static_cast<double>(correct) / static_cast<double>(seen), seen);

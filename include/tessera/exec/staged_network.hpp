@@ -222,12 +222,8 @@ public:
         const std::size_t classes = shape.per_sample(), rows = std::min(labels.valid, shape.n);
         top1_score hits{0, rows};
         const auto* p = logits.data();
-        for (std::size_t i = 0; i < rows; ++i) {
-            std::size_t best = 0;
-            for (std::size_t c = 1; c < classes; ++c)
-                if (static_cast<float>(p[i * classes + c]) > static_cast<float>(p[i * classes + best])) best = c;
-            hits.correct += best == static_cast<std::size_t>(labels.classes[i]);
-        }
+        for (std::size_t i = 0; i < rows; ++i)
+            hits.correct += kernels::top1_class(p + i * classes, classes) == static_cast<std::size_t>(labels.classes[i]);
         return hits;
     }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/storage.hpp"
@@ -17,6 +18,16 @@ struct loss_result {
     C loss = 0;
     std::size_t correct = 0;
 };
+
+/// The index of the largest of `classes` values (the first one on ties); 16-bit values compare as float.
+template <Storage T>
+[[nodiscard]] std::size_t top1_class(const T* row, std::size_t classes) {
+    using V = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    std::size_t best = 0;
+    for (std::size_t k = 1; k < classes; ++k)
+        if (detail::load_as<V>(row[k]) > detail::load_as<V>(row[best])) best = k;
+    return best;
+}
 
 /// logits: batch × classes; labels in [0, classes). When dlogits is not null it receives
 /// scale · (softmax − onehot) / batch: the gradient of scale × mean loss (scale = the loss scale).
@@ -33,9 +44,7 @@ loss_result<C> softmax_cross_entropy(const T* logits, std::size_t batch, std::si
             throw std::out_of_range("tessera::kernels::softmax_cross_entropy: label " + std::to_string(label) +
                                     " of sample " + std::to_string(r) + " is not in [0, " + std::to_string(classes) + ")");
         const C* zr = z + r * classes;
-        std::size_t best = 0;
-        for (std::size_t k = 1; k < classes; ++k)
-            if (zr[k] > zr[best]) best = k;
+        const std::size_t best = top1_class(zr, classes);
         result.correct += best == static_cast<std::size_t>(label);
         C sum = 0;
         for (std::size_t k = 0; k < classes; ++k) sum += std::exp(zr[k] - zr[best]);
