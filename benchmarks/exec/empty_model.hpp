@@ -2,7 +2,9 @@
 // Models for the exec benchmarks: stages that do nothing (scheduler overhead) or a fixed amount of
 // arithmetic (real speed-up).
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
+#include <numeric>
 #include <span>
 #include <utility>
 #include <vector>
@@ -28,6 +30,8 @@ struct empty_stages {
 };
 
 /// S stages of `work` multiply-adds each way on a cache-resident vector: compute-bound and balanced.
+/// Each stage adds the wall time of its passes to busy_seconds[s] (a stage runs on one thread at a
+/// time), so a benchmark can tell the schedule's idle time from the machine's speed.
 struct busy_stages {
     using tensor = std::vector<float>;
     using label = std::vector<float>;
@@ -35,6 +39,7 @@ struct busy_stages {
     std::size_t count = 2;
     std::size_t work = 1 << 18;  ///< multiply-adds per forward (backward does the same)
     std::vector<std::vector<float>> grads = std::vector<std::vector<float>>(count, std::vector<float>(64, 0.0f));
+    std::vector<double> busy_seconds = std::vector<double>(count, 0.0);
 
     [[nodiscard]] std::size_t stages() const noexcept { return count; }
     // The arithmetic runs on a private, cache-line-aligned copy: the small vectors of neighbouring
@@ -50,14 +55,14 @@ struct busy_stages {
             for (std::size_t i = 0; i < width; ++i) local[i] = local[i] * 0.999f + 0.001f;
         std::copy_n(local, n, x.begin());
     }
-    std::pair<tensor, stash> forward(std::size_t, tensor x) {
+    std::pair<tensor, stash> forward(std::size_t s, tensor x) {
         stash keep = x;
-        churn(x, work);
+        timed(s, [&] { churn(x, work); });
         return {std::move(x), std::move(keep)};
     }
     std::pair<float, tensor> loss(const tensor& y, const label&) const { return {y[0], y}; }
     tensor backward(std::size_t s, tensor g, stash st) {
-        churn(g, work);
+        timed(s, [&] { churn(g, work); });
         for (std::size_t i = 0; i < g.size() && i < grads[s].size(); ++i) grads[s][i] += g[i] * st[i];
         return g;
     }
@@ -65,6 +70,15 @@ struct busy_stages {
     void update(std::size_t s, float) { std::fill(grads[s].begin(), grads[s].end(), 0.0f); }
     [[nodiscard]] exec::stage_cost cost(std::size_t) const {
         return {.forward_flops = 2.0 * double(work), .backward_flops = 2.0 * double(work)};
+    }
+    [[nodiscard]] double total_busy_seconds() const { return std::accumulate(busy_seconds.begin(), busy_seconds.end(), 0.0); }
+
+private:
+    template <class F>
+    void timed(std::size_t s, F&& f) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        busy_seconds[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
 };
 
