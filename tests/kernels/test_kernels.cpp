@@ -192,6 +192,39 @@ TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[ker
     }
 }
 
+TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks taken in any order", "[kernels][conv][threads]") {
+    // Threads take chunks of whole images as they finish them; the weight gradient adds each chunk's
+    // partial sum in chunk order, so neither the thread count nor which thread ran which chunk shows.
+    const shape in{19, 12, 10, 6};  // 19 images: more chunks than threads, the last one short
+    const std::size_t cout = 9;
+    for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1)}) {
+        CAPTURE(g.stride);
+        const shape out = g.output(in, cout);
+        const auto x = random_vector<float>(in.size(), 40);
+        const auto w = random_vector<float>(g.kh * g.kw * in.c * cout, 41);
+        const auto dy = random_vector<float>(out.size(), 42);
+        std::vector<float> y1(out.size()), dx1(in.size()), dw1(w.size(), 0.5f);
+        k::workspace<float> ws1;
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, y1.data(), ws1, {1});
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx1.data(), ws1, {1});
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw1.data(), ws1, {1});
+        k::thread_pool pool(3);
+        for (const std::size_t threads : {2u, 3u}) {
+            for (k::thread_pool* p : {static_cast<k::thread_pool*>(nullptr), &pool}) {
+                CAPTURE(threads, p != nullptr);
+                std::vector<float> y(out.size()), dx(in.size()), dw(w.size(), 0.5f);
+                k::workspace<float> ws;
+                k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads, nullptr, p});
+                k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads, nullptr, p});
+                k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads, nullptr, p});
+                CHECK(y == y1);
+                CHECK(dx == dx1);
+                CHECK(dw == dw1);
+            }
+        }
+    }
+}
+
 TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
     for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1), k::window(1, 1, 1, 0)}) {
         const shape in{0, 6, 6, 3};

@@ -1,6 +1,7 @@
 #pragma once
 // 2-D convolution on NHWC tensors, forward and both gradients, as im2col + GEMM over row chunks.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -56,26 +57,38 @@ private:
 namespace detail {
 
 /// Rows of the im2col matrix per chunk: whole images (so chunks never write the same input pixel in
-/// col2im), about 1 MiB of columns (rows × k) so that a chunk stays in L2. With several threads the
-/// chunk count is rounded up to a multiple of them and the images shared evenly, so no thread gets
-/// one chunk more than another (2 of 3 chunks on one thread made it the other's bottleneck).
+/// col2im), about 1 MiB of columns (rows × k) so that a chunk stays in L2, and at least
+/// `min_conv_chunks` chunks when the batch has that many images, so that threads taking chunks one at a
+/// time finish together even on cores of different speeds. The chunking does not depend on the thread
+/// count: results are the same on any number of threads.
+inline constexpr std::size_t min_conv_chunks = 8;
 [[nodiscard]] inline std::size_t conv_chunk_rows(std::size_t k, std::size_t rows_per_image, std::size_t images,
-                                                 std::size_t elem, std::size_t threads = 1) {
+                                                 std::size_t elem) {
     const std::size_t target = (std::size_t{1} << 20) / (elem * std::max<std::size_t>(k, 1));
     // An empty batch (images == 0) still gets a chunk of at least one row: its loops then run zero times.
     std::size_t per_chunk =
         std::clamp<std::size_t>(target / std::max<std::size_t>(rows_per_image, 1), 1, std::max<std::size_t>(images, 1));
-    if (threads > 1 && images > 0) {
-        std::size_t chunks = (images + per_chunk - 1) / per_chunk;
-        chunks = (chunks + threads - 1) / threads * threads;
-        per_chunk = std::max<std::size_t>(1, (images + chunks - 1) / chunks);
-    }
+    const std::size_t chunks = std::min(images, std::max((images + per_chunk - 1) / per_chunk, min_conv_chunks));
+    if (chunks > 0) per_chunk = (images + chunks - 1) / chunks;
     return std::max<std::size_t>(per_chunk * rows_per_image, 1);
 }
 
 /// Threads for a chunked loop: never more than chunks.
 [[nodiscard]] inline std::size_t chunk_threads(const gemm_options& opt, std::size_t chunks) noexcept {
     return std::max<std::size_t>(1, std::min(opt.threads, chunks));
+}
+
+/// Runs body(thread, chunk) for chunks 0..count-1 on `threads` threads, each thread taking the next
+/// untaken chunk when it finishes one (a static split would leave the faster core idle while the
+/// slower one finishes its share).
+template <class F>
+void for_each_chunk(std::size_t count, std::size_t threads, thread_pool* pool, F&& body) {
+    std::atomic<std::size_t> next{0};
+    run_parallel(parallelism{threads, pool}, [&](std::size_t t) {
+        for (std::size_t c = next.fetch_add(1, std::memory_order_relaxed); c < count;
+             c = next.fetch_add(1, std::memory_order_relaxed))
+            body(t, c);
+    });
 }
 
 /// One column buffer (and GEMM packing buffers) per thread.
@@ -162,17 +175,15 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
         gemm(trans::no, trans::no, rows, cout, k, C(1), x, k, w, cout, C(0), dst.target(), cout, opt);
     } else {
         // Chunks of whole images run in parallel, each thread with its own columns and a one-thread GEMM.
-        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C), opt.threads);
+        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k);
         C* y0 = dst.target();
-        detail::run_parallel(parallelism{threads, opt.pool}, [&](std::size_t t) {
-            for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
-                const std::size_t m1 = std::min(rows, m0 + chunk);
-                im2col(x, in, g, m0, m1, cols[t].data());
-                gemm(trans::no, trans::no, m1 - m0, cout, k, C(1), cols[t].data(), k, w, cout, C(0), y0 + m0 * cout, cout,
-                     {1, &ws.packs[t]});
-            }
+        detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
+            const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
+            im2col(x, in, g, m0, m1, cols[t].data());
+            gemm(trans::no, trans::no, m1 - m0, cout, k, C(1), cols[t].data(), k, w, cout, C(0), y0 + m0 * cout, cout,
+                 {1, &ws.packs[t]});
         });
     }
     dst.commit();
@@ -190,16 +201,14 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     } else {
         C* acc = dst.target();
         std::fill(acc, acc + in.size(), C(0));
-        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C), opt.threads);
+        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k);
-        detail::run_parallel(parallelism{threads, opt.pool}, [&](std::size_t t) {
-            for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
-                const std::size_t m1 = std::min(rows, m0 + chunk);
-                gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k,
-                     {1, &ws.packs[t]});
-                col2im_add(cols[t].data(), in, g, m0, m1, acc);  // chunks hold whole images: no overlap
-            }
+        detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
+            const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
+            gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k,
+                 {1, &ws.packs[t]});
+            col2im_add(cols[t].data(), in, g, m0, m1, acc);  // chunks hold whole images: no overlap
         });
     }
     dst.commit();
@@ -215,25 +224,22 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
         gemm(trans::yes, trans::no, k, cout, rows, C(1), x, k, dy, cout, C(1), dw, cout, opt);
         return;
     }
-    const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C), opt.threads);
+    const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
     const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
     auto& cols = detail::thread_columns(ws, threads, chunk * k);
-    // Thread 0 accumulates into dw; the others into their own partial sums, added at the end.
-    if (ws.partial.size() < (threads - 1) * k * cout) ws.partial.resize((threads - 1) * k * cout);
-    detail::run_parallel(parallelism{threads, opt.pool}, [&](std::size_t t) {
-        C* target = t == 0 ? dw : ws.partial.data() + (t - 1) * k * cout;
-        if (t > 0) std::fill(target, target + k * cout, C(0));
-        for (std::size_t m0 = t * chunk; m0 < rows; m0 += threads * chunk) {
-            const std::size_t m1 = std::min(rows, m0 + chunk);
-            im2col(x, in, g, m0, m1, cols[t].data());
-            gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout, C(1), target,
-                 cout, {1, &ws.packs[t]});
-        }
+    // Each chunk's product goes to a partial sum of its own, added to dw in chunk order: the same
+    // sums in the same order whichever thread computed which chunk, on any number of threads.
+    const std::size_t size = k * cout;
+    if (ws.partial.size() < chunks * size) ws.partial.resize(chunks * size);
+    detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
+        const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
+        im2col(x, in, g, m0, m1, cols[t].data());
+        gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout, C(0),
+             ws.partial.data() + c * size, cout, {1, &ws.packs[t]});
     });
-    for (std::size_t t = 1; t < threads; ++t) {
-        const C* part = ws.partial.data() + (t - 1) * k * cout;
-        for (std::size_t i = 0; i < k * cout; ++i) dw[i] += part[i];
-    }
+    detail::parallel_ranges(parallelism{threads, opt.pool}, size, 1 << 14, [&](std::size_t b, std::size_t e, std::size_t) {
+        for (std::size_t c = 0; c < chunks; ++c) simd::add_to(ws.partial.data() + c * size + b, dw + b, e - b);
+    });
 }
 
 /// Direct 7-loop convolution in double: the reference for tests (w [kh][kw][cin][cout]).
