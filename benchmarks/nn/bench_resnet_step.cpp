@@ -2,7 +2,8 @@
 // and fp16 ("16.16", static loss scaling), on 1 and 2 threads: images/s, model FLOPs per image,
 // GFLOP/s, its ratio to single-threaded OpenBLAS sgemm 512³ measured in the same run, and the peak
 // heap memory of model, optimiser, activations and workspaces. resnet20_two_thread_scaling times
-// one- and two-thread fp32 steps in the same loop, beside the machine's own two-thread scaling.
+// one- and two-thread steps in the same loop, beside the machine's own two-thread scaling, and
+// resnet20_step_vs_openblas alternates single-thread steps with OpenBLAS sgemm 512³ in one loop.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -102,31 +103,46 @@ void resnet20_step(benchmark::State& state) {
     state.SetLabel(std::string(P::name));
 }
 
+// A ResNet-20 training step of precision P (model, optimiser, loss scaling, fixed input) whose
+// call runs one step on `threads` threads of a shared pool and returns its wall time.
+template <class P, class Scaling>
+class timed_step {
+public:
+    timed_step() : m_x(tensor::make_nhwc<typename P::data_type>({batch, 28, 28, 1})), m_labels(batch) {
+        std::mt19937 rng(1);
+        std::normal_distribution<float> dist;
+        for (auto& v : m_x) v = kernels::detail::store_as<typename P::data_type>(dist(rng));
+        for (auto& l : m_labels) l = static_cast<std::int32_t>(rng() % 10);
+        (void)(*this)(1), (void)(*this)(2);  // warm up workspaces
+    }
+    double operator()(std::size_t threads) {
+        const nn::context ctx{.mode = nn::mode::train, .threads = threads, .pool = &m_pool};
+        const auto t0 = std::chrono::steady_clock::now();
+        m_loss(m_model.forward(m_x, m_state, ctx), m_labels, m_scaler.scale());
+        m_model.backward(m_loss.gradient(), m_state, ctx, false);
+        m_scaler.step(m_model, m_opt);
+        optim::zero_grad(m_model);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    [[nodiscard]] double flops() const { return static_cast<double>(batch) * m_model.cost({1, 28, 28, 1}).flops(); }
+    static constexpr std::size_t batch = 32;
+
+private:
+    nn::resnet20<P> m_model{1, 10};
+    optim::sgd m_opt{{.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4}};
+    optim::loss_scaler<Scaling> m_scaler;
+    nn::softmax_cross_entropy<P> m_loss;
+    typename nn::resnet20<P>::state m_state;
+    tensor::dense<typename P::data_type, 4> m_x;
+    std::vector<std::int32_t> m_labels;
+    kernels::thread_pool m_pool{2};
+};
+
 // Two-thread scaling measured within one run: each iteration times a one-thread step, a two-thread
 // step and, as the machine's ceiling at that moment, the same FMA work on one thread and split over two.
+template <class P, class Scaling>
 void resnet20_two_thread_scaling(benchmark::State& state) {
-    using P = config::fp32;
-    constexpr std::size_t batch = 32;
-    nn::resnet20<P> model(1, 10);
-    optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
-    nn::softmax_cross_entropy<P> loss;
-    typename nn::resnet20<P>::state st;
-    auto x = tensor::make_nhwc<float>({batch, 28, 28, 1});
-    std::mt19937 rng(1);
-    std::normal_distribution<float> dist;
-    for (auto& v : x) v = dist(rng);
-    std::vector<std::int32_t> labels(batch);
-    for (auto& l : labels) l = static_cast<std::int32_t>(rng() % 10);
-    kernels::thread_pool pool(2);
-    auto step = [&](std::size_t threads) {
-        const nn::context ctx{.mode = nn::mode::train, .threads = threads, .pool = &pool};
-        const auto t0 = std::chrono::steady_clock::now();
-        loss(model.forward(x, st, ctx), labels);
-        model.backward(loss.gradient(), st, ctx, false);
-        opt.step(model, 1.0);
-        optim::zero_grad(model);
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
+    timed_step<P, Scaling> step;
     auto machine = [&](int threads) {
         constexpr long work = 4'000'000;  // ~25 ms of FMAs on one core
         const auto t0 = std::chrono::steady_clock::now();
@@ -140,7 +156,6 @@ void resnet20_two_thread_scaling(benchmark::State& state) {
         benchmark::DoNotOptimize(a + b);
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
-    (void)step(1), (void)step(2);  // warm up workspaces
     double one = 0, two = 0, m1 = 0, m2 = 0;
     for (auto _ : state) {
         one += step(1);
@@ -151,11 +166,49 @@ void resnet20_two_thread_scaling(benchmark::State& state) {
     state.counters["two_thread_scaling"] = one / two;
     state.counters["machine_two_thread_scaling"] = m1 / m2;
     state.counters["scaling_over_machine"] = (one / two) / (m1 / m2);
+    state.SetLabel(std::string(P::name));
+}
+
+// The single-thread target's ratio measured within one loop: each iteration times one step and, right
+// after it, OpenBLAS sgemm 512³ calls taking about as long, so both see the machine at the same
+// moments; both GFLOP/s are totals over the loop (means, not best batches).
+template <class P, class Scaling>
+void resnet20_step_vs_openblas(benchmark::State& state) {
+    timed_step<P, Scaling> step;
+    bench::openblas_core();
+    constexpr int n = 512;
+    std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+    auto sgemm = [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    };
+    sgemm();
+    const double sgemm_flops = 2.0 * n * n * n;
+    const int calls = std::max(1, static_cast<int>(step.flops() / sgemm_flops / 2));  // ~ the step's time at half its speed
+    double ours = 0, theirs = 0;
+    for (auto _ : state) {
+        ours += step(1);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) sgemm();
+        theirs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const double iters = static_cast<double>(state.iterations());
+    const double ours_gflops = step.flops() * iters / ours / 1e9, blas_gflops = sgemm_flops * calls * iters / theirs / 1e9;
+    state.counters["step_GFLOPs"] = ours_gflops;
+    state.counters["openblas_512_GFLOPs"] = blas_gflops;
+    state.counters["step_over_openblas"] = ours_gflops / blas_gflops;
+    state.SetLabel(std::string(P::name));
 }
 
 }  // namespace
 
-BENCHMARK(resnet20_two_thread_scaling)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK_TEMPLATE(resnet20_two_thread_scaling, config::fp32, config::no_loss_scaling)
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK_TEMPLATE(resnet20_two_thread_scaling, config::half, config::static_loss_scaling<1024.0>)
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK_TEMPLATE(resnet20_step_vs_openblas, config::fp32, config::no_loss_scaling)
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK_TEMPLATE(resnet20_step_vs_openblas, config::half, config::static_loss_scaling<1024.0>)
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 // ratio to OpenBLAS: GFLOPs / openblas_512_GFLOPs (both in the output of the same run).
 BENCHMARK_TEMPLATE(resnet20_step, config::fp32, config::no_loss_scaling)
