@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gradient_check.hpp"
@@ -143,4 +144,53 @@ TEST_CASE("softmax cross-entropy drives a ResNet's backward, loss-scaled in half
         mean += c / static_cast<double>(g32.size());
     }
     REQUIRE(mean > 0.99);
+}
+
+TEMPLATE_TEST_CASE("a ResNet-20 step gives bit-identical outputs, gradients and running statistics on 1, 2 and 3 threads",
+                   "[nn][resnet][threads]", config::fp32, config::half) {
+    // Convolutions add per-chunk partial sums in chunk order and batch norm adds per-block column sums
+    // in block order, so the thread count never changes a rounding.
+    using P = TestType;
+    using T = typename P::data_type;
+    const shape in{12, 28, 28, 1};  // 9408 rows: three batch-norm blocks in the first stage, 12 conv chunks
+    const auto x32 = random_activation<config::fp32>(in, 60);
+    auto x = tensor::make_nhwc<T>(in);
+    std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
+    const std::vector<std::int32_t> labels{1, 7, 3, 3, 0, 9, 2, 5, 5, 8, 4, 6};
+    struct outcome {
+        float loss;
+        std::vector<std::vector<float>> grads, buffers;
+    };
+    auto run = [&](std::size_t threads, kernels::thread_pool* pool) {
+        nn::resnet20<P> model(1, 10);  // same initial parameters every time
+        typename nn::resnet20<P>::state st;
+        nn::softmax_cross_entropy<P> loss;
+        const nn::context ctx{.mode = nn::mode::train, .threads = threads, .pool = pool};
+        outcome o;
+        o.loss = loss(model.forward(x, st, ctx), labels, 64.0).loss;
+        model.backward(loss.gradient(), st, ctx, false);
+        model.visit_parameters([&](std::string_view, auto, std::span<float> g) { o.grads.emplace_back(g.begin(), g.end()); });
+        model.visit_buffers([&](std::string_view, std::span<float> b) { o.buffers.emplace_back(b.begin(), b.end()); });
+        return o;
+    };
+    // "" when equal, else where they first differ (printing whole models on failure takes minutes).
+    auto first_difference = [](const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+        if (a.size() != b.size()) return std::string("different tensor counts");
+        for (std::size_t t = 0; t < a.size(); ++t)
+            for (std::size_t i = 0; i < a[t].size(); ++i)
+                if (a[t][i] != b[t][i])
+                    return "tensor " + std::to_string(t) + " element " + std::to_string(i) + ": " +
+                           std::to_string(a[t][i]) + " vs " + std::to_string(b[t][i]);
+        return std::string();
+    };
+    const outcome one = run(1, nullptr);
+    kernels::thread_pool pool(3);
+    for (const std::size_t threads : {2u, 3u})
+        for (kernels::thread_pool* p : {static_cast<kernels::thread_pool*>(nullptr), &pool}) {
+            CAPTURE(threads, p != nullptr);
+            const outcome o = run(threads, p);
+            CHECK(o.loss == one.loss);
+            CHECK(first_difference(o.grads, one.grads) == "");
+            CHECK(first_difference(o.buffers, one.buffers) == "");
+        }
 }

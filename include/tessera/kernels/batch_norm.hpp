@@ -15,6 +15,25 @@ struct batch_norm_saved {
     aligned_vector<C> mean, inv_std;
 };
 
+namespace detail {
+
+/// Column sums in a fixed order: the rows are cut into blocks of `block` rows, per_rows(b, e, out)
+/// adds rows [b, e) into its block's own zeroed `width` values, and the blocks are added to `into`
+/// in block order. Threads take runs of blocks; the result is the same, bit for bit, on any number.
+template <class C, class F>
+void ordered_column_reduce(std::size_t rows, std::size_t block, std::size_t width, C* into, aligned_vector<C>& partial,
+                           parallelism par, F&& per_rows) {
+    const std::size_t blocks = (rows + block - 1) / block;
+    if (partial.size() < blocks * width) partial.resize(blocks * width);
+    std::fill_n(partial.data(), blocks * width, C(0));
+    parallel_ranges(par, blocks, 1, [&](std::size_t b0, std::size_t b1, std::size_t) {
+        for (std::size_t b = b0; b < b1; ++b) per_rows(b * block, std::min(rows, (b + 1) * block), partial.data() + b * width);
+    });
+    for (std::size_t b = 0; b < blocks; ++b) kernels::simd::add_to(partial.data() + b * width, into, width);
+}
+
+}  // namespace detail
+
 /// Training forward over x (rows × channels): statistics of this micro-batch normalise x; the running
 /// statistics move by `momentum` towards them (unbiased variance, as PyTorch); null running
 /// statistics are left alone (a recomputed forward). y may alias nothing.
@@ -22,21 +41,14 @@ template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
                               workspace<C>& ws, parallelism par = {}) {
-    const std::size_t threads = par.threads;
     const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
     saved.mean.assign(channels, C(0));
     saved.inv_std.assign(channels, C(0));
     C* mean = saved.mean.data();
     C* var = saved.inv_std.data();
-    // Column reductions: each thread sums its rows into a partial, the partials are added in order.
     const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
     auto reduce = [&](C* into, auto&& per_rows) {
-        if (ws.partial.size() < threads * channels) ws.partial.resize(threads * channels);
-        std::fill(ws.partial.begin(), ws.partial.begin() + static_cast<std::ptrdiff_t>(threads * channels), C(0));
-        detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
-            per_rows(b, e, t == 0 ? into : ws.partial.data() + t * channels);
-        });
-        for (std::size_t t = 1; t < threads; ++t) simd::add_to(ws.partial.data() + t * channels, into, channels);
+        detail::ordered_column_reduce(rows, grain, channels, into, ws.partial, par, per_rows);
     };
     reduce(mean, [&](std::size_t b, std::size_t e, C* out) { simd::column_sums(xc + b * channels, e - b, channels, out); });
     const C inv_rows = C(1) / static_cast<C>(rows);
@@ -58,7 +70,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c, par);
     C* out = dst.target();
-    detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+    detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::scale_shift_rows(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
     });
     dst.commit();
@@ -87,7 +99,6 @@ template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
                          const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
                          parallelism par = {}) {
-    std::size_t threads = par.threads;
     const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
     const C* dyc = load_compute<C>(dy, rows * channels, ws.col, par);
     if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
@@ -99,18 +110,10 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
     const C* inv_std = saved.inv_std.data();
     std::fill(sum_dy, sum_dy + 2 * channels, C(0));
     const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
-    threads = std::max<std::size_t>(1, std::min(threads, rows / grain));
-    if (ws.partial.size() < 2 * threads * channels) ws.partial.resize(2 * threads * channels);
-    std::fill(ws.partial.begin(), ws.partial.begin() + static_cast<std::ptrdiff_t>(2 * threads * channels), C(0));
-    detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t t) {
-        C* s_dy = t == 0 ? sum_dy : ws.partial.data() + 2 * t * channels;
-        C* s_dyx = t == 0 ? sum_dy_xhat : s_dy + channels;
-        simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels, mean, s_dy, s_dyx);  // Σdy, Σdy·(x − mean)
+    // Σdy and Σdy·(x − mean) side by side: sum_dy_xhat follows sum_dy in ws.b, and each block's partial likewise.
+    detail::ordered_column_reduce(rows, grain, 2 * channels, sum_dy, ws.partial, par, [&](std::size_t b, std::size_t e, C* out) {
+        simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels, mean, out, out + channels);
     });
-    for (std::size_t t = 1; t < threads; ++t) {
-        simd::add_to(ws.partial.data() + 2 * t * channels, sum_dy, channels);
-        simd::add_to(ws.partial.data() + 2 * t * channels + channels, sum_dy_xhat, channels);
-    }
     const C inv_rows = C(1) / static_cast<C>(rows);
     for (std::size_t c = 0; c < channels; ++c) {
         sum_dy_xhat[c] *= inv_std[c];
@@ -122,7 +125,7 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
     }
     store_compute<C, X> dst(dx, rows * channels, ws.c, par);
     C* out = dst.target();
-    detail::parallel_ranges(parallelism{threads, par.pool}, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+    detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
         simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
                                  out + b * channels);
     });
