@@ -646,3 +646,37 @@ TEST_CASE("training calls return a score beside each loss, over the real samples
     REQUIRE(t.scores[0].size() == 1);
     CHECK(t.scores[0][0] == all);
 }
+
+TEST_CASE("kernel threads per IPU: the same parameters and running statistics as one thread per IPU",
+          "[exec][resnet][session][threads]") {
+    // Micro-batches big enough for the kernels to split: 11 images of 28×28 are 8624 batch-norm rows
+    // (two blocks of 4096 and a short one) and 8 convolution chunks. Two replicas run at once, each
+    // with a pool per IPU of its own.
+    using c = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<3>, cfg::device_iterations<1>,
+                          cfg::replication<2>>;
+    constexpr std::size_t images = 11, big = 28;
+    const tessera::tensor::shape sample{1, big, big, channels};
+    auto feed = [&](std::size_t r, std::size_t d, std::size_t m) {
+        std::mt19937 rng(static_cast<std::uint32_t>(7 + 1009 * r + 101 * d + m));
+        std::normal_distribution<float> pixel(0.0f, 1.0f);
+        auto x = tessera::tensor::make_nhwc<float>(sample.with_batch(images));
+        for (auto& v : x) v = pixel(rng);
+        std::vector<std::int32_t> y(images);
+        for (auto& v : y) v = static_cast<std::int32_t>(rng() % classes);
+        return std::pair{std::move(x), std::move(y)};
+    };
+    const net_t net(channels, classes);
+    auto one = exec::training_model<c>(net, plain_sgd{}, sample, {.micro_batch = images});
+    auto two = exec::training_model<c>(net, plain_sgd{}, sample, {.micro_batch = images}, {.kernel_threads_per_ipu = 2});
+    CHECK(one.model().kernel_threads() == 1);
+    CHECK(two.model().kernel_threads() == 2);
+    const auto a = tessera::test::within_deadline(300, "one kernel thread", [&] { return one(feed); });
+    const auto b = tessera::test::within_deadline(300, "two kernel threads", [&] { return two(feed); });
+    CHECK(a.losses == b.losses);
+    net_t wa = one.model().network(), wb = two.model().network(), untrained = net;
+    CHECK(parameters_and_buffers(wa) == parameters_and_buffers(wb));
+    CHECK(parameters_and_buffers(wa) != parameters_and_buffers(untrained));
+    REQUIRE_THROWS_WITH(exec::training_model<c>(net, plain_sgd{}, sample, {.micro_batch = images},
+                                                {.kernel_threads_per_ipu = 0}),
+                        Catch::Contains("kernel threads per IPU must be at least 1, got 0"));
+}

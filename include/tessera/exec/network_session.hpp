@@ -12,6 +12,16 @@
 
 namespace tessera::exec {
 
+namespace detail {
+/// The IPU of each stage of a strategy policy.
+template <class Strategy>
+[[nodiscard]] std::vector<std::size_t> ipus_of_stages() {
+    std::vector<std::size_t> ipus;
+    for (std::size_t s = 0; s < Strategy::stages; ++s) ipus.push_back(Strategy::ipu_of_stage(s));
+    return ipus;
+}
+}  // namespace detail
+
 /// A training session of a unit network (nn::resnet) cut into the config's stages — by
 /// `settings.first_units`, or balanced by FLOPs — each stage with its own copy of `optimizer`.
 /// `sample`: the shape of one sample (its n is ignored; the micro-batch comes from the config/options).
@@ -33,6 +43,7 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     staged_network<N, O> model(net, std::move(first), sample, optimizer,
                                loss_scale_rule::of<typename C::precision::loss_scaling>());
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
+    model.set_kernel_threads(settings.kernel_threads_per_ipu, detail::ipus_of_stages<typename C::strategy>());
     return session<C, staged_network<N, O>>(model, options, settings);
 }
 
@@ -48,6 +59,7 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     auto first = settings.first_units.empty() ? balanced_units(net, sample, I::strategy::stages) : settings.first_units;
     staged_network<N, O> model(net, std::move(first), sample, optimizer);
     model.set_mode(nn::mode::eval);  // running statistics, as model.eval() in PyTorch
+    model.set_kernel_threads(settings.kernel_threads_per_ipu, detail::ipus_of_stages<typename I::strategy>());
     return session<I, staged_network<N, O>>(model, options, settings);
 }
 

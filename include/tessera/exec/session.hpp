@@ -33,6 +33,8 @@ struct session_options {
                                               ///< marks); empty = balanced automatically by FLOPs
     std::vector<bool> recompute{};  ///< networks: per stage, recompute the forward during backward instead of
                                     ///< stashing activations (PopTorch's recomputation checkpoints); empty = none
+    std::size_t kernel_threads_per_ipu = 1;  ///< networks: threads for each IPU's kernels (more cores than
+                                             ///< IPUs); results are the same as with one
 };
 
 /// A compiled model: R replicas of a staged model on R × IPUs-per-replica emulated IPUs.

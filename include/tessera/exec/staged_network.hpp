@@ -19,6 +19,7 @@
 #include "tessera/exec/partition.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/kernels/loss.hpp"
+#include "tessera/kernels/thread_pool.hpp"
 #include "tessera/nn/layer.hpp"
 #include "tessera/nn/loss.hpp"
 #include "tessera/tensor/dense.hpp"
@@ -101,6 +102,46 @@ struct loss_scale_rule {
     }
 };
 
+/// Kernel threads of a staged network: one pool per IPU, shared by the stages that IPU runs (they
+/// never run at the same time). A copy — another replica, running at the same time — starts pools of
+/// its own with the same sizes.
+class ipu_kernel_pools {
+public:
+    ipu_kernel_pools() = default;
+    /// `threads` per IPU (the IPU's own thread and threads - 1 workers); ipu_of_stage[s]: stage s's IPU.
+    ipu_kernel_pools(std::size_t threads, std::vector<std::size_t> ipu_of_stage)
+        : m_threads(threads), m_ipu_of_stage(std::move(ipu_of_stage)) {
+        if (threads == 0)
+            throw config::config_error("tessera::exec::staged_network: kernel threads per IPU must be at least 1, got 0");
+        if (threads == 1) return;
+        std::size_t ipus = 0;
+        for (const std::size_t i : m_ipu_of_stage) ipus = std::max(ipus, i + 1);
+        for (std::size_t i = 0; i < ipus; ++i) m_pools.push_back(std::make_unique<kernels::thread_pool>(threads));
+    }
+    ipu_kernel_pools(const ipu_kernel_pools& other) : ipu_kernel_pools(other.m_threads, other.m_ipu_of_stage) {}
+    ipu_kernel_pools& operator=(const ipu_kernel_pools& other) {
+        if (this != &other) *this = ipu_kernel_pools(other);
+        return *this;
+    }
+    ipu_kernel_pools(ipu_kernel_pools&&) noexcept = default;
+    ipu_kernel_pools& operator=(ipu_kernel_pools&&) noexcept = default;
+    ~ipu_kernel_pools() = default;
+
+    [[nodiscard]] std::size_t threads() const noexcept { return m_threads; }
+    /// The context of stage s: `base` with this stage's IPU's threads and pool (unchanged with one thread).
+    [[nodiscard]] nn::context context(std::size_t s, nn::context base) const {
+        if (m_pools.empty()) return base;
+        base.threads = m_threads;
+        base.pool = m_pools.at(m_ipu_of_stage.at(s)).get();
+        return base;
+    }
+
+private:
+    std::size_t m_threads = 1;
+    std::vector<std::size_t> m_ipu_of_stage;
+    std::vector<std::unique_ptr<kernels::thread_pool>> m_pools;
+};
+
 /// Stages of a UnitNetwork with a softmax cross-entropy loss and one optimizer per stage; labels are
 /// class indices, one per sample. Satisfies StagedModel.
 /// @code
@@ -164,6 +205,18 @@ public:
     /// Training (batch statistics, the default) or evaluation (running statistics) for every stage.
     void set_mode(nn::mode m) noexcept { m_context.mode = m; }
     [[nodiscard]] nn::mode mode() const noexcept { return m_context.mode; }
+    /// Runs each stage's kernels on `threads` threads of its IPU (ipu_of_stage[s]: the IPU of stage s):
+    /// the IPU's own thread and a pool of threads - 1 workers per IPU, for machines with more cores
+    /// than emulated IPUs. Results are bit-identical to one thread (the kernels' sums do not depend
+    /// on the thread count). Sessions set it from session_options::kernel_threads_per_ipu.
+    void set_kernel_threads(std::size_t threads, std::vector<std::size_t> ipu_of_stage) {
+        if (ipu_of_stage.size() != m_first.size())
+            throw config::config_error("tessera::exec::staged_network::set_kernel_threads: " +
+                                       std::to_string(ipu_of_stage.size()) + " IPUs for " +
+                                       std::to_string(m_first.size()) + " stages");
+        m_pools = ipu_kernel_pools(threads, std::move(ipu_of_stage));
+    }
+    [[nodiscard]] std::size_t kernel_threads() const noexcept { return m_pools.threads(); }
     /// The loss scale of the next step (every stage holds the same value between steps).
     [[nodiscard]] double loss_scale() const noexcept { return m_scale.back(); }
     /// Steps skipped because a gradient overflowed (dynamic loss scaling).
@@ -175,12 +228,14 @@ public:
     /// Runs stage s on a micro-batch of any size from 0 to the compiled one (a short one is the
     /// padded tail of an epoch: batch statistics over its real samples only). An empty micro-batch
     /// (all padding) does not run the network: its output is empty and no running statistic moves.
-    std::pair<tensor, stash> forward(std::size_t s, tensor x) { return run_forward(s, std::move(x), m_context); }
+    std::pair<tensor, stash> forward(std::size_t s, tensor x) {
+        return run_forward(s, std::move(x), m_pools.context(s, m_context));
+    }
 
     /// The forward of stage s again, during its backward (recomputation): the same batch statistics,
     /// no second move of the batch-norm running statistics; returns what backward needs.
     stash recompute(std::size_t s, tensor x) {
-        nn::context again = m_context;
+        nn::context again = m_pools.context(s, m_context);
         again.update_running_statistics = false;
         return run_forward(s, std::move(x), again).second;
     }
@@ -235,7 +290,8 @@ public:
                                        std::to_string(tessera::tensor::shape_of(dy).n) + " samples for a forward of " +
                                        std::to_string(in.n));
         if (in.n == 0) return s > 0 ? tessera::tensor::make_nhwc<typename precision::data_type>(in) : tensor{};
-        const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, m_context, s > 0);
+        const auto& dx =
+            m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, m_pools.context(s, m_context), s > 0);
         return s > 0 ? tensor(dx) : tensor{};
     }
 
@@ -345,6 +401,7 @@ private:
     nn::softmax_cross_entropy<precision> m_loss;
     kernels::workspace<float> m_workspace;
     nn::context m_context{};
+    ipu_kernel_pools m_pools;  // one thread per IPU unless set_kernel_threads
     std::vector<std::vector<float>> m_flat;
     std::vector<char> m_gathered;
     // Each stage keeps its own copy of the loss scale and the count of clean steps: a stage changes
