@@ -336,6 +336,56 @@ TEST_CASE("batch norm with half storage agrees with fp32", "[kernels][batch_norm
     REQUIRE(max_rel_error(m1, m2) < 1e-6);
 }
 
+TEST_CASE("half-storage batch norm and relu equal the fp32 kernels on the same values, rounded once",
+          "[kernels][batch_norm][relu][half]") {
+    // Half activations are read and written in registers where the compiler targets F16C
+    // (simd::in_register), else through converted fp32 copies: either way the result is the fp32
+    // computation on the widened values, rounded to half once at the store.
+    const std::size_t ch = 48;
+    for (const std::size_t rows : {std::size_t{1}, std::size_t{37}, std::size_t{9001}}) {  // one row; the last one over two blocks
+        const bool in_registers = k::simd::in_register<float, half>;
+        CAPTURE(rows, in_registers);
+        const std::size_t n = rows * ch;
+        const auto xh = random_vector<half>(n, 70, -2, 2), dyh = random_vector<half>(n, 71);
+        const std::vector<float> xf(xh.begin(), xh.end()), dyf(dyh.begin(), dyh.end());
+        const auto g = random_vector<float>(ch, 72, 0.5, 1.5), b = random_vector<float>(ch, 73);
+        auto rounded = [](const std::vector<float>& v) {
+            std::vector<half> h(v.size());
+            tessera::tensor::convert(std::span<const float>(v), std::span<half>(h));
+            return h;
+        };
+        // "" when the bit patterns agree, else the first element that differs (whole tensors print for minutes).
+        auto same_bits = [](const std::vector<half>& got, const std::vector<half>& want) {
+            for (std::size_t i = 0; i < got.size(); ++i)
+                if (got[i].bits() != want[i].bits())
+                    return "element " + std::to_string(i) + ": " + std::to_string(float(got[i])) + " vs " +
+                           std::to_string(float(want[i]));
+            return std::string();
+        };
+        k::workspace<float> ws;
+        std::vector<float> m1(ch, 0), v1(ch, 1), m2(ch, 0), v2(ch, 1), yf(n), dxf(n), dg1(ch, 0), dg2(ch, 0), db1(ch, 0),
+            db2(ch, 0), rf(n), rdf(n);
+        std::vector<half> yh(n), dxh(n), rh(n), rdh(n);
+        k::batch_norm_saved<float> s1, s2;
+        k::batch_norm_forward_train(xh.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m1.data(), v1.data(), s1, yh.data(), ws, {2});
+        k::batch_norm_forward_train(xf.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m2.data(), v2.data(), s2, yf.data(), ws, {2});
+        CHECK(same_bits(yh, rounded(yf)) == "");
+        CHECK(m1 == m2);
+        CHECK(v1 == v2);
+        k::batch_norm_backward(xh.data(), dyh.data(), rows, ch, g.data(), s1, dxh.data(), dg1.data(), db1.data(), ws, {2});
+        k::batch_norm_backward(xf.data(), dyf.data(), rows, ch, g.data(), s2, dxf.data(), dg2.data(), db2.data(), ws, {2});
+        CHECK(same_bits(dxh, rounded(dxf)) == "");
+        CHECK(dg1 == dg2);
+        CHECK(db1 == db2);
+        k::relu_forward(xh.data(), n, rh.data(), ws, {2});
+        k::relu_forward(xf.data(), n, rf.data(), ws, {2});
+        CHECK(same_bits(rh, rounded(rf)) == "");
+        k::relu_backward(rh.data(), dyh.data(), n, rdh.data(), ws, {2});
+        k::relu_backward(rf.data(), dyf.data(), n, rdf.data(), ws, {2});
+        CHECK(same_bits(rdh, rounded(rdf)) == "");
+    }
+}
+
 TEST_CASE("batch norm and relu split large tensors between threads with the same results", "[kernels][threads]") {
     const std::size_t rows = 9001, ch = 16;  // above the per-thread grain of 4096 rows
     const auto x = random_vector<float>(rows * ch, 34, -2, 2), dy = random_vector<float>(rows * ch, 35);

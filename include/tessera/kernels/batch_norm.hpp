@@ -41,39 +41,46 @@ template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
                               workspace<C>& ws, parallelism par = {}) {
-    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
-    saved.mean.assign(channels, C(0));
-    saved.inv_std.assign(channels, C(0));
-    C* mean = saved.mean.data();
-    C* var = saved.inv_std.data();
-    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
-    auto reduce = [&](C* into, auto&& per_rows) {
-        detail::ordered_column_reduce(rows, grain, channels, into, ws.partial, par, per_rows);
+    // xc and out: x and y themselves when their storage loads into registers, else converted copies.
+    const auto run = [&](const auto* xc, auto* out) {
+        saved.mean.assign(channels, C(0));
+        saved.inv_std.assign(channels, C(0));
+        C* mean = saved.mean.data();
+        C* var = saved.inv_std.data();
+        const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
+        auto reduce = [&](C* into, auto&& per_rows) {
+            detail::ordered_column_reduce(rows, grain, channels, into, ws.partial, par, per_rows);
+        };
+        reduce(mean, [&](std::size_t b, std::size_t e, C* sums) { simd::column_sums(xc + b * channels, e - b, channels, sums); });
+        const C inv_rows = C(1) / static_cast<C>(rows);
+        for (std::size_t c = 0; c < channels; ++c) mean[c] *= inv_rows;
+        reduce(var, [&](std::size_t b, std::size_t e, C* sums) {
+            simd::column_square_deviations(xc + b * channels, e - b, channels, mean, sums);
+        });
+        if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
+        C* scale = ws.b.data();
+        C* shift = ws.b.data() + channels;
+        for (std::size_t c = 0; c < channels; ++c) {
+            const C v = var[c] * inv_rows;
+            const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
+            if (running_mean != nullptr) running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
+            if (running_var != nullptr) running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
+            var[c] = C(1) / std::sqrt(v + eps);  // now inv_std
+            scale[c] = detail::load_as<C>(gamma[c]) * var[c];
+            shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
+        }
+        detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+            simd::scale_shift_rows(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
+        });
     };
-    reduce(mean, [&](std::size_t b, std::size_t e, C* out) { simd::column_sums(xc + b * channels, e - b, channels, out); });
-    const C inv_rows = C(1) / static_cast<C>(rows);
-    for (std::size_t c = 0; c < channels; ++c) mean[c] *= inv_rows;
-    reduce(var, [&](std::size_t b, std::size_t e, C* out) {
-        simd::column_square_deviations(xc + b * channels, e - b, channels, mean, out);
-    });
-    if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
-    C* scale = ws.b.data();
-    C* shift = ws.b.data() + channels;
-    for (std::size_t c = 0; c < channels; ++c) {
-        const C v = var[c] * inv_rows;
-        const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
-        if (running_mean != nullptr) running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
-        if (running_var != nullptr) running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
-        var[c] = C(1) / std::sqrt(v + eps);  // now inv_std
-        scale[c] = detail::load_as<C>(gamma[c]) * var[c];
-        shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
+    if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
+        run(x, y);
+    } else {
+        const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
+        store_compute<C, Y> dst(y, rows * channels, ws.c, par);
+        run(xc, dst.target());
+        dst.commit();
     }
-    store_compute<C, Y> dst(y, rows * channels, ws.c, par);
-    C* out = dst.target();
-    detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
-        simd::scale_shift_rows(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
-    });
-    dst.commit();
 }
 
 /// Evaluation forward: normalises with the running statistics.
@@ -99,37 +106,46 @@ template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
                          const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
                          parallelism par = {}) {
-    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
-    const C* dyc = load_compute<C>(dy, rows * channels, ws.col, par);
-    if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
-    C* sum_dy = ws.b.data();
-    C* sum_dy_xhat = sum_dy + channels;
-    C* k1 = sum_dy + 2 * channels;
-    C* k2 = sum_dy + 3 * channels;
-    const C* mean = saved.mean.data();
-    const C* inv_std = saved.inv_std.data();
-    std::fill(sum_dy, sum_dy + 2 * channels, C(0));
-    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
-    // Σdy and Σdy·(x − mean) side by side: sum_dy_xhat follows sum_dy in ws.b, and each block's partial likewise.
-    detail::ordered_column_reduce(rows, grain, 2 * channels, sum_dy, ws.partial, par, [&](std::size_t b, std::size_t e, C* out) {
-        simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels, mean, out, out + channels);
-    });
-    const C inv_rows = C(1) / static_cast<C>(rows);
-    for (std::size_t c = 0; c < channels; ++c) {
-        sum_dy_xhat[c] *= inv_std[c];
-        dgamma[c] += sum_dy_xhat[c];
-        dbeta[c] += sum_dy[c];
-        k1[c] = detail::load_as<C>(gamma[c]) * inv_std[c];  // dx = k1·(dy − Σdy/M − x̂·Σ(dy·x̂)/M)
-        k2[c] = sum_dy_xhat[c] * inv_rows * inv_std[c];
-        sum_dy[c] *= inv_rows;
+    // xc, dyc and out: the tensors themselves when their storage loads into registers, else copies.
+    const auto run = [&](const auto* xc, const auto* dyc, auto* out) {
+        if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
+        C* sum_dy = ws.b.data();
+        C* sum_dy_xhat = sum_dy + channels;
+        C* k1 = sum_dy + 2 * channels;
+        C* k2 = sum_dy + 3 * channels;
+        const C* mean = saved.mean.data();
+        const C* inv_std = saved.inv_std.data();
+        std::fill(sum_dy, sum_dy + 2 * channels, C(0));
+        const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
+        // Σdy and Σdy·(x − mean) side by side: sum_dy_xhat follows sum_dy in ws.b, and each block's partial likewise.
+        detail::ordered_column_reduce(rows, grain, 2 * channels, sum_dy, ws.partial, par,
+                                      [&](std::size_t b, std::size_t e, C* sums) {
+                                          simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels,
+                                                                 mean, sums, sums + channels);
+                                      });
+        const C inv_rows = C(1) / static_cast<C>(rows);
+        for (std::size_t c = 0; c < channels; ++c) {
+            sum_dy_xhat[c] *= inv_std[c];
+            dgamma[c] += sum_dy_xhat[c];
+            dbeta[c] += sum_dy[c];
+            k1[c] = detail::load_as<C>(gamma[c]) * inv_std[c];  // dx = k1·(dy − Σdy/M − x̂·Σ(dy·x̂)/M)
+            k2[c] = sum_dy_xhat[c] * inv_rows * inv_std[c];
+            sum_dy[c] *= inv_rows;
+        }
+        detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+            simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
+                                     out + b * channels);
+        });
+    };
+    if constexpr (simd::in_register<C, T> && simd::in_register<C, D> && simd::in_register<C, X>) {
+        run(x, dy, dx);
+    } else {
+        const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
+        const C* dyc = load_compute<C>(dy, rows * channels, ws.col, par);
+        store_compute<C, X> dst(dx, rows * channels, ws.c, par);
+        run(xc, dyc, dst.target());
+        dst.commit();
     }
-    store_compute<C, X> dst(dx, rows * channels, ws.c, par);
-    C* out = dst.target();
-    detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
-        simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
-                                 out + b * channels);
-    });
-    dst.commit();
 }
 
 }  // namespace tessera::kernels

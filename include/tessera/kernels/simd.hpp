@@ -3,13 +3,86 @@
 // needed (its "very cheap" cost model), so loops over a run-time count of channels stay scalar unless
 // written out like this.
 #include <cstddef>
+#include <cstdint>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
+
+#include "tessera/tensor/half.hpp"
+
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 namespace tessera::kernels::simd {
 
 template <class C>
 using batch = xsimd::batch<C>;
+
+/// Whether elements stored as T load into, and store from, a batch<C> in registers: C itself, and
+/// half for float when the compiler targets F16C (8- or 16-lane floats). Kernels then read and write
+/// 16-bit activations in place instead of through a converted fp32 copy.
+#if defined(__AVX512F__)
+inline constexpr bool avx512f = true;
+#else
+inline constexpr bool avx512f = false;
+#endif
+
+template <class C, class T>
+inline constexpr bool in_register = std::is_same_v<C, T>
+#if defined(__F16C__) && defined(__AVX__)
+    || (std::is_same_v<C, float> && std::is_same_v<T, tensor::half> &&
+        (batch<float>::size == 8 || (batch<float>::size == 16 && avx512f)))
+#endif
+    ;
+
+/// batch<C>::size elements at p as a batch<C> (in_register<C, T>).
+template <class C, class T>
+[[nodiscard]] inline batch<C> load(const T* p) noexcept {
+    if constexpr (std::is_same_v<C, T>) {
+        return batch<C>::load_unaligned(p);
+    } else {
+#if defined(__F16C__) && defined(__AVX__)
+        if constexpr (batch<float>::size == 16) {
+#if defined(__AVX512F__)
+            // The zero-masking forms: GCC 12 warns (maybe-uninitialized) inside the unmasked ones.
+            return batch<float>(_mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#endif
+        } else {
+            return batch<float>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+        }
+#endif
+    }
+}
+
+/// Stores v at p as T (round to nearest even for half, as tensor::convert).
+template <class C, class T>
+inline void store(T* p, const batch<C>& v) noexcept {
+    if constexpr (std::is_same_v<C, T>) {
+        v.store_unaligned(p);
+    } else {
+#if defined(__F16C__) && defined(__AVX__)
+        constexpr int rounding = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        if constexpr (batch<float>::size == 16) {
+#if defined(__AVX512F__)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtps_ph(0xFFFF, v, rounding));
+#endif
+        } else {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, rounding));
+        }
+#endif
+    }
+}
+
+/// One element, for the loops' scalar tails.
+template <class C, class T>
+[[nodiscard]] inline C get(const T& v) noexcept {
+    if constexpr (std::is_same_v<C, T>) return v; else return static_cast<C>(static_cast<float>(v));
+}
+template <class T, class C>
+[[nodiscard]] inline T put(C v) noexcept {
+    if constexpr (std::is_same_v<C, T>) return v; else return T(static_cast<float>(v));
+}
 
 /// y[i] = x[i] (n elements; may not overlap).
 template <class C>
@@ -38,112 +111,117 @@ inline void add(const C* a, const C* b, C* out, std::size_t n) noexcept {
     for (; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-/// y[i] = max(x[i], 0) (y may be x).
-template <class C>
-inline void relu(const C* x, C* y, std::size_t n) noexcept {
+/// y[i] = max(x[i], 0) (y may be x), computed in C; x and y stored as C or in_register types.
+template <class C, class TX, class TY>
+inline void relu(const TX* x, TY* y, std::size_t n) noexcept {
     constexpr std::size_t w = batch<C>::size;
     const batch<C> zero(C(0));
     std::size_t i = 0;
     for (; i + w <= n; i += w) {
-        const auto v = batch<C>::load_unaligned(x + i);
-        xsimd::select(v > zero, v, zero).store_unaligned(y + i);  // not xsimd::max: GCC 12 warns on its mask intrinsic
+        const auto v = load<C>(x + i);
+        store<C>(y + i, xsimd::select(v > zero, v, zero));  // not xsimd::max: GCC 12 warns on its mask intrinsic
     }
-    for (; i < n; ++i) y[i] = x[i] > C(0) ? x[i] : C(0);
+    for (; i < n; ++i) {
+        const C v = get<C>(x[i]);
+        y[i] = put<TY>(v > C(0) ? v : C(0));
+    }
 }
 
-/// dx[i] = y[i] > 0 ? dy[i] : 0.
-template <class C>
-inline void relu_backward(const C* y, const C* dy, C* dx, std::size_t n) noexcept {
+/// dx[i] = y[i] > 0 ? dy[i] : 0, computed in C.
+template <class C, class TY, class TD, class TX>
+inline void relu_backward(const TY* y, const TD* dy, TX* dx, std::size_t n) noexcept {
     constexpr std::size_t w = batch<C>::size;
     const batch<C> zero(C(0));
     std::size_t i = 0;
-    for (; i + w <= n; i += w)
-        xsimd::select(batch<C>::load_unaligned(y + i) > zero, batch<C>::load_unaligned(dy + i), zero).store_unaligned(dx + i);
-    for (; i < n; ++i) dx[i] = y[i] > C(0) ? dy[i] : C(0);
+    for (; i + w <= n; i += w) store<C>(dx + i, xsimd::select(load<C>(y + i) > zero, load<C>(dy + i), zero));
+    for (; i < n; ++i) dx[i] = put<TX>(get<C>(y[i]) > C(0) ? get<C>(dy[i]) : C(0));
 }
 
 /// Per-row affine map over rows × channels: out[r, c] = x[r, c] · scale[c] + shift[c].
-template <class C>
-inline void scale_shift_rows(const C* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift,
-                             C* out) noexcept {
+template <class C, class TX, class TO>
+inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift,
+                             TO* out) noexcept {
     constexpr std::size_t w = batch<C>::size;
     for (std::size_t r = 0; r < rows; ++r) {
-        const C* xr = x + r * channels;
-        C* o = out + r * channels;
+        const TX* xr = x + r * channels;
+        TO* o = out + r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w)
-            xsimd::fma(batch<C>::load_unaligned(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c))
-                .store_unaligned(o + c);
-        for (; c < channels; ++c) o[c] = xr[c] * scale[c] + shift[c];
+            store<C>(o + c, xsimd::fma(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c)));
+        for (; c < channels; ++c) o[c] = put<TO>(get<C>(xr[c]) * scale[c] + shift[c]);
     }
 }
 
 /// sum[c] += Σ_r x[r, c].
-template <class C>
-inline void column_sums(const C* x, std::size_t rows, std::size_t channels, C* sum) noexcept {
+template <class C, class TX>
+inline void column_sums(const TX* x, std::size_t rows, std::size_t channels, C* sum) noexcept {
     constexpr std::size_t w = batch<C>::size;
-    for (std::size_t r = 0; r < rows; ++r) add_to(x + r * channels, sum, channels);
-    (void)w;
+    for (std::size_t r = 0; r < rows; ++r) {
+        const TX* xr = x + r * channels;
+        std::size_t c = 0;
+        for (; c + w <= channels; c += w) (batch<C>::load_unaligned(sum + c) + load<C>(xr + c)).store_unaligned(sum + c);
+        for (; c < channels; ++c) sum[c] += get<C>(xr[c]);
+    }
 }
 
 /// var[c] += Σ_r (x[r, c] − mean[c])².
-template <class C>
-inline void column_square_deviations(const C* x, std::size_t rows, std::size_t channels, const C* mean, C* var) noexcept {
+template <class C, class TX>
+inline void column_square_deviations(const TX* x, std::size_t rows, std::size_t channels, const C* mean, C* var) noexcept {
     constexpr std::size_t w = batch<C>::size;
     for (std::size_t r = 0; r < rows; ++r) {
-        const C* xr = x + r * channels;
+        const TX* xr = x + r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
-            const auto d = batch<C>::load_unaligned(xr + c) - batch<C>::load_unaligned(mean + c);
+            const auto d = load<C>(xr + c) - batch<C>::load_unaligned(mean + c);
             xsimd::fma(d, d, batch<C>::load_unaligned(var + c)).store_unaligned(var + c);
         }
         for (; c < channels; ++c) {
-            const C d = xr[c] - mean[c];
+            const C d = get<C>(xr[c]) - mean[c];
             var[c] += d * d;
         }
     }
 }
 
 /// sum_dy[c] += Σ dy[r, c];  sum_dy_xc[c] += Σ dy[r, c]·(x[r, c] − mean[c]).
-template <class C>
-inline void column_grad_sums(const C* x, const C* dy, std::size_t rows, std::size_t channels, const C* mean, C* sum_dy,
+template <class C, class TX, class TD>
+inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::size_t channels, const C* mean, C* sum_dy,
                              C* sum_dy_xc) noexcept {
     constexpr std::size_t w = batch<C>::size;
     for (std::size_t r = 0; r < rows; ++r) {
-        const C* xr = x + r * channels;
-        const C* gr = dy + r * channels;
+        const TX* xr = x + r * channels;
+        const TD* gr = dy + r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
-            const auto g = batch<C>::load_unaligned(gr + c);
+            const auto g = load<C>(gr + c);
             (batch<C>::load_unaligned(sum_dy + c) + g).store_unaligned(sum_dy + c);
-            xsimd::fma(g, batch<C>::load_unaligned(xr + c) - batch<C>::load_unaligned(mean + c),
-                       batch<C>::load_unaligned(sum_dy_xc + c))
+            xsimd::fma(g, load<C>(xr + c) - batch<C>::load_unaligned(mean + c), batch<C>::load_unaligned(sum_dy_xc + c))
                 .store_unaligned(sum_dy_xc + c);
         }
         for (; c < channels; ++c) {
-            sum_dy[c] += gr[c];
-            sum_dy_xc[c] += gr[c] * (xr[c] - mean[c]);
+            const C g = get<C>(gr[c]);
+            sum_dy[c] += g;
+            sum_dy_xc[c] += g * (get<C>(xr[c]) - mean[c]);
         }
     }
 }
 
 /// out[r, c] = k1[c]·(dy[r, c] − mdy[c] − (x[r, c] − mean[c])·k2[c]).
-template <class C>
-inline void batch_norm_dx_rows(const C* x, const C* dy, std::size_t rows, std::size_t channels, const C* mean,
-                               const C* k1, const C* k2, const C* mdy, C* out) noexcept {
+template <class C, class TX, class TD, class TO>
+inline void batch_norm_dx_rows(const TX* x, const TD* dy, std::size_t rows, std::size_t channels, const C* mean,
+                               const C* k1, const C* k2, const C* mdy, TO* out) noexcept {
     constexpr std::size_t w = batch<C>::size;
     for (std::size_t r = 0; r < rows; ++r) {
-        const C* xr = x + r * channels;
-        const C* gr = dy + r * channels;
-        C* o = out + r * channels;
+        const TX* xr = x + r * channels;
+        const TD* gr = dy + r * channels;
+        TO* o = out + r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
-            const auto xm = batch<C>::load_unaligned(xr + c) - batch<C>::load_unaligned(mean + c);
-            const auto t = batch<C>::load_unaligned(gr + c) - batch<C>::load_unaligned(mdy + c) -
-                           xm * batch<C>::load_unaligned(k2 + c);
-            (batch<C>::load_unaligned(k1 + c) * t).store_unaligned(o + c);
+            const auto xm = load<C>(xr + c) - batch<C>::load_unaligned(mean + c);
+            const auto t = load<C>(gr + c) - batch<C>::load_unaligned(mdy + c) - xm * batch<C>::load_unaligned(k2 + c);
+            store<C>(o + c, batch<C>::load_unaligned(k1 + c) * t);
         }
-        for (; c < channels; ++c) o[c] = k1[c] * (gr[c] - mdy[c] - (xr[c] - mean[c]) * k2[c]);
+        for (; c < channels; ++c)
+            o[c] = put<TO>(k1[c] * (get<C>(gr[c]) - mdy[c] - (get<C>(xr[c]) - mean[c]) * k2[c]));
     }
 }
 
