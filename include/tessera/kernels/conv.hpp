@@ -107,6 +107,14 @@ std::vector<aligned_vector<C>>& thread_columns(workspace<C>& ws, std::size_t thr
 /// col has k = kh·kw·c columns. Padding contributes zeros.
 template <Compute C, Storage T>
 void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0, std::size_t m1, C* col) {
+    // Runs of kw·c or c values: an inline register loop where T loads into registers, which costs
+    // less than a call per run (memmove, or a dispatched conversion).
+    const auto copy = [](const T* from, C* to, std::size_t n) {
+        if constexpr (simd::in_register<C, T>)
+            simd::widen(from, to, n);
+        else
+            convert_n(from, to, n);
+    };
     const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = g.kh * g.kw * in.c, span = g.kw * in.c;
     for (std::size_t m = m0; m < m1; ++m) {
         const std::size_t n = m / (oh * ow), oy = (m / ow) % oh, ox = m % ow;
@@ -122,7 +130,7 @@ void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0
             }
             const T* src_row = x + (n * in.h + static_cast<std::size_t>(iy)) * in.w * in.c;
             if (inside_x) {  // the kw pixels of this kernel row are contiguous in NHWC: one copy
-                convert_n(src_row + static_cast<std::size_t>(ix0) * in.c, dst, span);
+                copy(src_row + static_cast<std::size_t>(ix0) * in.c, dst, span);
                 continue;
             }
             for (std::size_t kx = 0; kx < g.kw; ++kx) {
@@ -130,7 +138,7 @@ void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0
                 if (ix < 0 || ix >= static_cast<std::ptrdiff_t>(in.w))
                     std::fill(dst + kx * in.c, dst + (kx + 1) * in.c, C(0));
                 else
-                    convert_n(src_row + static_cast<std::size_t>(ix) * in.c, dst + kx * in.c, in.c);
+                    copy(src_row + static_cast<std::size_t>(ix) * in.c, dst + kx * in.c, in.c);
             }
         }
     }

@@ -84,6 +84,18 @@ template <class T, class C>
     if constexpr (std::is_same_v<C, T>) return v; else return T(static_cast<float>(v));
 }
 
+template <class C, class T>
+inline void widen(const T* __restrict from, C* __restrict to, std::size_t n) noexcept {
+    constexpr std::size_t w = batch<C>::size;
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) load<C>(from + i).store_unaligned(to + i);
+    for (; i < n; ++i) to[i] = get<C>(from[i]);
+}
+
+/// to[i] = from[i] in C (n elements; may not overlap), in registers: for the short runs im2col copies.
+template <class C, class T>
+inline void widen(const T* __restrict from, C* __restrict to, std::size_t n) noexcept;
+
 /// y[i] = x[i] (n elements; may not overlap).
 template <class C>
 inline void copy(const C* __restrict x, C* __restrict y, std::size_t n) noexcept {
