@@ -114,13 +114,13 @@ inline void add_to(const C* x, C* y, std::size_t n) noexcept {
     for (; i < n; ++i) y[i] += x[i];
 }
 
-/// out[i] = a[i] + b[i] (out may be a or b).
-template <class C>
-inline void add(const C* a, const C* b, C* out, std::size_t n) noexcept {
+/// out[i] = a[i] + b[i] computed in C (out may be a or b); storage C or in_register types.
+template <class C, class T>
+inline void add(const T* a, const T* b, T* out, std::size_t n) noexcept {
     constexpr std::size_t w = batch<C>::size;
     std::size_t i = 0;
-    for (; i + w <= n; i += w) (batch<C>::load_unaligned(a + i) + batch<C>::load_unaligned(b + i)).store_unaligned(out + i);
-    for (; i < n; ++i) out[i] = a[i] + b[i];
+    for (; i + w <= n; i += w) store<C>(out + i, load<C>(a + i) + load<C>(b + i));
+    for (; i < n; ++i) out[i] = put<T>(get<C>(a[i]) + get<C>(b[i]));
 }
 
 /// y[i] = max(x[i], 0) (y may be x), computed in C; x and y stored as C or in_register types.

@@ -35,9 +35,9 @@ namespace detail {
 /// out = a + b elementwise, computed in C, any storage types.
 template <class C, class T>
 void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism threads = {}) {
-    if constexpr (std::is_same_v<C, T>) {
+    if constexpr (kernels::simd::in_register<C, T>) {  // C itself, or half widened in registers
         kernels::detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t lo, std::size_t hi, std::size_t) {
-            kernels::simd::add(a + lo, b + lo, out + lo, hi - lo);
+            kernels::simd::add<C>(a + lo, b + lo, out + lo, hi - lo);
         });
     } else {
         kernels::detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t lo, std::size_t hi, std::size_t) {
