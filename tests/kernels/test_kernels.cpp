@@ -195,10 +195,17 @@ TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[ker
 TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks taken in any order", "[kernels][conv][threads]") {
     // Threads take chunks of whole images as they finish them; the weight gradient adds each chunk's
     // partial sum in chunk order, so neither the thread count nor which thread ran which chunk shows.
-    const shape in{19, 12, 10, 6};  // 19 images: more chunks than threads, the last one short
-    const std::size_t cout = 9;
-    for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1)}) {
-        CAPTURE(g.stride);
+    struct layer {
+        shape in;
+        std::size_t cout;
+        k::window g;
+    };
+    for (const auto& [in, cout, g] : {layer{{19, 12, 10, 6}, 9, {3, 3, 1, 1}},  // 19 images: chunks and lanes, the last short
+                                      layer{{19, 12, 10, 6}, 9, {3, 3, 2, 1}},
+                                      // a weight gradient over the partial-sum budget (1152 × 1024 floats):
+                                      // one lane, its GEMMs split between the threads
+                                      layer{{3, 3, 3, 128}, 1024, {3, 3, 1, 1}}}) {
+        CAPTURE(in.str(), cout, g.stride);
         const shape out = g.output(in, cout);
         const auto x = random_vector<float>(in.size(), 40);
         const auto w = random_vector<float>(g.kh * g.kw * in.c * cout, 41);

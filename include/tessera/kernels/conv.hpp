@@ -223,6 +223,9 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 }
 
 /// dw += conv_backward_weight(x, dy): accumulates the weight gradient ([kh][kw][cin][cout], in C).
+/// Bytes of partial weight gradients conv2d_backward_weight keeps per layer (see there).
+inline constexpr std::size_t partial_budget_bytes = std::size_t{4} << 20;
+
 template <Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g,
                             C* dw, workspace<C>& ws, gemm_options opt = {}) {
@@ -233,20 +236,32 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
         return;
     }
     const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
-    const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
+    const std::size_t chunks = (rows + chunk - 1) / chunk, size = k * cout;
+    // The chunks are cut into `lanes` runs of consecutive chunks, fixed by the shapes alone. Lane 0
+    // accumulates into dw, the others into partial sums of their own, added to dw in lane order: the
+    // same sums in the same order whichever thread ran which lane, on any number of threads. The
+    // partial sums (lanes - 1 weight gradients) stay within partial_budget_bytes; a layer whose weight
+    // gradient alone is that big runs one lane, its GEMMs split between the threads by rows of dw.
+    const std::size_t lanes = std::clamp<std::size_t>(partial_budget_bytes / std::max<std::size_t>(1, size * sizeof(C)), 1,
+                                                      std::max<std::size_t>(1, std::min(chunks, detail::min_conv_chunks)));
+    const std::size_t threads = lanes > 1 ? detail::chunk_threads(opt, lanes) : 1;
     auto& cols = detail::thread_columns(ws, threads, chunk * k);
-    // Each chunk's product goes to a partial sum of its own, added to dw in chunk order: the same
-    // sums in the same order whichever thread computed which chunk, on any number of threads.
-    const std::size_t size = k * cout;
-    if (ws.partial.size() < chunks * size) ws.partial.resize(chunks * size);
-    detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
-        const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
-        im2col(x, in, g, m0, m1, cols[t].data());
-        gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout, C(0),
-             ws.partial.data() + c * size, cout, {1, &ws.packs[t]});
+    if (ws.partial.size() < (lanes - 1) * size) ws.partial.resize((lanes - 1) * size);
+    const gemm_options one_lane_gemm = lanes > 1 ? gemm_options{1, nullptr, nullptr} : gemm_options{opt.threads, nullptr, opt.pool};
+    detail::for_each_chunk(lanes, threads, opt.pool, [&](std::size_t t, std::size_t lane) {
+        C* target = lane == 0 ? dw : ws.partial.data() + (lane - 1) * size;
+        const C beta = lane == 0 ? C(1) : C(0);  // the first chunk of a partial overwrites it
+        for (std::size_t c = lane * chunks / lanes; c < (lane + 1) * chunks / lanes; ++c) {
+            const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
+            im2col(x, in, g, m0, m1, cols[t].data());
+            gemm_options o = one_lane_gemm;
+            if (o.threads == 1) o.buffers = &ws.packs[t];
+            gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout,
+                 c == lane * chunks / lanes ? beta : C(1), target, cout, o);
+        }
     });
-    detail::parallel_ranges(parallelism{threads, opt.pool}, size, 1 << 14, [&](std::size_t b, std::size_t e, std::size_t) {
-        for (std::size_t c = 0; c < chunks; ++c) simd::add_to(ws.partial.data() + c * size + b, dw + b, e - b);
+    detail::parallel_ranges(parallelism{opt.threads, opt.pool}, size, 1 << 14, [&](std::size_t b, std::size_t e, std::size_t) {
+        for (std::size_t lane = 1; lane < lanes; ++lane) simd::add_to(ws.partial.data() + (lane - 1) * size + b, dw + b, e - b);
     });
 }
 
