@@ -3,7 +3,6 @@
 // needed (its "very cheap" cost model), so loops over a run-time count of channels stay scalar unless
 // written out like this.
 #include <cstddef>
-#include <cstdint>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -19,15 +18,15 @@ namespace tessera::kernels::simd {
 template <class C>
 using batch = xsimd::batch<C>;
 
-/// Whether elements stored as T load into, and store from, a batch<C> in registers: C itself, and
-/// half for float when the compiler targets F16C (8- or 16-lane floats). Kernels then read and write
-/// 16-bit activations in place instead of through a converted fp32 copy.
 #if defined(__AVX512F__)
 inline constexpr bool avx512f = true;
 #else
 inline constexpr bool avx512f = false;
 #endif
 
+/// Whether elements stored as T load into, and store from, a batch<C> in registers: C itself, and
+/// half for float when the compiler targets F16C (8- or 16-lane floats). Kernels then read and write
+/// 16-bit activations in place instead of through a converted fp32 copy.
 template <class C, class T>
 inline constexpr bool in_register = std::is_same_v<C, T>
 #if defined(__F16C__) && defined(__AVX__)
@@ -84,6 +83,7 @@ template <class T, class C>
     if constexpr (std::is_same_v<C, T>) return v; else return T(static_cast<float>(v));
 }
 
+/// to[i] = from[i] in C (n elements; may not overlap), in registers: for the short runs im2col copies.
 template <class C, class T>
 inline void widen(const T* __restrict from, C* __restrict to, std::size_t n) noexcept {
     constexpr std::size_t w = batch<C>::size;
@@ -91,10 +91,6 @@ inline void widen(const T* __restrict from, C* __restrict to, std::size_t n) noe
     for (; i + w <= n; i += w) load<C>(from + i).store_unaligned(to + i);
     for (; i < n; ++i) to[i] = get<C>(from[i]);
 }
-
-/// to[i] = from[i] in C (n elements; may not overlap), in registers: for the short runs im2col copies.
-template <class C, class T>
-inline void widen(const T* __restrict from, C* __restrict to, std::size_t n) noexcept;
 
 /// y[i] = x[i] (n elements; may not overlap).
 template <class C>
