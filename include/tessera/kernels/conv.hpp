@@ -111,7 +111,7 @@ void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0
     // less than a call per run (memmove, or a dispatched conversion).
     const auto copy = [](const T* from, C* to, std::size_t n) {
         if constexpr (simd::in_register<C, T>)
-            simd::widen(from, to, n);
+            simd::copy(from, to, n);
         else
             convert_n(from, to, n);
     };
@@ -247,17 +247,19 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
     const std::size_t threads = lanes > 1 ? detail::chunk_threads(opt, lanes) : 1;
     auto& cols = detail::thread_columns(ws, threads, chunk * k);
     if (ws.partial.size() < (lanes - 1) * size) ws.partial.resize((lanes - 1) * size);
-    const gemm_options one_lane_gemm = lanes > 1 ? gemm_options{1, nullptr, nullptr} : gemm_options{opt.threads, nullptr, opt.pool};
     detail::for_each_chunk(lanes, threads, opt.pool, [&](std::size_t t, std::size_t lane) {
         C* target = lane == 0 ? dw : ws.partial.data() + (lane - 1) * size;
-        const C beta = lane == 0 ? C(1) : C(0);  // the first chunk of a partial overwrites it
-        for (std::size_t c = lane * chunks / lanes; c < (lane + 1) * chunks / lanes; ++c) {
+        // One GEMM thread per lane; a single lane gets all the threads (no buffers to keep then).
+        const gemm_options o = lanes > 1 || opt.threads == 1 ? gemm_options{1, &ws.packs[t]}
+                                                             : gemm_options{opt.threads, nullptr, opt.pool};
+        const std::size_t first = lane * chunks / lanes, last = (lane + 1) * chunks / lanes;
+        for (std::size_t c = first; c < last; ++c) {
             const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
             im2col(x, in, g, m0, m1, cols[t].data());
-            gemm_options o = one_lane_gemm;
-            if (o.threads == 1) o.buffers = &ws.packs[t];
-            gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout,
-                 c == lane * chunks / lanes ? beta : C(1), target, cout, o);
+            // The first chunk of a partial sum overwrites it; lane 0 and later chunks accumulate.
+            const C beta = c == first && lane > 0 ? C(0) : C(1);
+            gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout, beta, target,
+                 cout, o);
         }
     });
     detail::parallel_ranges(parallelism{opt.threads, opt.pool}, size, 1 << 14, [&](std::size_t b, std::size_t e, std::size_t) {

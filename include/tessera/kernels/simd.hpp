@@ -83,31 +83,23 @@ template <class T, class C>
     if constexpr (std::is_same_v<C, T>) return v; else return T(static_cast<float>(v));
 }
 
-/// to[i] = from[i] in C (n elements; may not overlap), in registers: for the short runs im2col copies.
+/// y[i] = x[i] in C (n elements; may not overlap): C itself, or an in_register type widened in
+/// registers (im2col's short runs, without a call per run).
 template <class C, class T>
-inline void widen(const T* __restrict from, C* __restrict to, std::size_t n) noexcept {
+inline void copy(const T* __restrict x, C* __restrict y, std::size_t n) noexcept {
     constexpr std::size_t w = batch<C>::size;
     std::size_t i = 0;
-    for (; i + w <= n; i += w) load<C>(from + i).store_unaligned(to + i);
-    for (; i < n; ++i) to[i] = get<C>(from[i]);
+    for (; i + w <= n; i += w) load<C>(x + i).store_unaligned(y + i);
+    for (; i < n; ++i) y[i] = get<C>(x[i]);
 }
 
-/// y[i] = x[i] (n elements; may not overlap).
-template <class C>
-inline void copy(const C* __restrict x, C* __restrict y, std::size_t n) noexcept {
+/// y[i] += x[i] in C (x stored as C or an in_register type).
+template <class C, class T>
+inline void add_to(const T* x, C* y, std::size_t n) noexcept {
     constexpr std::size_t w = batch<C>::size;
     std::size_t i = 0;
-    for (; i + w <= n; i += w) batch<C>::load_unaligned(x + i).store_unaligned(y + i);
-    for (; i < n; ++i) y[i] = x[i];
-}
-
-/// y[i] += x[i].
-template <class C>
-inline void add_to(const C* x, C* y, std::size_t n) noexcept {
-    constexpr std::size_t w = batch<C>::size;
-    std::size_t i = 0;
-    for (; i + w <= n; i += w) (batch<C>::load_unaligned(y + i) + batch<C>::load_unaligned(x + i)).store_unaligned(y + i);
-    for (; i < n; ++i) y[i] += x[i];
+    for (; i + w <= n; i += w) (batch<C>::load_unaligned(y + i) + load<C>(x + i)).store_unaligned(y + i);
+    for (; i < n; ++i) y[i] += get<C>(x[i]);
 }
 
 /// out[i] = a[i] + b[i] computed in C (out may be a or b); storage C or in_register types.
@@ -163,13 +155,7 @@ inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels
 /// sum[c] += Σ_r x[r, c].
 template <class C, class TX>
 inline void column_sums(const TX* x, std::size_t rows, std::size_t channels, C* sum) noexcept {
-    constexpr std::size_t w = batch<C>::size;
-    for (std::size_t r = 0; r < rows; ++r) {
-        const TX* xr = x + r * channels;
-        std::size_t c = 0;
-        for (; c + w <= channels; c += w) (batch<C>::load_unaligned(sum + c) + load<C>(xr + c)).store_unaligned(sum + c);
-        for (; c < channels; ++c) sum[c] += get<C>(xr[c]);
-    }
+    for (std::size_t r = 0; r < rows; ++r) add_to(x + r * channels, sum, channels);
 }
 
 /// var[c] += Σ_r (x[r, c] − mean[c])².
