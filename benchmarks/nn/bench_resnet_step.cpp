@@ -64,56 +64,18 @@ namespace {
 
 using namespace tessera;
 
-template <class P, class Scaling>
-void resnet20_step(benchmark::State& state) {
-    const std::size_t threads = static_cast<std::size_t>(state.range(0));
-    const double blas = bench::openblas_512();  // before our allocations, so they do not count
-    const std::size_t before = g_current.load();
-    g_peak.store(before);
-    {
-        constexpr std::size_t batch = 32;
-        nn::resnet20<P> model(1, 10);
-        optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
-        optim::loss_scaler<Scaling> scaler;
-        nn::softmax_cross_entropy<P> loss;
-        typename nn::resnet20<P>::state st;
-        const tensor::shape in{batch, 28, 28, 1};
-        auto x = tensor::make_nhwc<typename P::data_type>(in);
-        std::mt19937 rng(1);
-        std::normal_distribution<float> dist;
-        for (auto& v : x) v = kernels::detail::store_as<typename P::data_type>(dist(rng));
-        std::vector<std::int32_t> labels(batch);
-        for (auto& l : labels) l = static_cast<std::int32_t>(rng() % 10);
-        kernels::thread_pool pool(threads);
-        const nn::context ctx{.mode = nn::mode::train, .threads = threads, .pool = &pool};
-        for (auto _ : state) {
-            loss(model.forward(x, st, ctx), labels, scaler.scale());
-            model.backward(loss.gradient(), st, ctx, false);
-            scaler.step(model, opt);
-            optim::zero_grad(model);
-        }
-        const double flops_per_image = model.cost({1, 28, 28, 1}).flops();
-        const double images = static_cast<double>(batch * state.iterations());
-        state.counters["images_per_s"] = benchmark::Counter(images, benchmark::Counter::kIsRate);
-        state.counters["GFLOPs"] = benchmark::Counter(images * flops_per_image / 1e9, benchmark::Counter::kIsRate);
-        state.counters["MFLOP_per_image"] = flops_per_image / 1e6;
-        state.counters["openblas_512_GFLOPs"] = blas;
-        state.counters["peak_MB"] = static_cast<double>(g_peak.load() - before) / 1e6;
-    }
-    state.SetLabel(std::string(P::name));
-}
-
 // A ResNet-20 training step of precision P (model, optimiser, loss scaling, fixed input) whose
-// call runs one step on `threads` threads of a shared pool and returns its wall time.
+// call runs one step on `threads` threads (at most the pool's) and returns its wall time.
 template <class P, class Scaling>
 class timed_step {
 public:
-    timed_step() : m_x(tensor::make_nhwc<typename P::data_type>({batch, 28, 28, 1})), m_labels(batch) {
+    explicit timed_step(std::size_t pool_threads = 2)
+        : m_x(tensor::make_nhwc<typename P::data_type>({batch, 28, 28, 1})), m_labels(batch), m_pool(pool_threads) {
         std::mt19937 rng(1);
         std::normal_distribution<float> dist;
         for (auto& v : m_x) v = kernels::detail::store_as<typename P::data_type>(dist(rng));
         for (auto& l : m_labels) l = static_cast<std::int32_t>(rng() % 10);
-        (void)(*this)(1), (void)(*this)(2);  // warm up workspaces
+        for (std::size_t t = 1; t <= pool_threads; ++t) (void)(*this)(t);  // warm up workspaces
     }
     double operator()(std::size_t threads) {
         const nn::context ctx{.mode = nn::mode::train, .threads = threads, .pool = &m_pool};
@@ -135,8 +97,28 @@ private:
     typename nn::resnet20<P>::state m_state;
     tensor::dense<typename P::data_type, 4> m_x;
     std::vector<std::int32_t> m_labels;
-    kernels::thread_pool m_pool{2};
+    kernels::thread_pool m_pool;
 };
+
+template <class P, class Scaling>
+void resnet20_step(benchmark::State& state) {
+    const std::size_t threads = static_cast<std::size_t>(state.range(0));
+    const double blas = bench::openblas_512();  // before our allocations, so they do not count
+    const std::size_t before = g_current.load();
+    g_peak.store(before);
+    {
+        timed_step<P, Scaling> step(threads);
+        for (auto _ : state) (void)step(threads);
+        const double flops_per_image = step.flops() / static_cast<double>(step.batch);
+        const double images = static_cast<double>(step.batch * state.iterations());
+        state.counters["images_per_s"] = benchmark::Counter(images, benchmark::Counter::kIsRate);
+        state.counters["GFLOPs"] = benchmark::Counter(images * flops_per_image / 1e9, benchmark::Counter::kIsRate);
+        state.counters["MFLOP_per_image"] = flops_per_image / 1e6;
+        state.counters["openblas_512_GFLOPs"] = blas;
+        state.counters["peak_MB"] = static_cast<double>(g_peak.load() - before) / 1e6;
+    }
+    state.SetLabel(std::string(P::name));
+}
 
 // Two-thread scaling measured within one run: each iteration times a one-thread step, a two-thread
 // step and, as the machine's ceiling at that moment, the same FMA work on one thread and split over two.
