@@ -1,5 +1,7 @@
 // Convolution forward + backward (data and weight gradients) GFLOP/s per ResNet-20 layer shape
-// (batch 32, 1×28×28 input, NHWC), beside OpenBLAS sgemm on the forward's im2col GEMM in the same run.
+// (batch 32, 1×28×28 input, NHWC), by im2col + GEMM and by the automatic choice (Winograd F(2×2, 3×3)
+// for the 3×3 stride-1 layers), beside OpenBLAS sgemm on the forward's im2col GEMM in the same run.
+// GFLOPs counts the direct convolution's multiply-adds (model FLOPs) whichever algorithm ran.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -17,15 +19,16 @@ void conv(benchmark::State& state) {
                    static_cast<std::size_t>(state.range(1))};
     const std::size_t cout = static_cast<std::size_t>(state.range(2)), stride = static_cast<std::size_t>(state.range(3));
     const std::size_t threads = static_cast<std::size_t>(state.range(4));
+    const auto algorithm = state.range(5) == 0 ? k::conv_algorithm::im2col : k::conv_algorithm::automatic;
     const k::window g{3, 3, stride, 1};
     const shape out = g.output(in, cout);
     std::vector<float> x(in.size(), 0.5f), w(9 * in.c * cout, 0.1f), y(out.size()), dy(out.size(), 0.01f),
         dx(in.size()), dw(w.size());
     k::workspace<float> ws;
     for (auto _ : state) {
-        k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads});
-        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads});
-        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads});
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads}, algorithm);
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads}, algorithm);
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads}, algorithm);
         benchmark::DoNotOptimize(dx.data());
         benchmark::DoNotOptimize(dw.data());
     }
@@ -41,14 +44,12 @@ void conv(benchmark::State& state) {
 
 // {input size, in channels, out channels, stride, threads}
 BENCHMARK(conv)
-    ->ArgNames({"hw", "cin", "cout", "stride", "threads"})
-    ->Args({28, 1, 16, 1, 1})    // stem
-    ->Args({28, 16, 16, 1, 1})   // layer1
-    ->Args({28, 16, 32, 2, 1})   // layer2[0].conv1
-    ->Args({14, 32, 32, 1, 1})   // layer2
-    ->Args({14, 32, 64, 2, 1})   // layer3[0].conv1
-    ->Args({7, 64, 64, 1, 1})    // layer3
-    ->Args({28, 16, 16, 1, 2})
-    ->Args({7, 64, 64, 1, 2})
+    ->ArgNames({"hw", "cin", "cout", "stride", "threads", "auto"})  // auto: 0 im2col + GEMM, 1 automatic
+    ->ArgsProduct({{28}, {1}, {16}, {1}, {1}, {0, 1}})     // stem
+    ->ArgsProduct({{28}, {16}, {16}, {1}, {1, 2}, {0, 1}})  // layer1
+    ->ArgsProduct({{28}, {16}, {32}, {2}, {1}, {0}})        // layer2[0].conv1
+    ->ArgsProduct({{14}, {32}, {32}, {1}, {1}, {0, 1}})     // layer2
+    ->ArgsProduct({{14}, {32}, {64}, {2}, {1}, {0}})        // layer3[0].conv1
+    ->ArgsProduct({{7}, {64}, {64}, {1}, {1, 2}, {0, 1}})   // layer3
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -49,9 +49,11 @@ TEMPLATE_TEST_CASE("gemm matches the triple loop on odd shapes, every transpose,
         std::size_t m, n, k;
     };
     // 1×1×1, below one tile, not multiples of the SIMD width, k over the kc block, m over the mc block.
-    // n <= 16 (fp32) or 8 (fp64) takes the one-vector-wide tile.
-    const std::vector<dims> cases{{1, 1, 1}, {3, 5, 7}, {13, 37, 29}, {31, 33, 300}, {350, 17, 65}, {65, 129, 3},
-                                  {57, 16, 20}, {29, 8, 270}};
+    // n <= 16 (fp32) or 8 (fp64) takes the one-vector-wide tile; a few rows (m = 16, 32, 64) short
+    // tiles, m = 28 or 14 exactly one default tile (AVX-512 fp32).
+    const std::vector<dims> cases{{1, 1, 1},    {3, 5, 7},     {13, 37, 29},  {31, 33, 300}, {350, 17, 65},
+                                  {65, 129, 3}, {57, 16, 20},  {29, 8, 270},  {16, 16, 300}, {32, 64, 270},
+                                  {64, 32, 33}, {28, 16, 33},  {14, 40, 9}};
     const int threads = GENERATE(1, 2);
     for (const auto [m, n, kk] : cases)
         for (const auto ta : {k::trans::no, k::trans::yes})
@@ -133,6 +135,9 @@ const std::vector<conv_case> conv_cases{
     {{2, 9, 8, 2}, 3, {5, 3, 2, 2}},   // rectangular kernel
     {{9, 30, 30, 8}, 8, {3, 3, 1, 1}}, // several chunks of whole images
     {{1, 3, 3, 17}, 33, {3, 3, 1, 0}}, // channels over the SIMD width, 1×1 output
+    {{2, 7, 6, 16}, 16, {3, 3, 1, 1}}, // Winograd (automatic): odd output height, cut-off tiles
+    {{2, 5, 9, 9}, 20, {3, 3, 1, 2}},  // Winograd: padding 2, channels not a multiple of the SIMD width
+    {{3, 8, 8, 35}, 8, {3, 3, 1, 1}},  // Winograd: more input than output channels
 };
 
 /// Adjoints of the direct convolution, in double.
@@ -169,21 +174,24 @@ TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[ker
     // fp32: the weight gradient of the largest case sums 8100 products, so allow 5e-5 relative.
     const double tol = std::is_same_v<C, float> ? 5e-5 : 1e-12;
     const std::size_t threads = GENERATE(1, 2);  // chunks of whole images in parallel
+    // Every case by im2col + GEMM, by Winograd F(2×2, 3×3) where it fits, and by the automatic choice.
+    const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::winograd, k::conv_algorithm::automatic);
     for (const auto& [in, cout, g] : conv_cases) {
-        CAPTURE(in.str(), cout, g.kh, g.kw, g.stride, g.pad, threads);
+        if (algorithm == k::conv_algorithm::winograd && !k::winograd::fits(g)) continue;
+        CAPTURE(in.str(), cout, g.kh, g.kw, g.stride, g.pad, threads, static_cast<int>(algorithm));
         const shape out = g.output(in, cout);
         const auto x = random_vector<C>(in.size(), 10);
         const auto w = random_vector<C>(g.kh * g.kw * in.c * cout, 11);
         const auto dy = random_vector<C>(out.size(), 12);
         k::workspace<C> ws;
         std::vector<C> y(out.size()), dx(in.size()), dw(w.size(), C(1));
-        k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads});
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads}, algorithm);
         std::vector<double> yref(out.size());
         k::conv2d_reference(x.data(), in, w.data(), cout, g, yref.data());
         REQUIRE(max_rel_error(y, yref) < tol);
 
-        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads});
-        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads});  // accumulates onto 1
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads}, algorithm);
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads}, algorithm);  // onto 1
         std::vector<double> dxr, dwr;
         conv_backward_reference({x.begin(), x.end()}, in, {w.begin(), w.end()}, cout, g, {dy.begin(), dy.end()}, dxr, dwr);
         for (auto& v : dwr) v += 1;
@@ -200,30 +208,32 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
         std::size_t cout;
         k::window g;
     };
+    const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic);
     for (const auto& [in, cout, g] : {layer{{19, 12, 10, 6}, 9, {3, 3, 1, 1}},  // 19 images: chunks and lanes, the last short
+                                      layer{{19, 11, 9, 12}, 10, {3, 3, 1, 1}},  // automatic: Winograd
                                       layer{{19, 12, 10, 6}, 9, {3, 3, 2, 1}},
-                                      // a weight gradient over the partial-sum budget (1152 × 1024 floats):
-                                      // one lane, its GEMMs split between the threads
+                                      // a weight gradient over the partial-sum budget (1152 × 1024 floats;
+                                      // Winograd's 2048 × 1024): one lane, its GEMMs split between the threads
                                       layer{{3, 3, 3, 128}, 1024, {3, 3, 1, 1}}}) {
-        CAPTURE(in.str(), cout, g.stride);
+        CAPTURE(in.str(), cout, g.stride, static_cast<int>(algorithm));
         const shape out = g.output(in, cout);
         const auto x = random_vector<float>(in.size(), 40);
         const auto w = random_vector<float>(g.kh * g.kw * in.c * cout, 41);
         const auto dy = random_vector<float>(out.size(), 42);
         std::vector<float> y1(out.size()), dx1(in.size()), dw1(w.size(), 0.5f);
         k::workspace<float> ws1;
-        k::conv2d_forward(x.data(), in, w.data(), cout, g, y1.data(), ws1, {1});
-        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx1.data(), ws1, {1});
-        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw1.data(), ws1, {1});
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, y1.data(), ws1, {1}, algorithm);
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx1.data(), ws1, {1}, algorithm);
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw1.data(), ws1, {1}, algorithm);
         k::thread_pool pool(3);
         for (const std::size_t threads : {2u, 3u}) {
             for (k::thread_pool* p : {static_cast<k::thread_pool*>(nullptr), &pool}) {
                 CAPTURE(threads, p != nullptr);
                 std::vector<float> y(out.size()), dx(in.size()), dw(w.size(), 0.5f);
                 k::workspace<float> ws;
-                k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads, nullptr, p});
-                k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads, nullptr, p});
-                k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads, nullptr, p});
+                k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads, nullptr, p}, algorithm);
+                k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads, nullptr, p}, algorithm);
+                k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads, nullptr, p}, algorithm);
                 CHECK(y == y1);
                 CHECK(dx == dx1);
                 CHECK(dw == dw1);
@@ -233,16 +243,17 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
 }
 
 TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
+    const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic);  // 3×3/1: Winograd
     for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1), k::window(1, 1, 1, 0)}) {
-        const shape in{0, 6, 6, 3};
-        const std::size_t cout = 4;
+        const shape in{0, 6, 6, 8};
+        const std::size_t cout = 8;
         const auto w = random_vector<float>(g.kh * g.kw * in.c * cout, 11);
         std::vector<float> x(1), y(1, 7.0f), dy(1), dx(1, 7.0f), dw(w.size(), 1.0f);
         k::workspace<float> ws;
         for (const std::size_t threads : {1u, 2u}) {
-            k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads});
-            k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads});
-            k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads});
+            k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads}, algorithm);
+            k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads}, algorithm);
+            k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads}, algorithm);
         }
         CHECK(y[0] == 7.0f);
         CHECK(dx[0] == 7.0f);

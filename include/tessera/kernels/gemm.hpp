@@ -1,6 +1,7 @@
 #pragma once
 // Matrix multiply C = alpha·op(A)·op(B) + beta·C: cache-blocked, packed panels, xsimd micro-kernel.
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <exception>
 #include <new>
@@ -31,18 +32,36 @@ using simd = xsimd::batch<C>;
 /// Register tile of NV SIMD vectors' width (nr) by mr rows, chosen so that mr·NV accumulators, NV
 /// B vectors and one broadcast fit the register file: AVX-512 (32 zmm) 14×2 or 28×1 vectors,
 /// AVX2 (16 ymm) 6×2 or 12×1. The one-vector tile serves narrow outputs (16 channels in fp32 with
-/// AVX-512) without wasting half of every tile.
+/// AVX-512) without wasting half of every tile. MR overrides the rows (short tiles, see short_rows).
 template <class C, std::size_t NV>
+inline constexpr std::size_t default_mr = NV == 2 ? (sizeof(C) * xsimd::batch<C>::size >= 64 ? 14 : 6)
+                                                  : (sizeof(C) * xsimd::batch<C>::size >= 64 ? 28 : 12);
+template <class C, std::size_t NV, std::size_t MR = default_mr<C, NV>>
 struct tile {
     static constexpr std::size_t width = simd<C>::size;
-    static constexpr bool wide_regs = sizeof(C) * width >= 64;
     static constexpr std::size_t nv = NV;
     static constexpr std::size_t nr = NV * width;
-    static constexpr std::size_t mr = NV == 2 ? (wide_regs ? 14 : 6) : (wide_regs ? 28 : 12);
+    static constexpr std::size_t mr = MR;
     static constexpr std::size_t kc = 256;                        // B micro-panel kc·nr stays in L1
     static constexpr std::size_t mc = mr * (sizeof(C) == 4 ? 24 : 12) * (3 - NV);  // A block mc·kc in L2
     static constexpr std::size_t nc = nr * 128 / NV;              // B panel kc·nc in L2
 };
+
+/// Rows of the short tile: the largest power of two below the default (AVX-512 fp32: 16 rows by one
+/// vector, 8 by two). For a few rows of C (m = 16, 32 or 64 input channels in a convolution's weight
+/// gradient) the default tile pads the last strip with up to mr - 1 zero rows (m = 16 in 28-row
+/// tiles computes 1.75× the FLOPs, and packs A to do so); short tiles fit such m exactly and read A
+/// in place.
+template <class C, std::size_t NV>
+inline constexpr std::size_t short_mr = std::bit_floor(default_mr<C, NV> - 1);
+
+/// Whether m rows, at most four default tiles, waste fewer padded rows in short tiles than in default
+/// ones (many rows stay in the default tiles, whose loads per FMA are fewer).
+template <class C, std::size_t NV>
+[[nodiscard]] constexpr bool short_rows(std::size_t m) noexcept {
+    constexpr std::size_t d = default_mr<C, NV>, s = short_mr<C, NV>;
+    return m <= 4 * d && (m + s - 1) / s * s < (m + d - 1) / d * d;
+}
 
 /// Converts a stored element (float, double, half, bfloat16) to the computation type.
 template <class C, class T>
@@ -298,12 +317,21 @@ void gemm(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alp
             for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == C(0) ? C(0) : beta * c[i * ldc + j];
         return;
     }
-    if (n <= detail::tile<C, 1>::nr)
-        detail::gemm_blocked<detail::tile<C, 1>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads,
-                                                 options.buffers, options.pool);
-    else
-        detail::gemm_blocked<detail::tile<C, 2>>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads,
-                                                 options.buffers, options.pool);
+    const auto run = [&]<class Tile>(Tile) {
+        detail::gemm_blocked<Tile>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads, options.buffers,
+                                   options.pool);
+    };
+    if (n <= detail::tile<C, 1>::nr) {
+        if (detail::short_rows<C, 1>(m))
+            run(detail::tile<C, 1, detail::short_mr<C, 1>>{});
+        else
+            run(detail::tile<C, 1>{});
+    } else {
+        if (detail::short_rows<C, 2>(m))
+            run(detail::tile<C, 2, detail::short_mr<C, 2>>{});
+        else
+            run(detail::tile<C, 2>{});
+    }
 }
 
 /// The textbook triple loop, accumulating in double: the reference the tests compare gemm against.

@@ -128,7 +128,9 @@ private:
 template <Compute C>
 struct workspace {
     aligned_vector<C> col, a, b, c, partial;
-    std::vector<aligned_vector<C>> cols;  ///< im2col columns, one buffer per thread
+    std::vector<aligned_vector<C>> cols;  ///< im2col columns (Winograd: transformed inputs), one buffer per thread
+    std::vector<aligned_vector<C>> tiles; ///< Winograd: transformed outputs or output gradients, one buffer per thread
+    aligned_vector<C> filters;            ///< Winograd: transformed weights or their gradient
     std::vector<gemm_buffers> packs;      ///< GEMM packing buffers, one per thread
 };
 
