@@ -91,29 +91,40 @@ inline void over_channels(std::size_t n, F&& f) {
     for (; i < n; ++i) f.template operator()<C>(i);
 }
 
-/// Pixel pointers of the 4×4 input patch of tile t (null where it reaches into the padding).
+/// Tile t's image and tile row and column, advanced one tile at a time (no divisions per tile).
+struct tile_cursor {
+    std::size_t n, ty, tx;
+    tile_cursor(const tiling& tl, std::size_t t) noexcept : n(t / tl.per_image), ty((t / tl.tw) % tl.th), tx(t % tl.tw) {}
+    void next(const tiling& tl) noexcept {
+        if (++tx < tl.tw) return;
+        tx = 0;
+        if (++ty < tl.th) return;
+        ty = 0;
+        ++n;
+    }
+};
+
+/// Pixel pointers of the 4×4 input patch of the tile at `at` (null where it reaches into the padding).
 template <class P>
-void patch(P* x, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t, P* (&px)[4][4]) {
-    const std::size_t n = t / tl.per_image, ty = (t / tl.tw) % tl.th, tx = t % tl.tw;
+void patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at, P* (&px)[4][4]) {
     for (std::size_t r = 0; r < 4; ++r) {
-        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(2 * ty + r) - static_cast<std::ptrdiff_t>(g.pad);
+        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(2 * at.ty + r) - static_cast<std::ptrdiff_t>(g.pad);
         for (std::size_t q = 0; q < 4; ++q) {
-            const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(2 * tx + q) - static_cast<std::ptrdiff_t>(g.pad);
+            const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(2 * at.tx + q) - static_cast<std::ptrdiff_t>(g.pad);
             const bool inside = iy >= 0 && ix >= 0 && iy < static_cast<std::ptrdiff_t>(in.h) && ix < static_cast<std::ptrdiff_t>(in.w);
-            px[r][q] = inside ? x + ((n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c
+            px[r][q] = inside ? x + ((at.n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c
                               : nullptr;
         }
     }
 }
 
-/// Pixel pointers of the 2×2 output block of tile t (null past an odd output's edge).
+/// Pixel pointers of the 2×2 output block of the tile at `at` (null past an odd output's edge).
 template <class P>
-void block(P* y, const tiling& tl, std::size_t cout, std::size_t t, P* (&px)[2][2]) {
-    const std::size_t n = t / tl.per_image, ty = (t / tl.tw) % tl.th, tx = t % tl.tw;
+void block(P* y, const tiling& tl, std::size_t cout, const tile_cursor& at, P* (&px)[2][2]) {
     for (std::size_t r = 0; r < 2; ++r)
         for (std::size_t q = 0; q < 2; ++q) {
-            const std::size_t oy = 2 * ty + r, ox = 2 * tx + q;
-            px[r][q] = oy < tl.oh && ox < tl.ow ? y + ((n * tl.oh + oy) * tl.ow + ox) * cout : nullptr;
+            const std::size_t oy = 2 * at.ty + r, ox = 2 * at.tx + q;
+            px[r][q] = oy < tl.oh && ox < tl.ow ? y + ((at.n * tl.oh + oy) * tl.ow + ox) * cout : nullptr;
         }
 }
 
@@ -122,17 +133,24 @@ template <class C, class S>
 void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
                      std::size_t t1, C* v) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
-    for (std::size_t t = t0; t < t1; ++t) {
+    tile_cursor at(tl, t0);
+    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
         const S* px[4][4];
-        patch(x, in, g, tl, t, px);
+        patch(x, in, g, at, px);
         C* dst = v + (t - t0) * c;
         over_channels<C>(c, [&]<class V>(std::size_t ci) {
             V d[4][4];
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
+                #pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q) d[r][q] = px[r][q] ? load_lanes<V, C>(px[r][q] + ci) : V(C(0));
+            #pragma GCC unroll 4
             for (std::size_t q = 0; q < 4; ++q) input_1d(d[0][q], d[1][q], d[2][q], d[3][q]);
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r) input_1d(d[r][0], d[r][1], d[r][2], d[r][3]);
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
+                #pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q) store_lanes(dst + (r * 4 + q) * stride + ci, d[r][q]);
         });
     }
@@ -143,17 +161,24 @@ template <class C>
 void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
                         std::size_t t1, C* dx) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
-    for (std::size_t t = t0; t < t1; ++t) {
+    tile_cursor at(tl, t0);
+    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
         C* px[4][4];
-        patch(dx, in, g, tl, t, px);
+        patch(dx, in, g, at, px);
         const C* src = dv + (t - t0) * c;
         over_channels<C>(c, [&]<class V>(std::size_t ci) {
             V d[4][4];
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
+                #pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q) d[r][q] = load_lanes<V, C>(src + (r * 4 + q) * stride + ci);
+            #pragma GCC unroll 4
             for (std::size_t q = 0; q < 4; ++q) input_1d_adjoint(d[0][q], d[1][q], d[2][q], d[3][q]);
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r) input_1d_adjoint(d[r][0], d[r][1], d[r][2], d[r][3]);
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
+                #pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q)
                     if (px[r][q]) store_lanes(px[r][q] + ci, load_lanes<V, C>(px[r][q] + ci) + d[r][q]);
         });
@@ -164,18 +189,21 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
 template <class C>
 void transform_output(const C* m, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1, C* y) {
     const std::size_t stride = (t1 - t0) * cout;
-    for (std::size_t t = t0; t < t1; ++t) {
+    tile_cursor at(tl, t0);
+    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
         C* px[2][2];
-        block(y, tl, cout, t, px);
+        block(y, tl, cout, at, px);
         const C* src = m + (t - t0) * cout;
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
             V s[2][4];
+            #pragma GCC unroll 4
             for (std::size_t q = 0; q < 4; ++q) {
                 const V m0 = load_lanes<V, C>(src + q * stride + co), m1 = load_lanes<V, C>(src + (4 + q) * stride + co);
                 const V m2 = load_lanes<V, C>(src + (8 + q) * stride + co), m3 = load_lanes<V, C>(src + (12 + q) * stride + co);
                 s[0][q] = m0 + m1 + m2;
                 s[1][q] = m1 - m2 - m3;
             }
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 2; ++r) {
                 if (px[r][0]) store_lanes(px[r][0] + co, s[r][0] + s[r][1] + s[r][2]);
                 if (px[r][1]) store_lanes(px[r][1] + co, s[r][1] - s[r][2] - s[r][3]);
@@ -190,21 +218,26 @@ template <class C, class S>
 void transform_output_gradient(const S* dy, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1,
                                std::size_t width, C* dm) {
     const std::size_t nt = t1 - t0, stride = nt * cout;
-    for (std::size_t t = t0; t < t1; ++t) {
+    tile_cursor at(tl, t0);
+    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
         const S* px[2][2];
-        block(dy, tl, cout, t, px);
+        block(dy, tl, cout, at, px);
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
             C* dst = dm + strip_index(t - t0, co, nt, width) - co;  // + co below: vectors never straddle strips
             V d[2][2];
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 2; ++r)
+                #pragma GCC unroll 4
                 for (std::size_t q = 0; q < 2; ++q) d[r][q] = px[r][q] ? load_lanes<V, C>(px[r][q] + co) : V(C(0));
             V e[4][2];  // A·dY: (v0, v0 + v1, v0 − v1, −v1) down each column
+            #pragma GCC unroll 4
             for (std::size_t q = 0; q < 2; ++q) {
                 e[0][q] = d[0][q];
                 e[1][q] = d[0][q] + d[1][q];
                 e[2][q] = d[0][q] - d[1][q];
                 e[3][q] = -d[1][q];
             }
+            #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r) {
                 C* row = dst + r * 4 * stride + co;
                 store_lanes(row, e[r][0]);
