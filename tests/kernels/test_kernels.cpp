@@ -197,6 +197,12 @@ TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[ker
         for (auto& v : dwr) v += 1;
         REQUIRE(max_rel_error(dx, dxr) < tol);
         REQUIRE(max_rel_error(dw, dwr) < tol);
+
+        // Both gradients in one call: the same bits as the two calls (dx's old contents never show).
+        std::vector<C> dx2(in.size(), C(7)), dw2(w.size(), C(1));
+        k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), dx2.data(), ws, {threads}, algorithm);
+        REQUIRE(dx2 == dx);
+        REQUIRE(dw2 == dw);
     }
 }
 

@@ -143,12 +143,13 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         gemm(trans::no, trans::yes, rows, k, cout, C(1), dy, cout, w, cout, C(0), dst.target(), k, opt);
     } else {
         C* acc = dst.target();
-        std::fill(acc, acc + in.size(), C(0));
         const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k);
         detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
-            const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
+            const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk), image = in.h * in.w * in.c;
+            // The chunk's images of dx, zeroed by the thread that adds into them.
+            std::fill(acc + m0 / (out.h * out.w) * image, acc + m1 / (out.h * out.w) * image, C(0));
             gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k,
                  {1, &ws.packs[t]});
             col2im_add(cols[t].data(), in, g, m0, m1, acc);  // chunks hold whole images: no overlap
@@ -180,6 +181,17 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
                              gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout,
                                   beta, target, cout, o);
                          });
+}
+
+/// dw += conv_backward_weight(x, dy) and, when dx is not null, dx = conv_backward_data(dy, w): both
+/// gradients of a layer in one call (Winograd transforms each output gradient once for both).
+template <Compute C, Storage T, Storage D, Storage W, Storage X>
+void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
+                     C* dw, X* dx, workspace<C>& ws, gemm_options opt = {},
+                     conv_algorithm algorithm = conv_algorithm::automatic) {
+    if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_backward(x, in, dy, w, cout, g, dw, dx, ws, opt);
+    conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt, conv_algorithm::im2col);
+    if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col);
 }
 
 /// Direct 7-loop convolution in double: the reference for tests (w [kh][kw][cin][cout]).

@@ -12,7 +12,9 @@
 // Chunks hold whole images, as in im2col + GEMM, so results do not depend on the thread count.
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "tessera/kernels/conv_chunks.hpp"
 #include "tessera/kernels/gemm.hpp"
@@ -313,13 +315,6 @@ void add_weight_gradient(const C* du, std::size_t cin, std::size_t cout, C* dw) 
     }
 }
 
-/// Tiles per chunk: whole images, their transformed tiles (16 · (cin + cout) values per tile) about
-/// as large as im2col's chunks.
-[[nodiscard]] inline std::size_t chunk_tiles(const tiling& tl, std::size_t images, std::size_t cin, std::size_t cout,
-                                             std::size_t elem) {
-    return kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, images, elem);
-}
-
 /// x as an array kernels can load from in registers: x itself, or a converted copy in scratch.
 template <class C, class T>
 [[nodiscard]] auto registers_view(const T* x, std::size_t n, aligned_vector<C>& scratch, parallelism par) {
@@ -329,35 +324,89 @@ template <class C, class T>
         return load_compute<C>(x, n, scratch, par);
 }
 
+// The 16 GEMMs of one chunk of nt tiles, one per position ξ (operands positions apart as the
+// transforms lay them out).
+/// M_ξ = V_ξ U_ξ (u in strips over cout).
+template <class C>
+void forward_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m, const gemm_options& o) {
+    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    for (std::size_t xi = 0; xi < positions; ++xi)
+        for (std::size_t j = 0; j < cout; j += width)
+            gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * nt * cin, cin, u + xi * plane + j * cin, width, C(0),
+                 m + xi * nt * cout + j, cout, o);
+}
+/// dV_ξ = dM_ξ U_ξᵀ (dm in strips over cout, each a slice of the sum over cout; ut in strips over cin).
+template <class C>
+void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, const C* ut, C* dv, const gemm_options& o) {
+    const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
+    for (std::size_t xi = 0; xi < positions; ++xi)
+        for (std::size_t j = 0; j < cin; j += width_in)
+            for (std::size_t s = 0; s < cout; s += width_out)
+                gemm(trans::no, trans::no, nt, width_in, width_out, C(1), dm + xi * nt * cout + s * nt, width_out,
+                     ut + xi * plane + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * nt * cin + j, cin, o);
+}
+/// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ (dm in strips over cout).
+template <class C>
+void weight_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du,
+                  const gemm_options& o) {
+    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    for (std::size_t xi = 0; xi < positions; ++xi)
+        for (std::size_t j = 0; j < cout; j += width)
+            gemm(trans::yes, trans::no, cin, width, nt, C(1), v + xi * nt * cin, cin, dm + xi * nt * cout + j * nt, width,
+                 beta, du + xi * plane + j, cout, o);
+}
+
+/// What the drivers share: the tiling, the chunks of whole images and their per-thread buffers.
+template <class C>
+struct plan {
+    tiling tl;
+    // chunk: tiles per chunk, whole images whose transformed tiles (16·(cin + cout) values per tile)
+    // are about as large as im2col's chunks.
+    std::size_t cin, cout, plane, tiles, chunk, chunks;
+    plan(const tensor::shape& in, std::size_t out_channels, const window& g)
+        : tl(in, g), cin(in.c), cout(out_channels), plane(cin * cout), tiles(in.n * tl.per_image),
+          chunk(kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, in.n, sizeof(C))),
+          chunks((tiles + chunk - 1) / chunk) {}
+    [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::size_t c) const noexcept {
+        return {c * chunk, std::min(tiles, (c + 1) * chunk)};
+    }
+    /// Transformed inputs (cols) and outputs (tiles), one buffer each per thread.
+    std::pair<C*, C*> buffers(workspace<C>& ws, std::size_t t) const noexcept { return {ws.cols[t].data(), ws.tiles[t].data()}; }
+    void reserve(workspace<C>& ws, std::size_t threads) const {
+        kernels::detail::thread_columns(ws, threads, positions * chunk * cin);
+        kernels::detail::thread_buffers(ws.tiles, threads, positions * chunk * cout);
+    }
+    /// The transformed weights, U or Uᵀ in strips, after 16·plane values of scratch.
+    template <class W>
+    C* weights(const W* w, bool transposed, workspace<C>& ws, parallelism par) const {
+        const auto* wr = registers_view<C>(w, 9 * plane, ws.col, par);
+        if (ws.filters.size() < 2 * positions * plane) ws.filters.resize(2 * positions * plane);
+        C* u = ws.filters.data() + positions * plane;
+        transform_weights(wr, cin, cout, transposed, ws.filters.data(), u);
+        return u;
+    }
+};
+
 }  // namespace detail
 
 /// y = conv(x, w) for a window that fits (3×3, stride 1): as kernels::conv2d_forward.
 template <Compute C, Storage T, Storage W, Storage Y>
 void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t cout, const window& g, Y* y,
                     workspace<C>& ws, gemm_options opt = {}) {
-    const detail::tiling tl(in, g);
-    const tensor::shape out = g.output(in, cout);
+    const detail::plan<C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
-    const std::size_t cin = in.c, plane = cin * cout, tiles = in.n * tl.per_image, width = detail::strip_width<C>(cout);
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
-    const auto* wr = detail::registers_view<C>(w, 9 * plane, ws.col, par);
-    store_compute<C, Y> dst(y, out.size(), ws.c, par);
-    if (ws.filters.size() < 2 * detail::positions * plane) ws.filters.resize(2 * detail::positions * plane);
-    C* u = ws.filters.data();
-    detail::transform_weights(wr, cin, cout, false, u + detail::positions * plane, u);
-    const std::size_t chunk = detail::chunk_tiles(tl, in.n, cin, cout, sizeof(C));
-    const std::size_t chunks = (tiles + chunk - 1) / chunk, threads = kernels::detail::chunk_threads(opt, chunks);
-    auto& v = kernels::detail::thread_columns(ws, threads, detail::positions * chunk * cin);
-    auto& m = kernels::detail::thread_buffers(ws.tiles, threads, detail::positions * chunk * cout);
+    store_compute<C, Y> dst(y, g.output(in, cout).size(), ws.c, par);
+    const C* u = p.weights(w, false, ws, par);
+    const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
+    p.reserve(ws, threads);
     C* y0 = dst.target();
-    kernels::detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
-        const std::size_t t0 = c * chunk, t1 = std::min(tiles, t0 + chunk), nt = t1 - t0;
-        detail::transform_input(xs, in, g, tl, t0, t1, v[t].data());
-        for (std::size_t xi = 0; xi < detail::positions; ++xi)
-            for (std::size_t j = 0; j < cout; j += width)  // M_ξ = V_ξ U_ξ, a strip of U at a time
-                gemm(trans::no, trans::no, nt, width, cin, C(1), v[t].data() + xi * nt * cin, cin,
-                     u + xi * plane + j * cin, width, C(0), m[t].data() + xi * nt * cout + j, cout, {1, &ws.packs[t]});
-        detail::transform_output(m[t].data(), tl, cout, t0, t1, y0);
+    kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
+        const auto [t0, t1] = p.range(c);
+        const auto [v, m] = p.buffers(ws, t);
+        detail::transform_input(xs, in, g, p.tl, t0, t1, v);
+        detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, {1, &ws.packs[t]});
+        detail::transform_output(m, p.tl, cout, t0, t1, y0);
     });
     dst.commit();
 }
@@ -366,63 +415,69 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
 template <Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g, X* dx,
                           workspace<C>& ws, gemm_options opt = {}) {
-    const detail::tiling tl(in, g);
-    const tensor::shape out = g.output(in, cout);
+    const detail::plan<C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
-    const std::size_t cin = in.c, plane = cin * cout, tiles = in.n * tl.per_image, width = detail::strip_width<C>(cin);
-    const auto* dys = detail::registers_view<C>(dy, out.size(), ws.b, par);
-    const auto* wr = detail::registers_view<C>(w, 9 * plane, ws.col, par);
+    const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
     store_compute<C, X> dst(dx, in.size(), ws.c, par);
+    const C* ut = p.weights(w, true, ws, par);
+    const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks), image = in.h * in.w * in.c;
+    p.reserve(ws, threads);
     C* acc = dst.target();
-    std::fill(acc, acc + in.size(), C(0));
-    if (ws.filters.size() < 2 * detail::positions * plane) ws.filters.resize(2 * detail::positions * plane);
-    C* ut = ws.filters.data();
-    detail::transform_weights(wr, cin, cout, true, ut + detail::positions * plane, ut);
-    const std::size_t chunk = detail::chunk_tiles(tl, in.n, cin, cout, sizeof(C));
-    const std::size_t chunks = (tiles + chunk - 1) / chunk, threads = kernels::detail::chunk_threads(opt, chunks);
-    auto& v = kernels::detail::thread_columns(ws, threads, detail::positions * chunk * cin);
-    auto& m = kernels::detail::thread_buffers(ws.tiles, threads, detail::positions * chunk * cout);
-    kernels::detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
-        const std::size_t t0 = c * chunk, t1 = std::min(tiles, t0 + chunk), nt = t1 - t0;
-        detail::transform_output_gradient(dys, tl, cout, t0, t1, cout, m[t].data());
-        for (std::size_t xi = 0; xi < detail::positions; ++xi)
-            for (std::size_t j = 0; j < cin; j += width)  // dV_ξ = dM_ξ U_ξᵀ, a strip of U_ξᵀ at a time
-                gemm(trans::no, trans::no, nt, width, cout, C(1), m[t].data() + xi * nt * cout, cout,
-                     ut + xi * plane + j * cout, width, C(0), v[t].data() + xi * nt * cin + j, cin, {1, &ws.packs[t]});
-        detail::add_input_gradient(v[t].data(), in, g, tl, t0, t1, acc);  // chunks hold whole images: no overlap
+    kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
+        const auto [t0, t1] = p.range(c);
+        const auto [v, m] = p.buffers(ws, t);
+        detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
+        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, {1, &ws.packs[t]});
+        // The chunk's images of dx (chunks hold whole images: no overlap), zeroed by the thread that adds into them.
+        std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
+        detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
     });
     dst.commit();
+}
+
+/// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C) and, when
+/// dx is not null, dx = the gradient with respect to its input: conv2d_backward_weight and
+/// conv2d_backward_data in one pass over the chunks, each output gradient transformed once.
+template <Compute C, Storage T, Storage D, Storage W, Storage X>
+void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
+                     C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}) {
+    const detail::plan<C> p(in, cout, g);
+    const parallelism par{opt.threads, opt.pool};
+    const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
+    const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
+    std::optional<store_compute<C, X>> dst;
+    const C* ut = nullptr;
+    if (dx != nullptr) {
+        dst.emplace(dx, in.size(), ws.c, par);
+        ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
+    }
+    const std::size_t size = detail::positions * p.plane, image = in.h * in.w * in.c;
+    if (ws.filters.size() < size) ws.filters.resize(size);
+    C* du = ws.filters.data();
+    C* acc = dst ? dst->target() : nullptr;
+    const kernels::detail::lane_plan lanes = kernels::detail::plan_lanes(p.chunks, size, sizeof(C), opt);
+    p.reserve(ws, lanes.threads);
+    kernels::detail::sum_in_lanes(lanes, p.chunks, du, true, size, ws, opt,
+                                  [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
+        const auto [t0, t1] = p.range(c);
+        const auto [v, m] = p.buffers(ws, t);
+        detail::transform_input(xs, in, g, p.tl, t0, t1, v);
+        detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
+        detail::weight_gemms(t1 - t0, p.cin, cout, v, m, beta, target, o);
+        if (acc == nullptr) return;
+        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, o);  // V is no longer needed: dV takes its place
+        std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
+        detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
+    });
+    detail::add_weight_gradient(du, p.cin, cout, dw);
+    if (dst) dst->commit();
 }
 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C).
 template <Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g, C* dw,
                             workspace<C>& ws, gemm_options opt = {}) {
-    const detail::tiling tl(in, g);
-    const tensor::shape out = g.output(in, cout);
-    const parallelism par{opt.threads, opt.pool};
-    const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
-    const auto* dys = detail::registers_view<C>(dy, out.size(), ws.b, par);
-    const std::size_t cin = in.c, plane = cin * cout, size = detail::positions * plane, tiles = in.n * tl.per_image;
-    const std::size_t width = detail::strip_width<C>(cout);
-    const std::size_t chunk = detail::chunk_tiles(tl, in.n, cin, cout, sizeof(C));
-    const std::size_t chunks = (tiles + chunk - 1) / chunk;
-    const kernels::detail::lane_plan plan = kernels::detail::plan_lanes(chunks, size, sizeof(C), opt);
-    auto& v = kernels::detail::thread_columns(ws, plan.threads, detail::positions * chunk * cin);
-    auto& m = kernels::detail::thread_buffers(ws.tiles, plan.threads, detail::positions * chunk * cout);
-    if (ws.filters.size() < size) ws.filters.resize(size);
-    C* du = ws.filters.data();
-    kernels::detail::sum_in_lanes(plan, chunks, du, true, size, ws, opt,
-                                  [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
-        const std::size_t t0 = c * chunk, t1 = std::min(tiles, t0 + chunk), nt = t1 - t0;
-        detail::transform_input(xs, in, g, tl, t0, t1, v[t].data());
-        detail::transform_output_gradient(dys, tl, cout, t0, t1, width, m[t].data());
-        for (std::size_t xi = 0; xi < detail::positions; ++xi)
-            for (std::size_t j = 0; j < cout; j += width)  // dU_ξ += V_ξᵀ dM_ξ, a strip of dM_ξ at a time
-                gemm(trans::yes, trans::no, cin, width, nt, C(1), v[t].data() + xi * nt * cin, cin,
-                     m[t].data() + xi * nt * cout + j * nt, width, beta, target + xi * plane + j, cout, o);
-    });
-    detail::add_weight_gradient(du, cin, cout, dw);
+    winograd::conv2d_backward(x, in, dy, static_cast<const C*>(nullptr), cout, g, dw, static_cast<C*>(nullptr), ws, opt);
 }
 
 }  // namespace tessera::kernels::winograd

@@ -59,12 +59,9 @@ public:
 
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         const tensor::shape s = tensor::shape_of(*st.input);
-        kernels::conv2d_backward_weight(st.input->data(), s, dy.data(), m_out, m_window, m_grad.data(), m_ws, ctx.gemm());
-        if (want_dx) {
-            detail::ensure_shape(st.grad_input, s);
-            kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), m_ws,
-                                          ctx.gemm());
-        }
+        if (want_dx) detail::ensure_shape(st.grad_input, s);
+        kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
+                                 want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm());
         return st.grad_input;
     }
 
