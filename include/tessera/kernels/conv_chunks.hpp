@@ -61,7 +61,7 @@ namespace detail {
 /// `min_conv_chunks` chunks when the batch has that many images, so that threads taking chunks one at a
 /// time finish together even on cores of different speeds. The chunking does not depend on the thread
 /// count: results are the same on any number of threads.
-inline constexpr std::size_t min_conv_chunks = 8;
+inline constexpr std::size_t min_conv_chunks = 16;
 [[nodiscard]] inline std::size_t conv_chunk_rows(std::size_t k, std::size_t rows_per_image, std::size_t images,
                                                  std::size_t elem) {
     const std::size_t target = (std::size_t{1} << 20) / (elem * std::max<std::size_t>(k, 1));
