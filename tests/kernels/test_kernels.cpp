@@ -248,6 +248,26 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
     }
 }
 
+TEST_CASE("conv2d chooses Winograd for 3x3 stride-1 windows between 8 or more channels, and refuses it elsewhere",
+          "[kernels][conv]") {
+    const auto automatic = k::conv_algorithm::automatic;
+    CHECK(k::uses_winograd(automatic, {2, 14, 14, 16}, 16, {3, 3, 1, 1}));
+    CHECK(k::uses_winograd(automatic, {2, 14, 14, 8}, 8, {3, 3, 1, 0}));
+    CHECK_FALSE(k::uses_winograd(automatic, {2, 28, 28, 1}, 16, {3, 3, 1, 1}));  // the stem: k = 9 either way
+    CHECK_FALSE(k::uses_winograd(automatic, {2, 14, 14, 16}, 4, {3, 3, 1, 1}));
+    CHECK_FALSE(k::uses_winograd(automatic, {2, 14, 14, 16}, 32, {3, 3, 2, 1}));
+    CHECK_FALSE(k::uses_winograd(k::conv_algorithm::im2col, {2, 14, 14, 16}, 16, {3, 3, 1, 1}));
+    CHECK(k::uses_winograd(k::conv_algorithm::winograd, {2, 14, 14, 1}, 1, {3, 3, 1, 1}));
+    // Forced where it does not fit: a shape_error naming the window, and nothing written.
+    const shape in{1, 6, 6, 8};
+    const k::window strided(3, 3, 2, 1);
+    std::vector<float> x(in.size(), 1.0f), w(9 * 8 * 8, 1.0f), y(strided.output(in, 8).size(), 7.0f);
+    k::workspace<float> ws;
+    CHECK_THROWS_WITH(k::conv2d_forward(x.data(), in, w.data(), 8, strided, y.data(), ws, {}, k::conv_algorithm::winograd),
+                      Catch::Contains("3x3 window at stride 1, not 3x3 at stride 2"));
+    CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
+}
+
 TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
     const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic);  // 3×3/1: Winograd
     for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1), k::window(1, 1, 1, 0)}) {
