@@ -2,7 +2,6 @@
 // 2-D convolution on NHWC tensors, forward and both gradients: im2col + GEMM over row chunks, or
 // Winograd F(2×2, 3×3) for 3×3 stride-1 windows (winograd.hpp).
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,7 +32,6 @@ enum class conv_algorithm { automatic, im2col, winograd };
     return a == conv_algorithm::winograd ||
            (a == conv_algorithm::automatic && winograd::fits(g) && in.c >= 8 && cout >= 8);
 }
-
 
 /// Rows [m0, m1) of the im2col matrix of x (NHWC): row m = (n, oy, ox), column (ky, kx, ci), so
 /// col has k = kh·kw·c columns. Padding contributes zeros.

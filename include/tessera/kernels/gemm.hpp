@@ -321,16 +321,16 @@ void gemm(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alp
         detail::gemm_blocked<Tile>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads, options.buffers,
                                    options.pool);
     };
+    // Short tiles only where A is read in place (stored as C): they exist to avoid packing A.
+    constexpr bool may_shorten = std::is_same_v<TA, C> && std::is_same_v<TB, C>;
     if (n <= detail::tile<C, 1>::nr) {
-        if (detail::short_rows<C, 1>(m))
-            run(detail::tile<C, 1, detail::short_mr<C, 1>>{});
-        else
-            run(detail::tile<C, 1>{});
+        if constexpr (may_shorten)
+            if (detail::short_rows<C, 1>(m)) return run(detail::tile<C, 1, detail::short_mr<C, 1>>{});
+        run(detail::tile<C, 1>{});
     } else {
-        if (detail::short_rows<C, 2>(m))
-            run(detail::tile<C, 2, detail::short_mr<C, 2>>{});
-        else
-            run(detail::tile<C, 2>{});
+        if constexpr (may_shorten)
+            if (detail::short_rows<C, 2>(m)) return run(detail::tile<C, 2, detail::short_mr<C, 2>>{});
+        run(detail::tile<C, 2>{});
     }
 }
 
