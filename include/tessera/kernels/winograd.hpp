@@ -10,6 +10,8 @@
 //   dM = A dY Aᵀ,   dV_ξ = dM_ξ U_ξᵀ,   dd = B dV Bᵀ (added into dx),
 //   dU_ξ = Σ_tiles V_ξᵀ dM_ξ,   dg = Gᵀ dU G (added into dw).
 // Chunks hold whole images, as in im2col + GEMM, so results do not depend on the thread count.
+// Memory: a layer's workspace keeps the transformed weights and their gradient, 32·cin·cout values
+// (3.6× the weights), beside the per-thread transformed tiles of one chunk (about 1 MiB each).
 #include <algorithm>
 #include <cstddef>
 #include <optional>
@@ -69,6 +71,8 @@ inline void input_1d_adjoint(V& a, V& b, V& c, V& d) noexcept {
     a = t0, b = t1, c = t2, d = t3;
 }
 
+// A batch or a scalar of C at p (named apart from xsimd::load and xsimd::store, which
+// argument-dependent lookup finds for batch arguments; xsimd::store is the aligned one).
 template <class V, class C, class S>
 [[nodiscard]] inline V load_lanes(const S* p) noexcept {
     if constexpr (std::is_same_v<V, C>)
