@@ -676,6 +676,24 @@ TEST_CASE("kernel threads per IPU: the same parameters and running statistics as
     net_t wa = one.model().network(), wb = two.model().network(), untrained = net;
     CHECK(parameters_and_buffers(wa) == parameters_and_buffers(wb));
     CHECK(parameters_and_buffers(wa) != parameters_and_buffers(untrained));
+
+    // Weights move between host and device without the session's options: a host model with one
+    // kernel thread leaves the replicas theirs, and an inference session leaves the host in training mode.
+    auto host = one.model();
+    two.copy_weights_to(host);
+    CHECK(host.kernel_threads() == 1);
+    two.load_weights(host);
+    CHECK(two.model().kernel_threads() == 2);
+    CHECK(two.replica(1).kernel_threads() == 2);
+    net_t loaded = two.replica(1).network();
+    CHECK(parameters_and_buffers(loaded) == parameters_and_buffers(wa));
+    auto eval = exec::inference_model<cfg::config<cfg::sharded<2>, cfg::device_iterations<1>>>(net, plain_sgd{}, sample,
+                                                                                               {.micro_batch = images});
+    CHECK(eval.model().mode() == nn::mode::eval);
+    eval.copy_weights_to(host);
+    CHECK(host.mode() == nn::mode::train);
+    CHECK(host.kernel_threads() == 1);
+
     REQUIRE_THROWS_WITH(exec::training_model<c>(net, plain_sgd{}, sample, {.micro_batch = images},
                                                 {.kernel_threads_per_ipu = 0}),
                         Catch::Contains("kernel threads per IPU must be at least 1, got 0"));

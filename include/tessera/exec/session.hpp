@@ -97,14 +97,23 @@ public:
     /// The weights on the device (replica 0; every replica holds the same after an update).
     [[nodiscard]] const M& model() const noexcept { return m_models.front(); }
     [[nodiscard]] const M& replica(std::size_t r) const { return m_models.at(r); }
-    /// Copies the device weights back to the host model.
-    void copy_weights_to(M& host) const { host = m_models.front(); }
-    /// Replaces the device weights (every replica) by the host model's.
+    /// Copies the device weights back to the host model. A model with assign_state (staged_network)
+    /// moves its training state only: the host keeps its own mode and kernel threads.
+    void copy_weights_to(M& host) const { transfer(host, m_models.front()); }
+    /// Replaces the device weights (every replica) by the host model's; with assign_state the
+    /// replicas keep this session's options (evaluation mode, kernel threads, recomputation).
     void load_weights(const M& host) {
-        for (auto& m : m_models) m = host;
+        for (auto& m : m_models) transfer(m, host);
     }
 
 private:
+    static void transfer(M& to, const M& from) {
+        if constexpr (requires { to.assign_state(from); })
+            to.assign_state(from);
+        else
+            to = from;
+    }
+
     static std::unique_ptr<executor<M>> compile(const M& model, const config::batching& b, const session_options& settings) {
         using strategy = typename C::strategy;
         const std::size_t replicas = b.local_replicas();

@@ -225,6 +225,22 @@ public:
     [[nodiscard]] N& network() noexcept { return m_net; }
     [[nodiscard]] const N& network() const noexcept { return m_net; }
 
+    /// Takes other's training state: the network's weights and buffers (batch-norm running
+    /// statistics), the optimizers' state and the loss scale; keeps how this model runs (mode,
+    /// kernel threads, recomputation). Sessions move weights between host and device with it, so a
+    /// replica keeps its session's options. The two must be cut into the same stages.
+    void assign_state(const staged_network& other) {
+        if (other.m_first != m_first)
+            throw config::config_error("tessera::exec::staged_network::assign_state: the models are cut into " +
+                                       std::to_string(other.m_first.size()) + " and " + std::to_string(m_first.size()) +
+                                       " stages at different units");
+        m_net = other.m_net;
+        m_optimizers = other.m_optimizers;
+        m_scale = other.m_scale;
+        m_good_steps = other.m_good_steps;
+        m_skipped = other.m_skipped;
+    }
+
     /// Runs stage s on a micro-batch of any size from 0 to the compiled one (a short one is the
     /// padded tail of an epoch: batch statistics over its real samples only). An empty micro-batch
     /// (all padding) does not run the network: its output is empty and no running statistic moves.
