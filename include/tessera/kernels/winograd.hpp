@@ -71,6 +71,15 @@ inline void input_1d_adjoint(V& a, V& b, V& c, V& d) noexcept {
     a = t0, b = t1, c = t2, d = t3;
 }
 
+/// Applies a one-dimensional transform f(a, b, c, d) down each column of a 4×4 tile, then along each row.
+template <class V, class F>
+inline void transform_2d(V (&d)[4][4], F&& f) noexcept {
+#pragma GCC unroll 4
+    for (std::size_t q = 0; q < 4; ++q) f(d[0][q], d[1][q], d[2][q], d[3][q]);
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < 4; ++r) f(d[r][0], d[r][1], d[r][2], d[r][3]);
+}
+
 // A batch or a scalar of C at p (named apart from xsimd::load and xsimd::store, which
 // argument-dependent lookup finds for batch arguments; xsimd::store is the aligned one).
 template <class V, class C, class S>
@@ -110,6 +119,13 @@ struct tile_cursor {
     }
 };
 
+/// Runs f(at, i) for tiles t0 + i in [t0, t1), `at` the tile's cursor.
+template <class F>
+void for_each_tile(const tiling& tl, std::size_t t0, std::size_t t1, F&& f) {
+    tile_cursor at(tl, t0);
+    for (std::size_t i = 0; i < t1 - t0; ++i, at.next(tl)) f(at, i);
+}
+
 /// Pixel pointers of the 4×4 input patch of the tile at `at` (null where it reaches into the padding).
 template <class P>
 void patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at, P* (&px)[4][4]) {
@@ -139,27 +155,23 @@ template <class C, class S>
 void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
                      std::size_t t1, C* v) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
-    tile_cursor at(tl, t0);
-    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
+    for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         const S* px[4][4];
         patch(x, in, g, at, px);
-        C* dst = v + (t - t0) * c;
+        C* dst = v + i * c;
         over_channels<C>(c, [&]<class V>(std::size_t ci) {
             V d[4][4];
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
-                #pragma GCC unroll 4
+#pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q) d[r][q] = px[r][q] ? load_lanes<V, C>(px[r][q] + ci) : V(C(0));
-            #pragma GCC unroll 4
-            for (std::size_t q = 0; q < 4; ++q) input_1d(d[0][q], d[1][q], d[2][q], d[3][q]);
-            #pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r) input_1d(d[r][0], d[r][1], d[r][2], d[r][3]);
-            #pragma GCC unroll 4
+            transform_2d(d, input_1d<V>);
+#pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
-                #pragma GCC unroll 4
+#pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q) store_lanes(dst + (r * 4 + q) * stride + ci, d[r][q]);
         });
-    }
+    });
 }
 
 /// dx += B dV Bᵀ for tiles [t0, t1) (dv laid out as transform_input's v); tiles overlap by two pixels.
@@ -167,55 +179,50 @@ template <class C>
 void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
                         std::size_t t1, C* dx) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
-    tile_cursor at(tl, t0);
-    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
+    for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         C* px[4][4];
         patch(dx, in, g, at, px);
-        const C* src = dv + (t - t0) * c;
+        const C* src = dv + i * c;
         over_channels<C>(c, [&]<class V>(std::size_t ci) {
             V d[4][4];
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
-                #pragma GCC unroll 4
+#pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q) d[r][q] = load_lanes<V, C>(src + (r * 4 + q) * stride + ci);
-            #pragma GCC unroll 4
-            for (std::size_t q = 0; q < 4; ++q) input_1d_adjoint(d[0][q], d[1][q], d[2][q], d[3][q]);
-            #pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r) input_1d_adjoint(d[r][0], d[r][1], d[r][2], d[r][3]);
-            #pragma GCC unroll 4
+            transform_2d(d, input_1d_adjoint<V>);
+#pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r)
-                #pragma GCC unroll 4
+#pragma GCC unroll 4
                 for (std::size_t q = 0; q < 4; ++q)
                     if (px[r][q]) store_lanes(px[r][q] + ci, load_lanes<V, C>(px[r][q] + ci) + d[r][q]);
         });
-    }
+    });
 }
 
 /// y = Aᵀ M A for tiles [t0, t1) (m[ξ][t - t0][co]), written where the output exists.
 template <class C>
 void transform_output(const C* m, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1, C* y) {
     const std::size_t stride = (t1 - t0) * cout;
-    tile_cursor at(tl, t0);
-    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
+    for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         C* px[2][2];
         block(y, tl, cout, at, px);
-        const C* src = m + (t - t0) * cout;
+        const C* src = m + i * cout;
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
             V s[2][4];
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (std::size_t q = 0; q < 4; ++q) {
                 const V m0 = load_lanes<V, C>(src + q * stride + co), m1 = load_lanes<V, C>(src + (4 + q) * stride + co);
                 const V m2 = load_lanes<V, C>(src + (8 + q) * stride + co), m3 = load_lanes<V, C>(src + (12 + q) * stride + co);
                 s[0][q] = m0 + m1 + m2;
                 s[1][q] = m1 - m2 - m3;
             }
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (std::size_t r = 0; r < 2; ++r) {
                 if (px[r][0]) store_lanes(px[r][0] + co, s[r][0] + s[r][1] + s[r][2]);
                 if (px[r][1]) store_lanes(px[r][1] + co, s[r][1] - s[r][2] - s[r][3]);
             }
         });
-    }
+    });
 }
 
 /// dM = A dY Aᵀ for tiles [t0, t1): dm[ξ] an nt × cout matrix in strips of `width` columns (a multiple
@@ -224,26 +231,25 @@ template <class C, class S>
 void transform_output_gradient(const S* dy, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1,
                                std::size_t width, C* dm) {
     const std::size_t nt = t1 - t0, stride = nt * cout;
-    tile_cursor at(tl, t0);
-    for (std::size_t t = t0; t < t1; ++t, at.next(tl)) {
+    for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         const S* px[2][2];
         block(dy, tl, cout, at, px);
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
-            C* dst = dm + strip_index(t - t0, co, nt, width) - co;  // + co below: vectors never straddle strips
+            C* dst = dm + strip_index(i, co, nt, width) - co;  // + co below: vectors never straddle strips
             V d[2][2];
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (std::size_t r = 0; r < 2; ++r)
-                #pragma GCC unroll 4
+#pragma GCC unroll 4
                 for (std::size_t q = 0; q < 2; ++q) d[r][q] = px[r][q] ? load_lanes<V, C>(px[r][q] + co) : V(C(0));
             V e[4][2];  // A·dY: (v0, v0 + v1, v0 − v1, −v1) down each column
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (std::size_t q = 0; q < 2; ++q) {
                 e[0][q] = d[0][q];
                 e[1][q] = d[0][q] + d[1][q];
                 e[2][q] = d[0][q] - d[1][q];
                 e[3][q] = -d[1][q];
             }
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r) {
                 C* row = dst + r * 4 * stride + co;
                 store_lanes(row, e[r][0]);
@@ -252,7 +258,7 @@ void transform_output_gradient(const S* dy, const tiling& tl, std::size_t cout, 
                 store_lanes(row + 3 * stride, -e[r][1]);
             }
         });
-    }
+    });
 }
 
 /// U = G g Gᵀ for every channel pair: u[ξ] = U_ξ, cin × cout, from w [3][3][cin][cout]; or, when
