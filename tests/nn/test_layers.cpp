@@ -35,6 +35,9 @@ TEST_CASE("conv2d gradients match finite differences", "[nn][gradcheck]") {
     check_gradients(strided, {1, 7, 6, 2}, 2);
     nn::conv2d<fp64> pointwise(5, 3, {1, 1, 2, 0});
     check_gradients(pointwise, {2, 5, 5, 5}, 3);
+    // 3×3 stride 1 between 8 or more channels: Winograd F(2×2, 3×3), with an odd output width.
+    nn::conv2d<fp64> winograd(8, 9, {3, 3, 1, 1});
+    check_gradients(winograd, {2, 4, 5, 8}, 4);
 }
 
 TEST_CASE("batch norm gradients match finite differences (training statistics)", "[nn][gradcheck]") {
