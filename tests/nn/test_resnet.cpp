@@ -1,6 +1,8 @@
 // The ResNet family: published parameter counts, shapes, units for stage cutting, a whole-model gradient check.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -193,4 +195,44 @@ TEMPLATE_TEST_CASE("a ResNet-20 step gives bit-identical outputs, gradients and 
             CHECK(first_difference(o.grads, one.grads) == "");
             CHECK(first_difference(o.buffers, one.buffers) == "");
         }
+}
+
+TEST_CASE("the context chooses how convolutions are computed: every choice gives the same gradients within rounding",
+          "[nn][resnet]") {
+    const shape in{4, 28, 28, 1};
+    const auto x = random_activation<config::fp32>(in, 61);
+    const std::vector<std::int32_t> labels{2, 7, 0, 9};
+    auto gradients = [&](kernels::conv_algorithm algorithm) {
+        nn::resnet20<config::fp32> model(1, 10);
+        nn::resnet20<config::fp32>::state st;
+        nn::softmax_cross_entropy<config::fp32> loss;
+        const nn::context ctx{.mode = nn::mode::train, .convolution = algorithm};
+        (void)loss(model.forward(x, st, ctx), labels, 1.0);
+        model.backward(loss.gradient(), st, ctx, false);
+        std::vector<std::vector<float>> grads;
+        model.visit_parameters([&](std::string_view, auto, std::span<float> g) { grads.emplace_back(g.begin(), g.end()); });
+        return grads;
+    };
+    // The largest difference of a tensor relative to its largest magnitude, over all tensors.
+    auto worst = [](const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+        REQUIRE(a.size() == b.size());
+        double e = 0;
+        for (std::size_t t = 0; t < a.size(); ++t) {
+            double scale = 1e-30, diff = 0;
+            for (std::size_t i = 0; i < a[t].size(); ++i) {
+                scale = std::max(scale, std::abs(double(b[t][i])));
+                diff = std::max(diff, std::abs(double(a[t][i]) - double(b[t][i])));
+            }
+            e = std::max(e, diff / scale);
+        }
+        return e;
+    };
+    const auto im2col = gradients(kernels::conv_algorithm::im2col);
+    const auto automatic = gradients(kernels::conv_algorithm::automatic);
+    const auto winograd = gradients(kernels::conv_algorithm::winograd);  // the 1-channel stem too
+    CHECK(worst(automatic, im2col) < 1e-4);  // measured 3e-6
+    CHECK(worst(winograd, im2col) < 1e-4);
+    // Each choice took effect: other algorithms, other roundings.
+    CHECK(worst(automatic, im2col) > 0);
+    CHECK(worst(winograd, automatic) > 0);
 }

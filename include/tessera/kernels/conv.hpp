@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tessera/kernels/conv_algorithm.hpp"
 #include "tessera/kernels/conv_chunks.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/simd.hpp"
@@ -16,10 +17,6 @@
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::kernels {
-
-/// How a convolution is computed. `automatic` takes Winograd F(2×2, 3×3) where it fits and pays
-/// (see uses_winograd), im2col + GEMM elsewhere; the others force one (Winograd only where it fits).
-enum class conv_algorithm { automatic, im2col, winograd };
 
 /// Whether a convolution of input `in` to `cout` channels with window g runs as Winograd F(2×2, 3×3).
 /// `automatic` chooses it for 3×3 stride-1 windows between at least 8 channels: with fewer, its

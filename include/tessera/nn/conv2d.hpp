@@ -52,7 +52,8 @@ public:
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         const tensor::shape s = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(s));
-        kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), m_ws, ctx.gemm());
+        kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), m_ws, ctx.gemm(),
+                                algorithm(ctx));
         st.input = &x;
         return st.output;
     }
@@ -61,7 +62,7 @@ public:
         const tensor::shape s = tensor::shape_of(*st.input);
         if (want_dx) detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
-                                 want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm());
+                                 want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm(), algorithm(ctx));
         return st.grad_input;
     }
 
@@ -82,6 +83,12 @@ public:
     [[nodiscard]] const kernels::window& geometry() const noexcept { return m_window; }
 
 private:
+    // The context's choice; a layer Winograd does not fit runs im2col + GEMM.
+    [[nodiscard]] kernels::conv_algorithm algorithm(const context& ctx) const noexcept {
+        return ctx.convolution == kernels::conv_algorithm::winograd && !kernels::winograd::fits(m_window)
+                   ? kernels::conv_algorithm::im2col
+                   : ctx.convolution;
+    }
     void check(const tensor::shape& s) const {
         if (s.c != m_in)
             throw tensor::shape_error("tessera::nn::conv2d: input " + s.str() + " has " + std::to_string(s.c) +

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "tessera/config/precision.hpp"
+#include "tessera/kernels/conv_algorithm.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/storage.hpp"
 #include "tessera/tensor/dense.hpp"
@@ -45,6 +46,10 @@ struct context {
     bool update_running_statistics = true;
     /// Workers for threads > 1, kept between calls (none: threads are started per parallel loop).
     kernels::thread_pool* pool = nullptr;
+    /// How convolutions are computed. automatic: Winograd F(2×2, 3×3) for 3×3 stride-1 layers of 8 or
+    /// more channels, im2col + GEMM for the others; im2col: every layer by im2col + GEMM; winograd:
+    /// every 3×3 stride-1 layer by Winograd, whatever its channels, the others by im2col + GEMM.
+    kernels::conv_algorithm convolution = kernels::conv_algorithm::automatic;
     [[nodiscard]] kernels::parallelism parallel() const noexcept { return {threads, pool}; }
     [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads, nullptr, pool}; }
 };
