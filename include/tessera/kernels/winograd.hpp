@@ -261,68 +261,94 @@ void transform_output_gradient(const S* dy, const tiling& tl, std::size_t cout, 
     });
 }
 
+/// Runs f(b, e) over [0, n) in blocks of a fixed size (a multiple of every SIMD width), the blocks
+/// split between threads: where vectors end and scalar tails begin does not depend on the thread
+/// count, so neither does any rounding (the compiler may contract a multiply and an add in one
+/// path and not in the other).
+inline constexpr std::size_t weight_block = std::size_t{1} << 10;
+template <class F>
+void for_each_block(parallelism par, std::size_t n, F&& f) {
+    kernels::detail::parallel_ranges(par, (n + weight_block - 1) / weight_block, 1,
+                                     [&](std::size_t b, std::size_t e, std::size_t) {
+                                         for (std::size_t k = b; k < e; ++k)
+                                             f(k * weight_block, std::min(n, (k + 1) * weight_block));
+                                     });
+}
+
 /// U = G g Gᵀ for every channel pair: u[ξ] = U_ξ, cin × cout, from w [3][3][cin][cout]; or, when
 /// `transposed`, u[ξ] = U_ξᵀ, cout × cin. Each in strips of strip_width columns.
 template <class C, class W>
-void transform_weights(const W* w, std::size_t cin, std::size_t cout, bool transposed, C* rows, C* u) {
+void transform_weights(const W* w, std::size_t cin, std::size_t cout, bool transposed, C* rows, C* u, parallelism par) {
     const std::size_t plane = cin * cout;
     // Row-major U_ξ first, vectorised over the contiguous channel pairs.
-    over_channels<C>(plane, [&]<class V>(std::size_t i) {
-        V h[4][3];  // G·g: (g0, (g0 + g1 + g2)/2, (g0 − g1 + g2)/2, g2) down each column
-        for (std::size_t kx = 0; kx < 3; ++kx) {
-            const V g0 = load_lanes<V, C>(w + kx * plane + i), g1 = load_lanes<V, C>(w + (3 + kx) * plane + i);
-            const V g2 = load_lanes<V, C>(w + (6 + kx) * plane + i);
-            h[0][kx] = g0;
-            h[1][kx] = (g0 + g1 + g2) * V(C(0.5));
-            h[2][kx] = (g0 - g1 + g2) * V(C(0.5));
-            h[3][kx] = g2;
-        }
-        for (std::size_t r = 0; r < 4; ++r) {
-            store_lanes(rows + (r * 4 + 0) * plane + i, h[r][0]);
-            store_lanes(rows + (r * 4 + 1) * plane + i, (h[r][0] + h[r][1] + h[r][2]) * V(C(0.5)));
-            store_lanes(rows + (r * 4 + 2) * plane + i, (h[r][0] - h[r][1] + h[r][2]) * V(C(0.5)));
-            store_lanes(rows + (r * 4 + 3) * plane + i, h[r][2]);
-        }
+    for_each_block(par, plane, [&](std::size_t b, std::size_t e) {
+        over_channels<C>(e - b, [&]<class V>(std::size_t k) {
+            const std::size_t i = b + k;
+            V h[4][3];  // G·g: (g0, (g0 + g1 + g2)/2, (g0 − g1 + g2)/2, g2) down each column
+            for (std::size_t kx = 0; kx < 3; ++kx) {
+                const V g0 = load_lanes<V, C>(w + kx * plane + i), g1 = load_lanes<V, C>(w + (3 + kx) * plane + i);
+                const V g2 = load_lanes<V, C>(w + (6 + kx) * plane + i);
+                h[0][kx] = g0;
+                h[1][kx] = (g0 + g1 + g2) * V(C(0.5));
+                h[2][kx] = (g0 - g1 + g2) * V(C(0.5));
+                h[3][kx] = g2;
+            }
+            for (std::size_t r = 0; r < 4; ++r) {
+                store_lanes(rows + (r * 4 + 0) * plane + i, h[r][0]);
+                store_lanes(rows + (r * 4 + 1) * plane + i, (h[r][0] + h[r][1] + h[r][2]) * V(C(0.5)));
+                store_lanes(rows + (r * 4 + 2) * plane + i, (h[r][0] - h[r][1] + h[r][2]) * V(C(0.5)));
+                store_lanes(rows + (r * 4 + 3) * plane + i, h[r][2]);
+            }
+        });
     });
     // Then into strips: strip j0 of U_ξ holds rows ci, columns co in [j0, j0 + width); of U_ξᵀ rows co,
     // columns ci in [j0, j0 + width).
     const std::size_t width = strip_width<C>(transposed ? cin : cout);
-    for (std::size_t xi = 0; xi < positions; ++xi) {
-        const C* from = rows + xi * plane;
-        C* to = u + xi * plane;
-        if (!transposed) {
-            for (std::size_t j0 = 0; j0 < cout; j0 += width)
-                for (std::size_t ci = 0; ci < cin; ++ci)
-                    std::copy_n(from + ci * cout + j0, width, to + j0 * cin + ci * width);
-        } else {
-            for (std::size_t j0 = 0; j0 < cin; j0 += width)
-                for (std::size_t co = 0; co < cout; ++co)
-                    for (std::size_t j = 0; j < width; ++j) to[j0 * cout + co * width + j] = from[(j0 + j) * cout + co];
+    kernels::detail::parallel_ranges(par, positions, std::max<std::size_t>(1, weight_block / std::max<std::size_t>(plane, 1)),
+                                     [&](std::size_t b, std::size_t e, std::size_t) {
+        for (std::size_t xi = b; xi < e; ++xi) {
+            const C* from = rows + xi * plane;
+            C* to = u + xi * plane;
+            if (!transposed) {
+                for (std::size_t j0 = 0; j0 < cout; j0 += width)
+                    for (std::size_t ci = 0; ci < cin; ++ci)
+                        std::copy_n(from + ci * cout + j0, width, to + j0 * cin + ci * width);
+            } else {
+                for (std::size_t j0 = 0; j0 < cin; j0 += width)
+                    for (std::size_t co = 0; co < cout; ++co)
+                        for (std::size_t j = 0; j < width; ++j) to[j0 * cout + co * width + j] = from[(j0 + j) * cout + co];
+            }
         }
-    }
+    });
 }
 
-/// dw += Gᵀ dU G for every channel pair (du laid out as transform_weights' u).
+/// dw += Gᵀ dU G for every channel pair (du laid out as transform_weights' u, not in strips).
 template <class C>
-void add_weight_gradient(const C* du, std::size_t cin, std::size_t cout, C* dw) {
+void add_weight_gradient(const C* du, std::size_t cin, std::size_t cout, C* dw, parallelism par) {
     const std::size_t plane = cin * cout;
-    // Gᵀ·u: (u0 + (u1 + u2)/2, (u1 − u2)/2, (u1 + u2)/2 + u3)
-    const auto adjoint = [](C u0, C u1, C u2, C u3, C (&out)[3]) {
-        out[0] = u0 + (u1 + u2) * C(0.5);
-        out[1] = (u1 - u2) * C(0.5);
-        out[2] = (u1 + u2) * C(0.5) + u3;
-    };
-    for (std::size_t i = 0; i < plane; ++i) {
-        C h[4][3];
-        for (std::size_t r = 0; r < 4; ++r)
-            adjoint(du[(r * 4) * plane + i], du[(r * 4 + 1) * plane + i], du[(r * 4 + 2) * plane + i],
-                    du[(r * 4 + 3) * plane + i], h[r]);
-        for (std::size_t kx = 0; kx < 3; ++kx) {
-            C col[3];
-            adjoint(h[0][kx], h[1][kx], h[2][kx], h[3][kx], col);
-            for (std::size_t ky = 0; ky < 3; ++ky) dw[(ky * 3 + kx) * plane + i] += col[ky];
-        }
-    }
+    for_each_block(par, plane, [&](std::size_t b, std::size_t e) {
+        over_channels<C>(e - b, [&]<class V>(std::size_t k) {
+            const std::size_t i = b + k;
+            // Gᵀ·u: (u0 + (u1 + u2)/2, (u1 − u2)/2, (u1 + u2)/2 + u3)
+            const auto adjoint = [](V u0, V u1, V u2, V u3, V(&out)[3]) {
+                out[0] = u0 + (u1 + u2) * V(C(0.5));
+                out[1] = (u1 - u2) * V(C(0.5));
+                out[2] = (u1 + u2) * V(C(0.5)) + u3;
+            };
+            V h[4][3];
+            for (std::size_t r = 0; r < 4; ++r)
+                adjoint(load_lanes<V, C>(du + (r * 4) * plane + i), load_lanes<V, C>(du + (r * 4 + 1) * plane + i),
+                        load_lanes<V, C>(du + (r * 4 + 2) * plane + i), load_lanes<V, C>(du + (r * 4 + 3) * plane + i), h[r]);
+            for (std::size_t kx = 0; kx < 3; ++kx) {
+                V col[3];
+                adjoint(h[0][kx], h[1][kx], h[2][kx], h[3][kx], col);
+                for (std::size_t ky = 0; ky < 3; ++ky) {
+                    C* p = dw + (ky * 3 + kx) * plane + i;
+                    store_lanes(p, load_lanes<V, C>(p) + col[ky]);
+                }
+            }
+        });
+    });
 }
 
 /// x as an array kernels can load from in registers: x itself, or a converted copy in scratch.
@@ -392,7 +418,7 @@ struct plan {
         const auto* wr = registers_view<C>(w, 9 * plane, ws.col, par);
         if (ws.filters.size() < 2 * positions * plane) ws.filters.resize(2 * positions * plane);
         C* u = ws.filters.data() + positions * plane;
-        transform_weights(wr, cin, cout, transposed, ws.filters.data(), u);
+        transform_weights(wr, cin, cout, transposed, ws.filters.data(), u, par);
         return u;
     }
 };
@@ -479,7 +505,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
         detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
     });
-    detail::add_weight_gradient(du, p.cin, cout, dw);
+    detail::add_weight_gradient(du, p.cin, cout, dw, par);
     if (dst) dst->commit();
 }
 
