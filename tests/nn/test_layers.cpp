@@ -1,6 +1,7 @@
 // Finite-difference gradient checks (fp64) for every layer, shapes and costs, fp16 storage vs fp32.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -47,6 +48,53 @@ TEST_CASE("batch norm gradients match finite differences (training statistics)",
         for (auto& x : v) x = std::uniform_real_distribution<double>(0.5, 1.5)(rng);
     });
     check_gradients(bn, {3, 2, 3, 5}, 5);
+}
+
+TEST_CASE("batch norm with its ReLU in one layer: finite differences, and batch norm then relu bit for bit",
+          "[nn][gradcheck]") {
+    nn::batch_norm_relu<fp64> fused64(5);
+    std::mt19937_64 rng(4);
+    fused64.visit_parameters([&](std::string_view, std::span<double> v, std::span<double>) {
+        for (auto& x : v) x = std::uniform_real_distribution<double>(0.5, 1.5)(rng);
+    });
+    check_gradients(fused64, {3, 2, 3, 5}, 5);
+
+    // fp32 and half storage, training and evaluation, 37 channels (a SIMD tail) over 2·5·7 rows.
+    const auto same = [&]<class P>(P) {
+        using T = typename P::data_type;
+        const tensor::shape s{2, 5, 7, 37};
+        nn::batch_norm_relu<P> fused(37);
+        nn::batch_norm<P> bn(37);
+        nn::relu<P> relu;
+        const auto x = random_activation<P>(s, 11);
+        const auto dy = random_activation<P>(s, 12);
+        const auto bits = [](const nn::activation<P>& a) {
+            std::vector<float> v;
+            for (const T& e : a) v.push_back(static_cast<float>(e));
+            return v;
+        };
+        for (const nn::mode m : {nn::mode::train, nn::mode::eval}) {
+            CAPTURE(m == nn::mode::train);
+            const nn::context ctx{.mode = m};
+            typename nn::batch_norm_relu<P>::state fs;
+            typename nn::batch_norm<P>::state bs;
+            typename nn::relu<P>::state rs;
+            const auto y_fused = bits(fused.forward(x, fs, ctx));
+            const auto y_split = bits(relu.forward(bn.forward(x, bs, ctx), rs, ctx));
+            CHECK(y_fused == y_split);
+            if (m == nn::mode::eval) continue;
+            CHECK(std::count(y_fused.begin(), y_fused.end(), 0.0f) > 0);  // the mask takes something away
+            const auto dx_fused = bits(fused.backward(dy, fs, ctx, true));
+            const auto dx_split = bits(bn.backward(relu.backward(dy, rs, ctx, true), bs, ctx, true));
+            CHECK(dx_fused == dx_split);
+            std::vector<std::vector<float>> g_fused, g_split;
+            fused.visit_parameters([&](std::string_view, auto, std::span<float> g) { g_fused.emplace_back(g.begin(), g.end()); });
+            bn.visit_parameters([&](std::string_view, auto, std::span<float> g) { g_split.emplace_back(g.begin(), g.end()); });
+            CHECK(g_fused == g_split);
+        }
+    };
+    same(config::fp32{});
+    same(config::half{});
 }
 
 TEST_CASE("relu, pooling and linear gradients match finite differences", "[nn][gradcheck]") {

@@ -2,6 +2,7 @@
 // Batch normalisation over the rows of an NHWC tensor (per channel), training and evaluation.
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/simd.hpp"
@@ -36,11 +37,12 @@ void ordered_column_reduce(std::size_t rows, std::size_t block, std::size_t widt
 
 /// Training forward over x (rows × channels): statistics of this micro-batch normalise x; the running
 /// statistics move by `momentum` towards them (unbiased variance, as PyTorch); null running
-/// statistics are left alone (a recomputed forward). y may alias nothing.
+/// statistics are left alone (a recomputed forward). y may alias nothing. relu: y = max(bn(x), 0),
+/// the ReLU that follows the batch norm in the same pass.
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
-                              workspace<C>& ws, parallelism par = {}) {
+                              workspace<C>& ws, parallelism par = {}, bool relu = false) {
     // xc and out: x and y themselves when their storage loads into registers, else converted copies.
     const auto run = [&](const auto* xc, auto* out) {
         saved.mean.assign(channels, C(0));
@@ -70,7 +72,10 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
             shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
         }
         detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
-            simd::scale_shift_rows(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
+            if (relu)
+                simd::scale_shift_rows<C, true>(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
+            else
+                simd::scale_shift_rows<C, false>(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
         });
     };
     if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
@@ -83,10 +88,10 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
     }
 }
 
-/// Evaluation forward: normalises with the running statistics.
+/// Evaluation forward: normalises with the running statistics (then max(·, 0) when relu).
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta, C eps,
-                             const C* running_mean, const C* running_var, Y* y, workspace<C>& ws) {
+                             const C* running_mean, const C* running_var, Y* y, workspace<C>& ws, bool relu = false) {
     const C* xc = load_compute<C>(x, rows * channels, ws.a);
     if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
     C* scale = ws.b.data();
@@ -96,17 +101,25 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
         shift[c] = detail::load_as<C>(beta[c]) - running_mean[c] * scale[c];
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c);
-    simd::scale_shift_rows(xc, rows, channels, scale, shift, dst.target());
+    if (relu)
+        simd::scale_shift_rows<C, true>(xc, rows, channels, scale, shift, dst.target());
+    else
+        simd::scale_shift_rows<C, false>(xc, rows, channels, scale, shift, dst.target());
     dst.commit();
 }
 
-/// Backward of the training forward: dx (overwritten), dgamma and dbeta (accumulated).
-/// dx = gamma·inv_std/M · (M·dy − Σdy − x̂·Σ(dy·x̂)).
-template <Compute C, Storage T, Storage D, Storage W, Storage X>
-void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
-                         const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
-                         parallelism par = {}) {
+/// batch_norm_backward with dy masked by mask > 0 (M void: no mask); M loads into registers.
+template <Compute C, Storage T, Storage D, Storage W, Storage X, class M>
+void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
+                                const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
+                                parallelism par, const M* mask) {
     // xc, dyc and out: the tensors themselves when their storage loads into registers, else copies.
+    const auto rows_of = [channels](const M* m, std::size_t row) {
+        if constexpr (std::is_void_v<M>)
+            return m;
+        else
+            return m + row * channels;
+    };
     const auto run = [&](const auto* xc, const auto* dyc, auto* out) {
         if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
         C* sum_dy = ws.b.data();
@@ -121,7 +134,7 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
         detail::ordered_column_reduce(rows, grain, 2 * channels, sum_dy, ws.partial, par,
                                       [&](std::size_t b, std::size_t e, C* sums) {
                                           simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels,
-                                                                 mean, sums, sums + channels);
+                                                                 mean, sums, sums + channels, rows_of(mask, b));
                                       });
         const C inv_rows = C(1) / static_cast<C>(rows);
         for (std::size_t c = 0; c < channels; ++c) {
@@ -134,7 +147,7 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
         }
         detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
             simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
-                                     out + b * channels);
+                                     out + b * channels, rows_of(mask, b));
         });
     };
     if constexpr (simd::in_register<C, T> && simd::in_register<C, D> && simd::in_register<C, X>) {
@@ -145,6 +158,26 @@ void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
         store_compute<C, X> dst(dx, rows * channels, ws.c, par);
         run(xc, dyc, dst.target());
         dst.commit();
+    }
+}
+
+/// Backward of the training forward: dx (overwritten), dgamma and dbeta (accumulated).
+/// dx = gamma·inv_std/M · (M·dy − Σdy − x̂·Σ(dy·x̂)). With relu_output (the forward's output of a
+/// batch norm with relu), dy is the gradient of that output: it passes only where the output is positive.
+template <Compute C, Storage T, Storage D, Storage W, Storage X, Storage R = T>
+void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
+                         const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
+                         parallelism par = {}, const R* relu_output = nullptr) {
+    if (relu_output != nullptr) {
+        if constexpr (simd::in_register<C, R>) {
+            batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, relu_output);
+        } else {
+            const C* mask = load_compute<C>(relu_output, rows * channels, ws.mask, par);
+            batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, mask);
+        }
+    } else {
+        batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par,
+                                   static_cast<const void*>(nullptr));
     }
 }
 

@@ -137,19 +137,44 @@ inline void relu_backward(const TY* y, const TD* dy, TX* dx, std::size_t n) noex
     for (; i < n; ++i) dx[i] = put<TX>(get<C>(y[i]) > C(0) ? get<C>(dy[i]) : C(0));
 }
 
-/// Per-row affine map over rows × channels: out[r, c] = x[r, c] · scale[c] + shift[c].
-template <class C, class TX, class TO>
+/// Per-row affine map over rows × channels: out[r, c] = x[r, c] · scale[c] + shift[c], then
+/// max(·, 0) when Relu (a batch norm and the ReLU after it in one pass).
+template <class C, bool Relu = false, class TX, class TO>
 inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift,
                              TO* out) noexcept {
     constexpr std::size_t w = batch<C>::size;
+    const batch<C> zero(C(0));
     for (std::size_t r = 0; r < rows; ++r) {
         const TX* xr = x + r * channels;
         TO* o = out + r * channels;
         std::size_t c = 0;
-        for (; c + w <= channels; c += w)
-            store<C>(o + c, xsimd::fma(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c)));
-        for (; c < channels; ++c) o[c] = put<TO>(get<C>(xr[c]) * scale[c] + shift[c]);
+        for (; c + w <= channels; c += w) {
+            auto v = xsimd::fma(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c));
+            if constexpr (Relu) v = xsimd::select(v > zero, v, zero);
+            store<C>(o + c, v);
+        }
+        for (; c < channels; ++c) {
+            C v = get<C>(xr[c]) * scale[c] + shift[c];
+            if constexpr (Relu) v = v > C(0) ? v : C(0);
+            o[c] = put<TO>(v);
+        }
     }
+}
+
+/// dy[i] where mask[i] (a ReLU's output) is positive, else 0; dy[i] itself without a mask (TM void).
+template <class C, class TM, class TD>
+[[nodiscard]] inline batch<C> masked(const TM* mask, const TD* dy, std::size_t i) noexcept {
+    if constexpr (std::is_void_v<TM>)
+        return load<C>(dy + i);
+    else
+        return xsimd::select(load<C>(mask + i) > batch<C>(C(0)), load<C>(dy + i), batch<C>(C(0)));
+}
+template <class C, class TM, class TD>
+[[nodiscard]] inline C masked_one(const TM* mask, const TD* dy, std::size_t i) noexcept {
+    if constexpr (std::is_void_v<TM>)
+        return get<C>(dy[i]);
+    else
+        return get<C>(mask[i]) > C(0) ? get<C>(dy[i]) : C(0);
 }
 
 /// sum[c] += Σ_r x[r, c].
@@ -176,46 +201,51 @@ inline void column_square_deviations(const TX* x, std::size_t rows, std::size_t 
     }
 }
 
-/// sum_dy[c] += Σ dy[r, c];  sum_dy_xc[c] += Σ dy[r, c]·(x[r, c] − mean[c]).
-template <class C, class TX, class TD>
+/// sum_dy[c] += Σ dy[r, c];  sum_dy_xc[c] += Σ dy[r, c]·(x[r, c] − mean[c]). With a mask (TM not
+/// void), dy counts only where the mask is positive (the gradient through a ReLU whose output it is).
+template <class C, class TM = void, class TX, class TD>
 inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::size_t channels, const C* mean, C* sum_dy,
-                             C* sum_dy_xc) noexcept {
+                             C* sum_dy_xc, const TM* mask = nullptr) noexcept {
     constexpr std::size_t w = batch<C>::size;
     for (std::size_t r = 0; r < rows; ++r) {
         const TX* xr = x + r * channels;
         const TD* gr = dy + r * channels;
+        const TM* mr = mask;
+        if constexpr (!std::is_void_v<TM>) mr += r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
-            const auto g = load<C>(gr + c);
+            const auto g = masked<C>(mr, gr, c);
             (batch<C>::load_unaligned(sum_dy + c) + g).store_unaligned(sum_dy + c);
             xsimd::fma(g, load<C>(xr + c) - batch<C>::load_unaligned(mean + c), batch<C>::load_unaligned(sum_dy_xc + c))
                 .store_unaligned(sum_dy_xc + c);
         }
         for (; c < channels; ++c) {
-            const C g = get<C>(gr[c]);
+            const C g = masked_one<C>(mr, gr, c);
             sum_dy[c] += g;
             sum_dy_xc[c] += g * (get<C>(xr[c]) - mean[c]);
         }
     }
 }
 
-/// out[r, c] = k1[c]·(dy[r, c] − mdy[c] − (x[r, c] − mean[c])·k2[c]).
-template <class C, class TX, class TD, class TO>
+/// out[r, c] = k1[c]·(dy[r, c] − mdy[c] − (x[r, c] − mean[c])·k2[c]); dy masked as in column_grad_sums.
+template <class C, class TM = void, class TX, class TD, class TO>
 inline void batch_norm_dx_rows(const TX* x, const TD* dy, std::size_t rows, std::size_t channels, const C* mean,
-                               const C* k1, const C* k2, const C* mdy, TO* out) noexcept {
+                               const C* k1, const C* k2, const C* mdy, TO* out, const TM* mask = nullptr) noexcept {
     constexpr std::size_t w = batch<C>::size;
     for (std::size_t r = 0; r < rows; ++r) {
         const TX* xr = x + r * channels;
         const TD* gr = dy + r * channels;
+        const TM* mr = mask;
+        if constexpr (!std::is_void_v<TM>) mr += r * channels;
         TO* o = out + r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
             const auto xm = load<C>(xr + c) - batch<C>::load_unaligned(mean + c);
-            const auto t = load<C>(gr + c) - batch<C>::load_unaligned(mdy + c) - xm * batch<C>::load_unaligned(k2 + c);
+            const auto t = masked<C>(mr, gr, c) - batch<C>::load_unaligned(mdy + c) - xm * batch<C>::load_unaligned(k2 + c);
             store<C>(o + c, batch<C>::load_unaligned(k1 + c) * t);
         }
         for (; c < channels; ++c)
-            o[c] = put<TO>(k1[c] * (get<C>(gr[c]) - mdy[c] - (get<C>(xr[c]) - mean[c]) * k2[c]));
+            o[c] = put<TO>(k1[c] * (masked_one<C>(mr, gr, c) - mdy[c] - (get<C>(xr[c]) - mean[c]) * k2[c]));
     }
 }
 

@@ -128,6 +128,7 @@ private:
 template <Compute C>
 struct workspace {
     aligned_vector<C> col, a, b, c, partial;
+    aligned_vector<C> mask;  ///< a ReLU's output converted for a fused batch-norm backward
     std::vector<aligned_vector<C>> cols;  ///< im2col columns (Winograd: transformed inputs), one buffer per thread
     std::vector<aligned_vector<C>> tiles; ///< Winograd: transformed outputs or output gradients, one buffer per thread
     aligned_vector<C> filters;            ///< Winograd: transformed weights or their gradient

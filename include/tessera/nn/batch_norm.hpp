@@ -10,7 +10,9 @@ namespace tessera::nn {
 
 /// Per-channel batch norm over n·h·w. Note: training statistics are those of the micro-batch a stage
 /// sees, so results depend on the micro-batch size (as on the IPU and in PopTorch).
-template <Numeric P>
+/// Relu: followed by a ReLU in the same passes (batch_norm_relu): the same parameters and results as
+/// batch_norm then relu, one pass over the activations less each way.
+template <Numeric P, bool Relu = false>
 class batch_norm {
 public:
     using precision = P;
@@ -44,8 +46,10 @@ public:
 
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const double n = static_cast<double>(output_shape(s).size());
-        return {5 * n, 9 * n, detail::bytes_of(2 * s.size(), sizeof(T)), detail::bytes_of(4 * s.size(), sizeof(T)),
-                2 * m_channels};
+        // The ReLU adds a comparison per element each way, and backward reads the output for its mask.
+        const double relu = Relu ? 1.0 : 0.0;
+        return {(5 + relu) * n, (9 + relu) * n, detail::bytes_of(2 * s.size(), sizeof(T)),
+                detail::bytes_of((Relu ? 5 : 4) * s.size(), sizeof(T)), 2 * m_channels};
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
@@ -55,10 +59,10 @@ public:
             kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                               m_momentum, ctx.update_running_statistics ? m_running_mean.data() : nullptr,
                                               ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
-                                              st.output.data(), m_ws, ctx.parallel());
+                                              st.output.data(), m_ws, ctx.parallel(), Relu);
         else
             kernels::batch_norm_forward_eval(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
-                                             m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws);
+                                             m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws, Relu);
         st.input = &x;
         return st.output;
     }
@@ -67,8 +71,13 @@ public:
         const tensor::shape s = tensor::shape_of(*st.input);
         detail::ensure_shape(st.grad_input, s);
         // The input gradient comes out of the same pass as dgamma and dbeta: computed even when unused.
-        kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
-                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel());
+        if constexpr (Relu)
+            kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
+                                         st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),
+                                         st.output.data());
+        else
+            kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
+                                         st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel());
         (void)want_dx;
         return st.grad_input;
     }
@@ -103,5 +112,9 @@ private:
     tensor::dense<C, 1> m_dgamma, m_dbeta, m_running_mean, m_running_var;
     kernels::workspace<C> m_ws;
 };
+
+/// Batch norm followed by ReLU, in one layer (see batch_norm's Relu).
+template <Numeric P>
+using batch_norm_relu = batch_norm<P, true>;
 
 }  // namespace tessera::nn

@@ -240,25 +240,25 @@ private:
 namespace detail {
 
 template <Numeric P>
-using basic_main = sequential<conv2d<P>, batch_norm<P>, relu<P>, conv2d<P>, batch_norm<P>>;
+using basic_main = sequential<conv2d<P>, batch_norm_relu<P>, conv2d<P>, batch_norm<P>>;
 template <Numeric P>
 using bottleneck_main =
-    sequential<conv2d<P>, batch_norm<P>, relu<P>, conv2d<P>, batch_norm<P>, relu<P>, conv2d<P>, batch_norm<P>>;
+    sequential<conv2d<P>, batch_norm_relu<P>, conv2d<P>, batch_norm_relu<P>, conv2d<P>, batch_norm<P>>;
 
 template <Numeric P>
 basic_main<P> make_basic_main(std::size_t in, std::size_t width, std::size_t stride) {
-    basic_main<P> m(conv2d<P>(in, width, {3, 3, stride, 1}), batch_norm<P>(width), relu<P>(),
+    basic_main<P> m(conv2d<P>(in, width, {3, 3, stride, 1}), batch_norm_relu<P>(width),
                     conv2d<P>(width, width, {3, 3, 1, 1}), batch_norm<P>(width));
-    m.named({"conv1", "bn1", "relu1", "conv2", "bn2"});
+    m.named({"conv1", "bn1", "conv2", "bn2"});  // bn1 and its ReLU in one layer
     return m;
 }
 
 template <Numeric P>
 bottleneck_main<P> make_bottleneck_main(std::size_t in, std::size_t width, std::size_t stride) {
-    bottleneck_main<P> m(conv2d<P>(in, width, {1, 1, 1, 0}), batch_norm<P>(width), relu<P>(),
-                         conv2d<P>(width, width, {3, 3, stride, 1}), batch_norm<P>(width), relu<P>(),
+    bottleneck_main<P> m(conv2d<P>(in, width, {1, 1, 1, 0}), batch_norm_relu<P>(width),
+                         conv2d<P>(width, width, {3, 3, stride, 1}), batch_norm_relu<P>(width),
                          conv2d<P>(width, 4 * width, {1, 1, 1, 0}), batch_norm<P>(4 * width));
-    m.named({"conv1", "bn1", "relu1", "conv2", "bn2", "relu2", "conv3", "bn3"});
+    m.named({"conv1", "bn1", "conv2", "bn2", "conv3", "bn3"});
     return m;
 }
 

@@ -25,28 +25,27 @@ concept Stem = Layer<S> && std::constructible_from<S, std::size_t> &&
 
 /// ImageNet stem: 7×7/2 convolution to 64 channels, batch norm, ReLU, 3×3/2 max pooling.
 template <Numeric P>
-class imagenet_stem : public sequential<conv2d<P>, batch_norm<P>, relu<P>, max_pool<P>> {
-    using base = sequential<conv2d<P>, batch_norm<P>, relu<P>, max_pool<P>>;
+class imagenet_stem : public sequential<conv2d<P>, batch_norm_relu<P>, max_pool<P>> {
+    using base = sequential<conv2d<P>, batch_norm_relu<P>, max_pool<P>>;
 
 public:
     static constexpr std::size_t width = 64;
     explicit imagenet_stem(std::size_t in_channels)
-        : base(conv2d<P>(in_channels, width, {7, 7, 2, 3}), batch_norm<P>(width), relu<P>(),
-               max_pool<P>({3, 3, 2, 1})) {
-        this->named({"conv1", "bn1", "relu", "maxpool"});
+        : base(conv2d<P>(in_channels, width, {7, 7, 2, 3}), batch_norm_relu<P>(width), max_pool<P>({3, 3, 2, 1})) {
+        this->named({"conv1", "bn1", "maxpool"});  // bn1 and its ReLU in one layer
     }
 };
 
 /// CIFAR stem (He et al. 2016, §4.2): 3×3 convolution to 16 channels, batch norm, ReLU.
 template <Numeric P>
-class cifar_stem : public sequential<conv2d<P>, batch_norm<P>, relu<P>> {
-    using base = sequential<conv2d<P>, batch_norm<P>, relu<P>>;
+class cifar_stem : public sequential<conv2d<P>, batch_norm_relu<P>> {
+    using base = sequential<conv2d<P>, batch_norm_relu<P>>;
 
 public:
     static constexpr std::size_t width = 16;
     explicit cifar_stem(std::size_t in_channels)
-        : base(conv2d<P>(in_channels, width, {3, 3, 1, 1}), batch_norm<P>(width), relu<P>()) {
-        this->named({"conv1", "bn1", "relu"});
+        : base(conv2d<P>(in_channels, width, {3, 3, 1, 1}), batch_norm_relu<P>(width)) {
+        this->named({"conv1", "bn1"});  // bn1 and its ReLU in one layer
     }
 };
 
