@@ -693,6 +693,9 @@ TEST_CASE("kernel threads per IPU: the same parameters and running statistics as
     eval.copy_weights_to(host);
     CHECK(host.mode() == nn::mode::train);
     CHECK(host.kernel_threads() == 1);
+    // Models cut into other stages do not take each other's state.
+    model_t first_cut(net, {0, 1}, sample, plain_sgd{}), second_cut(net, {0, 2}, sample, plain_sgd{});
+    REQUIRE_THROWS_WITH(first_cut.assign_state(second_cut), Catch::Contains("stages at different units"));
 
     REQUIRE_THROWS_WITH(exec::training_model<c>(net, plain_sgd{}, sample, {.micro_batch = images},
                                                 {.kernel_threads_per_ipu = 0}),
