@@ -33,6 +33,16 @@ void ordered_column_reduce(std::size_t rows, std::size_t block, std::size_t widt
     for (std::size_t b = 0; b < blocks; ++b) kernels::simd::add_to(partial.data() + b * width, into, width);
 }
 
+/// simd::scale_shift_rows with the ReLU chosen at run time.
+template <class C, class TX, class TO>
+void normalise_rows(bool relu, const TX* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift,
+                    TO* out) noexcept {
+    if (relu)
+        kernels::simd::scale_shift_rows<C, true>(x, rows, channels, scale, shift, out);
+    else
+        kernels::simd::scale_shift_rows<C, false>(x, rows, channels, scale, shift, out);
+}
+
 }  // namespace detail
 
 /// Training forward over x (rows × channels): statistics of this micro-batch normalise x; the running
@@ -72,10 +82,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
             shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
         }
         detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
-            if (relu)
-                simd::scale_shift_rows<C, true>(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
-            else
-                simd::scale_shift_rows<C, false>(xc + b * channels, e - b, channels, scale, shift, out + b * channels);
+            detail::normalise_rows(relu, xc + b * channels, e - b, channels, scale, shift, out + b * channels);
         });
     };
     if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
@@ -101,10 +108,7 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
         shift[c] = detail::load_as<C>(beta[c]) - running_mean[c] * scale[c];
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c);
-    if (relu)
-        simd::scale_shift_rows<C, true>(xc, rows, channels, scale, shift, dst.target());
-    else
-        simd::scale_shift_rows<C, false>(xc, rows, channels, scale, shift, dst.target());
+    detail::normalise_rows(relu, xc, rows, channels, scale, shift, dst.target());
     dst.commit();
 }
 

@@ -71,13 +71,10 @@ public:
         const tensor::shape s = tensor::shape_of(*st.input);
         detail::ensure_shape(st.grad_input, s);
         // The input gradient comes out of the same pass as dgamma and dbeta: computed even when unused.
-        if constexpr (Relu)
-            kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
-                                         st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),
-                                         st.output.data());
-        else
-            kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
-                                         st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel());
+        const T* relu_output = Relu ? st.output.data() : nullptr;  // the mask of the fused ReLU
+        kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
+                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),
+                                     relu_output);
         (void)want_dx;
         return st.grad_input;
     }
