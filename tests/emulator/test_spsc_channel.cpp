@@ -48,7 +48,8 @@ TEST_CASE("spsc_channel is FIFO, bounded and counts bytes", "[emulator]") {
 TEST_CASE("spsc_channel carries a long stream between two threads in order", "[emulator][threads]") {
     // Both wait policies: spinning first, and sleeping at once, where every wait of the stream is
     // a sleep that the other side's next message or pop ends.
-    for (auto policy : {emu::spin_policy{}, emu::spin_policy::sleep_at_once()})
+    // And batching: the waiting side of this fast stream waits for 8 messages or free slots.
+    for (auto policy : {emu::spin_policy{}, emu::spin_policy::sleep_at_once(), emu::spin_policy{.batch = 8}})
     for (std::size_t capacity : {1u, 3u, 64u}) {
         emu::spsc_channel<std::vector<int>> ch(capacity, policy);
         constexpr int n = 20000;
@@ -91,4 +92,25 @@ TEST_CASE("spsc_channel close wakes a sleeping receiver and a sleeping sender", 
         full.close();
     });
     CHECK(woken == 2);
+}
+
+TEST_CASE("spsc_channel batching never holds back a message the other side waits for", "[emulator][threads]") {
+    // A ping-pong: each side sends one message, then waits for the other's. A receiver that waited
+    // for a full batch would wait forever; batching waits at most batch_wait, then takes what is there.
+    const emu::spin_policy policy{.batch = 16, .fast = std::chrono::milliseconds(10), .batch_wait = std::chrono::microseconds(50)};
+    emu::spsc_channel<int> ping(64, policy), pong(64, policy);
+    constexpr int rounds = 2000;
+    int last = -1;
+    tessera::test::within_deadline(60, "spsc batched ping-pong", [&] {
+        std::jthread echo([&] {
+            while (auto v = ping.receive()) pong.send(*v + 1);
+        });
+        for (int i = 0; i < rounds; ++i) {
+            ping.send(2 * i);
+            last = *pong.receive();
+        }
+        ping.close();
+    });
+    CHECK(last == 2 * (rounds - 1) + 1);
+    CHECK_THROWS_AS(emu::spsc_channel<int>(4, emu::spin_policy{.batch = 0}), std::invalid_argument);
 }

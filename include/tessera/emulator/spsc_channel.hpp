@@ -1,6 +1,8 @@
 #pragma once
 // A bounded single-producer single-consumer channel without locks (IPU links, infeed, outfeed).
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -18,11 +20,22 @@
 
 namespace tessera::emulator {
 
-/// How long a blocked side of an spsc_channel stays runnable before it sleeps. Spinning wins when
-/// every thread has a core (a hand-off costs a cache-line transfer, not a wake-up); when threads
-/// outnumber cores, a spinning waiter only delays the thread it waits for, so it should sleep at once.
+/// How a blocked side of an spsc_channel waits. Spinning wins when every thread has a core (a
+/// hand-off costs a cache-line transfer, not a wake-up); when threads outnumber cores, a spinning
+/// waiter only delays the thread it waits for, so it should sleep at once.
+///
+/// Batching: a stream of small messages costs the two threads a transfer of the ring's shared cache
+/// lines at every message when the waiting side takes each one as soon as it appears. When messages
+/// pass faster than one per `fast` (measured between the side's waits), a receiver that finds the
+/// ring empty waits for `batch` messages, and a sender that finds it full waits for `batch` free
+/// slots, each for at most `batch_wait`; then it takes what there is. Slower streams (a stage with
+/// real work between messages) never wait for a batch, so batching adds no latency where a hand-off
+/// is on the critical path. 1 turns it off.
 struct spin_policy {
     std::chrono::microseconds spin{500};  ///< spin, then yield, for this long before sleeping
+    std::size_t batch = 1;                ///< messages (or free slots) a waiting side of a fast stream waits for
+    std::chrono::nanoseconds fast{1000};  ///< a stream is fast when its messages come at least this often
+    std::chrono::nanoseconds batch_wait{20000};  ///< the longest wait for a batch
     [[nodiscard]] static constexpr spin_policy sleep_at_once() noexcept { return {std::chrono::microseconds{0}}; }
 };
 
@@ -41,10 +54,14 @@ class spsc_channel {
                   "tessera::emulator::spsc_channel<T>: T must be nothrow move-constructible");
 
 public:
-    explicit spsc_channel(std::size_t capacity, spin_policy spin = {}) : m_capacity(capacity), m_spin(spin.spin) {
+    explicit spsc_channel(std::size_t capacity, spin_policy spin = {})
+        : m_capacity(capacity), m_mask(std::bit_ceil(std::max<std::size_t>(capacity, 1)) - 1), m_spin(spin.spin), m_batch(std::min(spin.batch, capacity)), m_fast(spin.fast),
+          m_batch_wait(spin.batch_wait) {
         if (capacity == 0)
             throw std::invalid_argument("tessera::emulator::spsc_channel: capacity must be at least 1, got 0");
-        m_slots = std::make_unique<std::optional<T>[]>(capacity);
+        if (spin.batch == 0)
+            throw std::invalid_argument("tessera::emulator::spsc_channel: spin_policy::batch must be at least 1, got 0");
+        m_slots = std::make_unique<std::optional<T>[]>(m_mask + 1);
     }
     spsc_channel(const spsc_channel&) = delete;
     spsc_channel& operator=(const spsc_channel&) = delete;
@@ -52,7 +69,10 @@ public:
     /// Blocks while full; throws channel_closed once closed. Producer thread only.
     void send(T value) {
         const std::size_t tail = m_tail.load(std::memory_order_relaxed);
-        if (full_at(tail)) wait_until([&] { return !full_at(tail); });
+        if (full_at(tail)) {
+            wait_for_batch(m_send_pace, tail, [&] { return room_for(tail, m_batch); });
+            wait_until([&] { return !full_at(tail); });
+        }
         if (m_closed.load(std::memory_order_acquire))
             throw channel_closed("tessera::emulator::spsc_channel::send: the channel is closed");
         push(tail, std::move(value));
@@ -69,7 +89,10 @@ public:
     /// Blocks while empty; std::nullopt once closed and drained. Consumer thread only.
     [[nodiscard]] std::optional<T> receive() {
         const std::size_t head = m_head.load(std::memory_order_relaxed);
-        if (empty_at(head)) wait_until([&] { return !empty_at(head); });
+        if (empty_at(head)) {
+            wait_for_batch(m_receive_pace, head, [&] { return holds(head, m_batch); });
+            wait_until([&] { return !empty_at(head); });
+        }
         return try_receive();
     }
 
@@ -77,7 +100,7 @@ public:
     [[nodiscard]] std::optional<T> try_receive() {
         const std::size_t head = m_head.load(std::memory_order_relaxed);
         if (empty_at(head)) return std::nullopt;
-        std::optional<T> value(std::move(*m_slots[head % m_capacity]));
+        std::optional<T> value(std::move(*m_slots[head & m_mask]));
         release(head);
         return value;
     }
@@ -88,7 +111,7 @@ public:
     std::size_t drain(F&& f) {
         std::size_t n = 0;
         for (std::size_t head = m_head.load(std::memory_order_relaxed); !empty_at(head); ++head, ++n) {
-            f(std::move(*m_slots[head % m_capacity]));
+            f(std::move(*m_slots[head & m_mask]));
             release(head);
         }
         return n;
@@ -120,14 +143,22 @@ private:
     [[nodiscard]] bool empty_at(std::size_t head) {
         return m_tail_seen == head && (m_tail_seen = m_tail.load(std::memory_order_acquire)) == head;
     }
+    // Whether `n` messages are ready from `head` on (consumer) / `n` slots free from `tail` on (producer).
+    [[nodiscard]] bool holds(std::size_t head, std::size_t n) {
+        return m_tail_seen - head >= n || (m_tail_seen = m_tail.load(std::memory_order_acquire)) - head >= n;
+    }
+    [[nodiscard]] bool room_for(std::size_t tail, std::size_t n) {
+        return m_head_seen + m_capacity - tail >= n ||
+               (m_head_seen = m_head.load(std::memory_order_acquire)) + m_capacity - tail >= n;
+    }
     void release(std::size_t head) noexcept {
-        m_slots[head % m_capacity].reset();
+        m_slots[head & m_mask].reset();
         m_head.store(head + 1, std::memory_order_release);
         wake();
     }
     void push(std::size_t tail, T&& value) {
         const std::size_t bytes = payload_bytes(value);
-        m_slots[tail % m_capacity].emplace(std::move(value));
+        m_slots[tail & m_mask].emplace(std::move(value));
         // Only the producer writes the counters: a load and a store, no locked instruction.
         m_messages.store(m_messages.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         m_bytes.store(m_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
@@ -144,6 +175,29 @@ private:
             std::lock_guard lock(m_sleep_mutex);
             m_wake.notify_all();
         }
+    }
+    // One side's pace: when its last wait ended, and its index then.
+    struct pace {
+        std::chrono::steady_clock::time_point last_wait{};
+        std::size_t index = 0;
+    };
+    // Before a side waits for one message or slot: if the stream is fast (at least one message per
+    // m_fast since this side's last wait), spins until `batch_ready` or m_batch_wait has passed.
+    template <class BatchReady>
+    void wait_for_batch(pace& p, std::size_t index, BatchReady batch_ready) {
+        if (m_batch <= 1) return;
+        const auto now = std::chrono::steady_clock::now();
+        const bool fast = index > p.index && now - p.last_wait < m_fast * static_cast<long>(index - p.index);
+        if (fast) {
+            const auto give_up = now + m_batch_wait;
+            // Yields between looks: with more threads than cores, the other side may need this core.
+            for (unsigned i = 0; !batch_ready() && !m_closed.load(std::memory_order_acquire); ++i) {
+                std::this_thread::yield();
+                if (i % 4 == 3 && std::chrono::steady_clock::now() > give_up) break;
+            }
+        }
+        p.last_wait = fast ? std::chrono::steady_clock::now() : now;
+        p.index = index;
     }
     // Returns when ready() or closed. Spins, then yields for up to m_spin, and only then sleeps.
     // Staying runnable through the short waits of a pipeline matters when each thread has a core:
@@ -170,12 +224,17 @@ private:
     static constexpr std::chrono::microseconds missed_wake_timeout{1000};
 
     const std::size_t m_capacity;
+    const std::size_t m_mask;  // the ring has a power of two slots (at least m_capacity): an index is a mask away
     const std::chrono::microseconds m_spin;
+    const std::size_t m_batch;
+    const std::chrono::nanoseconds m_fast, m_batch_wait;
     std::unique_ptr<std::optional<T>[]> m_slots;
     alignas(64) std::atomic<std::size_t> m_head{0};  // next slot to read: written by the consumer
     std::size_t m_tail_seen = 0;                      // the consumer's copy of m_tail
+    pace m_receive_pace;
     alignas(64) std::atomic<std::size_t> m_tail{0};  // next slot to write: written by the producer
     std::size_t m_head_seen = 0;                      // the producer's copy of m_head
+    pace m_send_pace;
     std::atomic<std::size_t> m_messages{0}, m_bytes{0};
     alignas(64) std::atomic<int> m_sleepers{0};
     std::atomic<bool> m_closed{false};
