@@ -460,3 +460,31 @@ TEST_CASE("pipelined stages run at the same time on their IPU threads", "[exec][
     tessera::test::within_deadline(120, "rendezvous", [&] { return ex.run(std::span(models), feed, 1, {}); });
     CHECK(models[0].flags->met.load());
 }
+
+TEST_CASE("an IPU's value table keeps a window of micro-batches and widens it when they collide", "[exec]") {
+    exec::detail::slots<std::vector<float>> table(2, 100);
+    const exec::instruction in{exec::opcode::fwd};
+    CHECK(table.width() == 4);
+    // In order, a few in flight: the window stays as it is.
+    for (std::uint32_t m = 0; m < 100; ++m) {
+        table.put(1, m, std::vector<float>{float(m)});
+        if (m >= 2) CHECK(table.take(1, m - 2, in).front() == float(m - 2));
+    }
+    CHECK(table.width() == 4);
+    // 9 values of stage 0 at once (and stage 1's two): the window doubles until they fit, and every
+    // value stays with its micro-batch, taken in any order.
+    const std::vector<std::uint32_t> held{3, 7, 11, 15, 0, 50, 4, 8, 13};
+    for (auto m : held) table.put(0, m, std::vector<float>{float(1000 + m)});
+    CHECK(table.width() == 16);
+    for (auto it = held.rbegin(); it != held.rend(); ++it) CHECK(table.take(0, *it, in).front() == float(1000 + *it));
+    CHECK(table.take(1, 98, in).front() == 98.0f);
+    CHECK(table.take(1, 99, in).front() == 99.0f);
+    // What is not there, twice there or outside the program is a logic error, and the table is unchanged.
+    CHECK_THROWS_AS(table.take(0, 3, in), std::logic_error);
+    table.put(0, 5, std::vector<float>{5.0f});
+    CHECK_THROWS_AS(table.put(0, 5, std::vector<float>{6.0f}), std::logic_error);
+    CHECK_THROWS_AS(table.take(0, 21, in), std::logic_error);  // 21 mod 16 == 5: another micro-batch's slot
+    CHECK_THROWS_AS(table.put(2, 0, std::vector<float>{}), std::logic_error);
+    CHECK_THROWS_AS(table.put(0, 100, std::vector<float>{}), std::logic_error);
+    CHECK(table.take(0, 5, in).front() == 5.0f);
+}

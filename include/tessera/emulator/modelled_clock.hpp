@@ -71,6 +71,10 @@ public:
         return m_now;
     }
 
+    /// advance() for a clock that does not record, with a duration known to be valid (a charge
+    /// table's, checked when it was made): one addition.
+    void advance_unrecorded(double seconds) noexcept { m_now += seconds; }
+
     [[nodiscard]] double now() const noexcept { return m_now; }
     /// Whether intervals are recorded (labels need not be built when not).
     [[nodiscard]] bool recording() const noexcept { return m_record; }

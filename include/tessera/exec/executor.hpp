@@ -145,7 +145,7 @@ public:
             for (std::size_t i = 0; i < I; ++i)
                 jobs.push_back([&, r, i](emulator::ipu& dev) {
                     dev.clock().host_sync();
-                    for (std::size_t d = 0; d < iterations; ++d) run_program(dev, models[r], w, r, i, d, scale);
+                    for (std::size_t d = 0; d < iterations; ++d) run_program(dev, models[r], w, r, i, d, iterations, outputs, scale);
                     dev.clock().host_sync();
                 });
         std::exception_ptr device_error;
@@ -202,18 +202,21 @@ private:
         result.selected.resize(R);
         if (training && ScoredModel<M>) result.scores.resize(R);
         for (std::size_t r = 0; r < R; ++r) {
-            std::vector<std::optional<out_message>> by_index(count);
-            w.outfeed[r]->drain([&](out_message&& o) {
-                const std::size_t k = o.iteration * M_ + o.micro_batch;
-                by_index.at(k).emplace(std::move(o));
-            });
+            // The outfeed holds the selected micro-batches (all of them for sum), usually in order.
+            std::vector<out_message> sent;
+            w.outfeed[r]->drain([&](out_message&& o) { sent.push_back(std::move(o)); });
+            const auto index = [M_](const out_message& o) { return o.iteration * M_ + o.micro_batch; };
+            const auto by_index = [&](const out_message& a, const out_message& b) { return index(a) < index(b); };
+            if (!std::is_sorted(sent.begin(), sent.end(), by_index)) std::sort(sent.begin(), sent.end(), by_index);
+            std::size_t next = 0;
             float loss_sum = 0.0f;
             top1_score score_sum;
             for (std::size_t k = 0; k < count; ++k) {
-                if (!by_index[k]) throw std::logic_error("tessera::exec::executor: micro-batch " + std::to_string(k) +
-                                                         " produced no output");
                 if (!outputs.selects(k, count)) continue;
-                auto& o = *by_index[k];
+                if (next == sent.size() || index(sent[next]) != k)
+                    throw std::logic_error("tessera::exec::executor: micro-batch " + std::to_string(k) +
+                                           " produced no output");
+                auto& o = sent[next++];
                 if (sum) {
                     loss_sum += o.loss;
                     score_sum += o.hits;
@@ -228,6 +231,9 @@ private:
                     result.outputs[r].push_back(std::move(*o.output));
                 }
             }
+            if (next != sent.size())
+                throw std::logic_error("tessera::exec::executor: the outfeed holds " + std::to_string(sent.size()) +
+                                       " outputs for " + std::to_string(next) + " selected micro-batches");
             if (sum) {
                 for (std::size_t k = 0; k < count; ++k) result.selected[r].push_back(k);
                 if (training) result.losses[r].push_back(loss_sum);
@@ -259,19 +265,27 @@ private:
     static message<T> receive(emulator::spsc_channel<message<T>>& ch, emulator::ipu& dev, const instruction& in,
                               std::size_t d) {
         auto msg = ch.receive();
+        if (!msg || msg->micro_batch != in.micro_batch || msg->iteration != d) [[unlikely]]
+            unexpected(msg ? &*msg : nullptr, dev, in);
+        if (dev.clock().recording())
+            dev.clock().wait_until(msg->ready_at, "wait " + to_string(in));
+        else
+            dev.clock().wait_until(msg->ready_at);
+        return std::move(*msg);
+    }
+    template <class T>
+    [[noreturn, gnu::cold, gnu::noinline]] static void unexpected(const message<T>* msg, const emulator::ipu& dev,
+                                                                  const instruction& in) {
         if (!msg)
             throw emulator::channel_closed("tessera::exec::executor: IPU " + std::to_string(dev.id()) + ": '" +
                                            to_string(in) + "' found its channel closed");
-        if (msg->micro_batch != in.micro_batch || msg->iteration != d)
-            throw std::logic_error("tessera::exec::executor: IPU " + std::to_string(dev.id()) + ": '" + to_string(in) +
-                                   "' received micro-batch " + std::to_string(msg->micro_batch) + " of iteration " +
-                                   std::to_string(msg->iteration));
-        dev.clock().wait_until(msg->ready_at, dev.clock().recording() ? "wait " + to_string(in) : std::string());
-        return std::move(*msg);
+        throw std::logic_error("tessera::exec::executor: IPU " + std::to_string(dev.id()) + ": '" + to_string(in) +
+                               "' received micro-batch " + std::to_string(msg->micro_batch) + " of iteration " +
+                               std::to_string(msg->iteration));
     }
 
     void run_program(emulator::ipu& dev, M& model, wiring& w, std::size_t r, std::size_t i, std::size_t d,
-                     float scale) {
+                     std::size_t iterations, output_selection outputs, float scale) {
         program_state& state = *w.state[r * m_schedule.ipus + i];
         auto& [inputs, grads, stashes, kept_inputs, labels, results] = state;
         auto& clock = dev.clock();
@@ -279,6 +293,7 @@ private:
         const auto S = static_cast<std::uint32_t>(m_schedule.stages);
         const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
 
+        const std::size_t M_ = m_schedule.request.micro_batches;
         const auto& program = m_schedule.programs[i];
         const auto& links = w.link_of[r * m_schedule.ipus + i];
         bool skip_updates = false;  // set by this step's vote
@@ -300,7 +315,7 @@ private:
                     break;
                 case opcode::fwd: {
                     tensor x = inputs.take(s, m, in);
-                    if (training && m_costs.stages[s].recompute) kept_inputs.put(s, m, x);
+                    if (training && m_costs.stages[s].recompute) kept_inputs.put(s, m, tensor(x));
                     auto [y, st] = model.forward(s, std::move(x));
                     if (training && !m_costs.stages[s].recompute) stashes.put(s, m, std::move(st));
                     if (s + 1 < S) {
@@ -326,7 +341,10 @@ private:
                 case opcode::outfeed: {
                     auto result = results.take(0, m, in);
                     m_charges.apply(clock, i, pc);
-                    w.outfeed[r]->send(out_message{d, m, result.loss, result.hits, std::move(result.output)});
+                    // Outputs the call's output mode drops stay on the device, as PopTorch's anchors do
+                    // (the modelled clock still charges the transfer: the schedule does not know the mode).
+                    if (outputs.selects(d * M_ + m, iterations * M_))
+                        w.outfeed[r]->send(out_message{d, m, result.loss, result.hits, std::move(result.output)});
                     continue;
                 }
                 case opcode::bwd: {
