@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -61,7 +62,11 @@ public:
             throw std::invalid_argument("tessera::emulator::spsc_channel: capacity must be at least 1, got 0");
         if (spin.batch == 0)
             throw std::invalid_argument("tessera::emulator::spsc_channel: spin_policy::batch must be at least 1, got 0");
-        m_slots = std::make_unique<std::optional<T>[]>(m_mask + 1);
+        m_slots = std::make_unique<slot[]>(m_mask + 1);
+    }
+    ~spsc_channel() {
+        for (std::size_t i = m_head.load(std::memory_order_acquire), end = m_tail.load(std::memory_order_acquire); i != end; ++i)
+            std::destroy_at(at(i));
     }
     spsc_channel(const spsc_channel&) = delete;
     spsc_channel& operator=(const spsc_channel&) = delete;
@@ -100,7 +105,7 @@ public:
     [[nodiscard]] std::optional<T> try_receive() {
         const std::size_t head = m_head.load(std::memory_order_relaxed);
         if (empty_at(head)) return std::nullopt;
-        std::optional<T> value(std::move(*m_slots[head & m_mask]));
+        std::optional<T> value(std::move(*at(head)));
         release(head);
         return value;
     }
@@ -111,7 +116,7 @@ public:
     std::size_t drain(F&& f) {
         std::size_t n = 0;
         for (std::size_t head = m_head.load(std::memory_order_relaxed); !empty_at(head); ++head, ++n) {
-            f(std::move(*m_slots[head & m_mask]));
+            f(std::move(*at(head)));
             release(head);
         }
         return n;
@@ -152,13 +157,14 @@ private:
                (m_head_seen = m_head.load(std::memory_order_acquire)) + m_capacity - tail >= n;
     }
     void release(std::size_t head) noexcept {
-        m_slots[head & m_mask].reset();
+        std::destroy_at(at(head));
         m_head.store(head + 1, std::memory_order_release);
         wake();
     }
     void push(std::size_t tail, T&& value) {
         const std::size_t bytes = payload_bytes(value);
-        m_slots[tail & m_mask].emplace(std::move(value));
+        // Constructs in place without reading the slot: the consumer wrote its cache line last.
+        std::construct_at(reinterpret_cast<T*>(m_slots[tail & m_mask].bytes), std::move(value));
         // Only the producer writes the counters: a load and a store, no locked instruction.
         m_messages.store(m_messages.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         m_bytes.store(m_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
@@ -228,12 +234,19 @@ private:
     const std::chrono::microseconds m_spin;
     const std::size_t m_batch;
     const std::chrono::nanoseconds m_fast, m_batch_wait;
-    std::unique_ptr<std::optional<T>[]> m_slots;
+    struct slot {
+        alignas(T) unsigned char bytes[sizeof(T)];
+    };
+    [[nodiscard]] T* at(std::size_t index) noexcept {
+        return std::launder(reinterpret_cast<T*>(m_slots[index & m_mask].bytes));
+    }
+    std::unique_ptr<slot[]> m_slots;  // values live in [m_head, m_tail)
+    // Each index on a cache line of its own (the other side reads it), each side's own state on another.
     alignas(64) std::atomic<std::size_t> m_head{0};  // next slot to read: written by the consumer
-    std::size_t m_tail_seen = 0;                      // the consumer's copy of m_tail
+    alignas(64) std::size_t m_tail_seen = 0;         // the consumer's copy of m_tail
     pace m_receive_pace;
     alignas(64) std::atomic<std::size_t> m_tail{0};  // next slot to write: written by the producer
-    std::size_t m_head_seen = 0;                      // the producer's copy of m_head
+    alignas(64) std::size_t m_head_seen = 0;         // the producer's copy of m_head
     pace m_send_pace;
     std::atomic<std::size_t> m_messages{0}, m_bytes{0};
     alignas(64) std::atomic<int> m_sleepers{0};

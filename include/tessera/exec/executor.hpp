@@ -8,12 +8,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "tessera/emulator/all_reduce.hpp"
 #include "tessera/emulator/spsc_channel.hpp"
 #include "tessera/emulator/cluster.hpp"
+#include "tessera/emulator/worker.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/cross_process.hpp"
@@ -113,30 +112,25 @@ public:
 
         for (std::size_t d = 0; d < m_cluster.size(); ++d) m_cluster[d].clock().reset();
 
-        // The host side: one feeder thread per replica does the real work of preparing micro-batches.
-        std::mutex feed_mutex;
-        std::exception_ptr feed_error;
-        std::vector<std::jthread> feeders;
+        // The host side: one feeder thread per replica (kept between calls) does the real work of
+        // preparing micro-batches. A failing feed aborts the devices; a closed infeed means a device
+        // failed, and its error is the one reported.
+        while (m_feeders.size() < R) m_feeders.push_back(std::make_unique<emulator::worker>());
         for (std::size_t r = 0; r < R; ++r)
-            feeders.emplace_back([&, r] {
-                try {
-                    for (std::size_t d = 0; d < iterations; ++d)
-                        for (std::size_t m = 0; m < M_; ++m) {
-                            auto [x, y] = feed(r, d, m);
-                            const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
-                            w.infeed[r]->send(message<tensor>{std::move(x), 0.0, 0, u(m), u(d)});
-                            if (training) w.labels[r]->send(message<label>{std::move(y), 0.0, 0, u(m), u(d)});
-                        }
-                } catch (const emulator::channel_closed&) {
-                    // a device failed: its error is the one reported
-                } catch (...) {
-                    {
-                        std::lock_guard lock(feed_mutex);
-                        if (!feed_error) feed_error = std::current_exception();
+            m_feeders[r]->launch(
+                [&, r] {
+                    try {
+                        for (std::size_t d = 0; d < iterations; ++d)
+                            for (std::size_t m = 0; m < M_; ++m) {
+                                auto [x, y] = feed(r, d, m);
+                                const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+                                w.infeed[r]->send(message<tensor>{std::move(x), 0.0, 0, u(m), u(d)});
+                                if (training) w.labels[r]->send(message<label>{std::move(y), 0.0, 0, u(m), u(d)});
+                            }
+                    } catch (const emulator::channel_closed&) {
                     }
-                    m_cluster.abort();
-                }
-            });
+                },
+                [this](std::exception_ptr) { m_cluster.abort(); });
 
         const std::size_t all_replicas = R * m_across.processes;
         const float scale = m_reduce == config::reduction::mean ? 1.0f / static_cast<float>(M_ * all_replicas) : 1.0f;
@@ -154,7 +148,9 @@ public:
         } catch (...) {
             device_error = std::current_exception();
         }
-        for (auto& f : feeders) f.join();
+        std::exception_ptr feed_error;
+        for (std::size_t r = 0; r < R; ++r)
+            if (auto e = m_feeders[r]->join(); e && !feed_error) feed_error = e;
         if (feed_error || device_error) m_wiring.reset();  // closed channels, values left behind: rebuild
         if (feed_error) std::rethrow_exception(feed_error);
         if (device_error) std::rethrow_exception(device_error);
@@ -410,6 +406,7 @@ private:
     detail::charge_table m_charges;
     std::unique_ptr<wiring> m_wiring;
     std::size_t m_wired_iterations = 0;
+    std::vector<std::unique_ptr<emulator::worker>> m_feeders;  // one host thread per replica
 };
 
 }  // namespace tessera::exec
