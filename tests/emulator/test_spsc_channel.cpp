@@ -43,6 +43,17 @@ TEST_CASE("spsc_channel is FIFO, bounded and counts bytes", "[emulator]") {
     CHECK(ring.drain([&](int&&) { FAIL("nothing is left"); }) == 0);
     int spare = 5;
     CHECK(ring.try_send(spare));
+
+    // emplace constructs the message in its slot; receive_into reads it there.
+    emu::spsc_channel<std::vector<float>> in_place(2);
+    in_place.emplace(std::size_t{4}, 2.5f);
+    CHECK(in_place.bytes_sent() == 16);
+    std::vector<float> seen;
+    CHECK(in_place.receive_into([&](std::vector<float>& v) { seen = std::move(v); }));
+    CHECK(seen == std::vector<float>(4, 2.5f));
+    CHECK(in_place.size() == 0);
+    in_place.close();
+    CHECK_FALSE(in_place.receive_into([](std::vector<float>&) { FAIL("closed and drained"); }));
 }
 
 TEST_CASE("spsc_channel carries a long stream between two threads in order", "[emulator][threads]") {

@@ -72,7 +72,11 @@ public:
     spsc_channel& operator=(const spsc_channel&) = delete;
 
     /// Blocks while full; throws channel_closed once closed. Producer thread only.
-    void send(T value) {
+    void send(T value) { emplace(std::move(value)); }
+
+    /// send(T(args...)), constructing the message in its slot. Producer thread only.
+    template <class... Args>
+    void emplace(Args&&... args) {
         const std::size_t tail = m_tail.load(std::memory_order_relaxed);
         if (full_at(tail)) {
             wait_for_batch(m_send_pace, tail, [&] { return room_for(tail, m_batch); });
@@ -80,7 +84,7 @@ public:
         }
         if (m_closed.load(std::memory_order_acquire))
             throw channel_closed("tessera::emulator::spsc_channel::send: the channel is closed");
-        push(tail, std::move(value));
+        push(tail, std::forward<Args>(args)...);
     }
 
     /// Never blocks: false when full or closed (the value is left untouched). Producer thread only.
@@ -99,6 +103,21 @@ public:
             wait_until([&] { return !empty_at(head); });
         }
         return try_receive();
+    }
+
+    /// receive(), handing the message to f(T&) where it lies in the ring (no copy or move of the
+    /// whole message); false once closed and drained. Consumer thread only.
+    template <class F>
+    bool receive_into(F&& f) {
+        const std::size_t head = m_head.load(std::memory_order_relaxed);
+        if (empty_at(head)) {
+            wait_for_batch(m_receive_pace, head, [&] { return holds(head, m_batch); });
+            wait_until([&] { return !empty_at(head); });
+            if (empty_at(head)) return false;
+        }
+        f(*at(head));
+        release(head);
+        return true;
     }
 
     /// Never blocks: std::nullopt when empty. Consumer thread only.
@@ -161,10 +180,11 @@ private:
         m_head.store(head + 1, std::memory_order_release);
         wake();
     }
-    void push(std::size_t tail, T&& value) {
-        const std::size_t bytes = payload_bytes(value);
+    template <class... Args>
+    void push(std::size_t tail, Args&&... args) {
         // Constructs in place without reading the slot: the consumer wrote its cache line last.
-        std::construct_at(reinterpret_cast<T*>(m_slots[tail & m_mask].bytes), std::move(value));
+        const T* value = std::construct_at(reinterpret_cast<T*>(m_slots[tail & m_mask].bytes), std::forward<Args>(args)...);
+        const std::size_t bytes = payload_bytes(*value);
         // Only the producer writes the counters: a load and a store, no locked instruction.
         m_messages.store(m_messages.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         m_bytes.store(m_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);

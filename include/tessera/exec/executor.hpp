@@ -124,8 +124,8 @@ public:
                             for (std::size_t m = 0; m < M_; ++m) {
                                 auto [x, y] = feed(r, d, m);
                                 const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
-                                w.infeed[r]->send(message<tensor>{std::move(x), 0.0, 0, u(m), u(d)});
-                                if (training) w.labels[r]->send(message<label>{std::move(y), 0.0, 0, u(m), u(d)});
+                                w.infeed[r]->emplace(std::move(x), 0.0, 0u, u(m), u(d));
+                                if (training) w.labels[r]->emplace(std::move(y), 0.0, 0u, u(m), u(d));
                             }
                     } catch (const emulator::channel_closed&) {
                     }
@@ -257,17 +257,24 @@ private:
         }
     }
 
+    // Receives instruction `in`'s message into `into` (stage s, micro-batch m) and waits for its
+    // modelled arrival.
     template <class T>
-    static message<T> receive(emulator::spsc_channel<message<T>>& ch, emulator::ipu& dev, const instruction& in,
-                              std::size_t d) {
-        auto msg = ch.receive();
-        if (!msg || msg->micro_batch != in.micro_batch || msg->iteration != d) [[unlikely]]
-            unexpected(msg ? &*msg : nullptr, dev, in);
+    static void receive(emulator::spsc_channel<message<T>>& ch, detail::slots<T>& into, std::uint32_t s,
+                        emulator::ipu& dev, const instruction& in, std::size_t d) {
+        double ready_at = 0;
+        const bool got = ch.receive_into([&](message<T>& msg) {
+            if (msg.micro_batch != in.micro_batch || msg.iteration != d) [[unlikely]]
+                unexpected(&msg, dev, in);
+            ready_at = msg.ready_at;
+            into.put(s, in.micro_batch, std::move(msg.payload));
+        });
+        if (!got) [[unlikely]]
+            unexpected<T>(nullptr, dev, in);
         if (dev.clock().recording())
-            dev.clock().wait_until(msg->ready_at, "wait " + to_string(in));
+            dev.clock().wait_until(ready_at, "wait " + to_string(in));
         else
-            dev.clock().wait_until(msg->ready_at);
-        return std::move(*msg);
+            dev.clock().wait_until(ready_at);
     }
     template <class T>
     [[noreturn, gnu::cold, gnu::noinline]] static void unexpected(const message<T>* msg, const emulator::ipu& dev,
@@ -298,16 +305,16 @@ private:
             const std::uint32_t s = in.stage, m = in.micro_batch;
             switch (in.op) {
                 case opcode::load:
-                    inputs.put(0, m, receive(*w.infeed[r], dev, in, d).payload);
+                    receive(*w.infeed[r], inputs, 0, dev, in, d);
                     break;
                 case opcode::load_label:
-                    labels.put(0, m, receive(*w.labels[r], dev, in, d).payload);
+                    receive(*w.labels[r], labels, 0, dev, in, d);
                     break;
                 case opcode::recv_act:
-                    inputs.put(s, m, receive(*links[pc], dev, in, d).payload);
+                    receive(*links[pc], inputs, s, dev, in, d);
                     break;
                 case opcode::recv_grad:
-                    grads.put(s, m, receive(*links[pc], dev, in, d).payload);
+                    receive(*links[pc], grads, s, dev, in, d);
                     break;
                 case opcode::fwd: {
                     tensor x = inputs.take(s, m, in);
@@ -331,7 +338,7 @@ private:
                 case opcode::send_act: {
                     m_charges.apply(clock, i, pc);
                     tensor y = inputs.take(s + 1, m, in);
-                    links[pc]->send(message<tensor>{std::move(y), clock.now(), s, m, u(d)});
+                    links[pc]->emplace(std::move(y), clock.now(), s, m, u(d));
                     continue;  // already charged
                 }
                 case opcode::outfeed: {
@@ -340,7 +347,7 @@ private:
                     // Outputs the call's output mode drops stay on the device, as PopTorch's anchors do
                     // (the modelled clock still charges the transfer: the schedule does not know the mode).
                     if (outputs.selects(d * M_ + m, iterations * M_))
-                        w.outfeed[r]->send(out_message{d, m, result.loss, result.hits, std::move(result.output)});
+                        w.outfeed[r]->emplace(d, m, result.loss, result.hits, std::move(result.output));
                     continue;
                 }
                 case opcode::bwd: {
@@ -362,7 +369,7 @@ private:
                 case opcode::send_grad: {
                     m_charges.apply(clock, i, pc);
                     tensor g = grads.take(s - 1, m, in);
-                    links[pc]->send(message<tensor>{std::move(g), clock.now(), s, m, u(d)});
+                    links[pc]->emplace(std::move(g), clock.now(), s, m, u(d));
                     continue;
                 }
                 case opcode::all_reduce: {

@@ -112,7 +112,7 @@ public:
         for (const auto& e : m_pieces) m_seconds.push_back(e.end - e.start);
     }
     /// Advances `clock` by instruction `pc` of IPU `ipu`'s program, as charge() would.
-    void apply(emulator::modelled_clock& clock, std::size_t ipu, std::size_t pc) const {
+    [[gnu::always_inline]] void apply(emulator::modelled_clock& clock, std::size_t ipu, std::size_t pc) const {
         const auto& first = m_first[ipu];
         const std::uint32_t begin = first[pc], end = first[pc + 1];
         if (!clock.recording()) {  // the executor's hot path: the same additions, no labels

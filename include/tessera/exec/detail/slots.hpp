@@ -57,7 +57,7 @@ public:
 
 private:
     static constexpr std::size_t initial_width = 4;
-    struct entry {
+    struct alignas(64) entry {
         std::optional<T> value;
         std::uint32_t micro_batch = 0;
     };
