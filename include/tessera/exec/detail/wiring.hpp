@@ -82,16 +82,16 @@ template <class Tensor, class Label, class Stash>
     using w_t = wiring<Tensor, Label, Stash>;
     using link_t = typename w_t::template channel<Tensor>;
     const std::size_t R = replicas, I = sched.ipus, M_ = sched.request.micro_batches;
-    // Host-facing channels buffer whole calls: their waits are rare and should not spin. IPU links
-    // spin, then yield, for up to 5 ms before sleeping — longer than a typical stage pass, so a
-    // pipeline's hand-offs never pay for a wake-up, and even with more IPU threads than cores a
-    // yield hands the core over more cheaply than a sleep. Measured with bench_pipeline_speedup and
-    // bench_scheduler: 500 µs gave 1.6-1.7x on 2 stages and 5.6x oneTBB's time on 4; 5 ms gives
-    // 1.7-1.8x and 1.1-1.2x.
-    // Fast streams of messages (stages with little work) pass in batches of up to 16: measured with
-    // bench_scheduler, see spin_policy.
+    // Host-facing channels buffer whole calls: their waits are rare (the first micro-batch of a
+    // call, waiting for the feeder to start) and short, so they stay runnable for 200 µs rather than
+    // pay a wake-up (tens of microseconds on a virtual machine). IPU links spin, then yield, for up
+    // to 5 ms before sleeping — longer than a typical stage pass, so a pipeline's hand-offs never
+    // pay for a wake-up, and even with more IPU threads than cores a yield hands the core over more
+    // cheaply than a sleep (measured with bench_pipeline_speedup and bench_scheduler: 500 µs gave
+    // 1.6-1.7x on 2 stages and 5.6x oneTBB's time on 4; 5 ms gives 1.7-1.8x and 1.1-1.2x). Fast
+    // streams of messages (stages with little work) pass in batches of up to 16: see spin_policy.
     constexpr std::size_t link_batch = 16;
-    const auto host = emulator::spin_policy::sleep_at_once();
+    const auto host = emulator::spin_policy{.spin = std::chrono::microseconds{200}};
     const auto link = emulator::spin_policy{.spin = std::chrono::microseconds{5000}, .batch = link_batch};
     auto owned = std::make_unique<w_t>();
     w_t& w = *owned;
