@@ -488,3 +488,20 @@ TEST_CASE("an IPU's value table keeps a window of micro-batches and widens it wh
     CHECK_THROWS_AS(table.put(0, 100, std::vector<float>{}), std::logic_error);
     CHECK(table.take(0, 5, in).front() == 5.0f);
 }
+
+TEST_CASE("the real IPU links hold up to 256 messages, fewer when messages are large, never fewer than the schedule needs",
+          "[exec]") {
+    const auto depth = [](std::size_t G, std::size_t message_bytes) {
+        auto model = make_model(2);
+        auto costs = exec::costs_of(model);
+        for (auto& c : costs.stages) c.input_bytes = c.output_bytes = message_bytes;
+        const exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 2>>(G), costs);
+        return std::pair{ex.link_depth(), ex.program().channel_capacity};
+    };
+    CHECK(depth(16, 64).first == 16);     // a step's micro-batches
+    CHECK(depth(1000, 64).first == 256);  // at most max_link_depth
+    CHECK(depth(1000, 1 << 20).first == 64);  // at most 64 MiB of 1 MiB messages
+    const auto [huge, needed] = depth(1000, std::size_t{100} << 20);
+    CHECK(needed >= 1);
+    CHECK(huge == needed);  // 100 MiB messages: only what the schedule needs to run
+}

@@ -62,14 +62,20 @@ public:
     [[nodiscard]] const cost_model& costs() const noexcept { return m_costs; }
     [[nodiscard]] std::size_t replicas() const noexcept { return m_replicas; }
     /// Messages each real IPU-to-IPU channel holds: at least the schedule's channel_capacity (so
-    /// the lists cannot deadlock) and up to a step's micro-batches (at most max_link_depth), so a
-    /// stage that is ahead keeps working instead of handing its core back at every message. Only the
-    /// real clock sees the depth: the modelled clock follows each message's ready time, and the
-    /// memory plan counts the schedule's channel_capacity, as the device would buffer.
+    /// the lists cannot deadlock) and up to a step's micro-batches, at most max_link_depth and at
+    /// most max_link_bytes of the largest message the cost model names, so a stage that is ahead
+    /// keeps working instead of handing its core back at every message. Only the real clock sees
+    /// the depth: the modelled clock follows each message's ready time, and the memory plan counts
+    /// the schedule's channel_capacity, as the device would buffer.
     [[nodiscard]] std::size_t link_depth() const noexcept {
-        return std::max(m_schedule.channel_capacity, std::min(m_schedule.request.micro_batches, max_link_depth));
+        std::size_t largest = 0;
+        for (const auto& c : m_costs.stages) largest = std::max({largest, c.input_bytes, c.output_bytes});
+        const std::size_t by_bytes = largest == 0 ? max_link_depth : std::max<std::size_t>(1, max_link_bytes / largest);
+        return std::max(m_schedule.channel_capacity,
+                        std::min({m_schedule.request.micro_batches, max_link_depth, by_bytes}));
     }
-    static constexpr std::size_t max_link_depth = 64;
+    static constexpr std::size_t max_link_depth = 256;
+    static constexpr std::size_t max_link_bytes = std::size_t{64} << 20;
     [[nodiscard]] emulator::cluster& devices() noexcept { return m_cluster; }
 
     /// Runs the schedule `iterations` times (training: D weight updates) on `models` (one per replica).

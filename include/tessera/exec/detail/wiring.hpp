@@ -1,5 +1,6 @@
 #pragma once
 // The channels, collectives and per-IPU value tables of one executor call.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -89,8 +90,10 @@ template <class Tensor, class Label, class Stash>
     // pay for a wake-up, and even with more IPU threads than cores a yield hands the core over more
     // cheaply than a sleep (measured with bench_pipeline_speedup and bench_scheduler: 500 µs gave
     // 1.6-1.7x on 2 stages and 5.6x oneTBB's time on 4; 5 ms gives 1.7-1.8x and 1.1-1.2x). Fast
-    // streams of messages (stages with little work) pass in batches of up to 16: see spin_policy.
-    constexpr std::size_t link_batch = 16;
+    // streams of messages (stages with little work) pass in batches of a quarter of the link: see
+    // spin_policy (measured with bench_scheduler: 64-message links in batches of 16 gave 0.45-0.62x
+    // oneTBB's time, 256 in batches of 64 0.38-0.52x, fewer hand-offs when IPU threads share cores).
+    const std::size_t link_batch = std::max<std::size_t>(1, link_depth / 4);
     const auto host = emulator::spin_policy{.spin = std::chrono::microseconds{200}};
     const auto link = emulator::spin_policy{.spin = std::chrono::microseconds{5000}, .batch = link_batch};
     auto owned = std::make_unique<w_t>();
