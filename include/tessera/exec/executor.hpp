@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -208,17 +209,18 @@ private:
             std::vector<out_message> sent;
             w.outfeed[r]->drain([&](out_message&& o) { sent.push_back(std::move(o)); });
             const auto index = [M_](const out_message& o) { return o.iteration * M_ + o.micro_batch; };
-            const auto by_index = [&](const out_message& a, const out_message& b) { return index(a) < index(b); };
-            if (!std::is_sorted(sent.begin(), sent.end(), by_index)) std::sort(sent.begin(), sent.end(), by_index);
+            std::vector<std::size_t> order(sent.size());
+            std::iota(order.begin(), order.end(), std::size_t{0});
+            std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return index(sent[a]) < index(sent[b]); });
             std::size_t next = 0;
             float loss_sum = 0.0f;
             top1_score score_sum;
             for (std::size_t k = 0; k < count; ++k) {
                 if (!outputs.selects(k, count)) continue;
-                if (next == sent.size() || index(sent[next]) != k)
+                if (next == sent.size() || index(sent[order[next]]) != k)
                     throw std::logic_error("tessera::exec::executor: micro-batch " + std::to_string(k) +
                                            " produced no output");
-                auto& o = sent[next++];
+                auto& o = sent[order[next++]];
                 if (sum) {
                     loss_sum += o.loss;
                     score_sum += o.hits;
