@@ -54,11 +54,16 @@ public:
         return advance(m_spec.host_sync_latency, activity::host_io, std::move(label));
     }
     /// Waits (idle) until `t`, e.g. until a message sent by another IPU has arrived; no-op if past.
-    double wait_until(double t, std::string label = {}) {
+    double wait_until(double t, std::string label) {
         if (t > m_now) {
             if (m_record) m_trace.push_back({activity::idle, m_now, t, std::move(label)});
             m_now = t;
         }
+        return m_now;
+    }
+    /// wait_until(t, label) with no label: builds no string when there is nothing to wait for.
+    double wait_until(double t) {
+        if (t > m_now) return wait_until(t, std::string());
         return m_now;
     }
     /// Advances by `seconds` of `kind`.
