@@ -3,10 +3,12 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "tessera/config/error.hpp"
 #include "tessera/nn/layer.hpp"
 
 namespace tessera::nn {
@@ -19,10 +21,10 @@ namespace tessera::nn {
 template <Layer... Ls>
 class sequential {
     static_assert(sizeof...(Ls) > 0, "tessera::nn::sequential: needs at least one layer");
-    using first = std::tuple_element_t<0, std::tuple<Ls...>>;
+    using first_layer = std::tuple_element_t<0, std::tuple<Ls...>>;
 
 public:
-    using precision = typename first::precision;
+    using precision = typename first_layer::precision;
     static_assert((std::is_same_v<typename Ls::precision, precision> && ...),
                   "tessera::nn::sequential: every layer must use the same precision policy");
     static constexpr std::size_t size = sizeof...(Ls);
@@ -66,6 +68,75 @@ public:
         }, m_layers);
     }
 
+    // Units (the interface exec::staged_network cuts into pipeline stages, as nn::resnet's): each
+    // layer is one, named by its name, so a sequential model can be cut between any two layers.
+
+    [[nodiscard]] static constexpr std::size_t units() noexcept { return size; }
+    [[nodiscard]] std::string unit_name(std::size_t u) const {
+        check_unit(u);
+        return m_names[u];
+    }
+    /// The unit called `name`; throws config::config_error if none is.
+    [[nodiscard]] std::size_t unit_index(std::string_view name) const {
+        for (std::size_t u = 0; u < size; ++u)
+            if (m_names[u] == name) return u;
+        throw config::config_error("tessera::nn::sequential: no layer named '" + std::string(name) + "'");
+    }
+    /// Shape entering unit u for a model input of shape s.
+    [[nodiscard]] tensor::shape unit_input_shape(std::size_t u, const tensor::shape& s) const {
+        check_unit(u);
+        tensor::shape cur = s;
+        for (std::size_t i = 0; i < u; ++i) cur = unit_output_shape(i, cur);
+        return cur;
+    }
+    [[nodiscard]] tensor::shape unit_output_shape(std::size_t u, const tensor::shape& in) const {
+        check_unit(u);
+        tensor::shape out{};
+        at_unit(u, [&](const auto& layer, auto) { out = layer.output_shape(in); });
+        return out;
+    }
+    /// Cost of unit u when its input has shape `in`.
+    [[nodiscard]] nn::cost unit_cost(std::size_t u, const tensor::shape& in) const {
+        check_unit(u);
+        nn::cost c;
+        at_unit(u, [&](const auto& layer, auto) { c = layer.cost(in); });
+        return c;
+    }
+    /// Runs units [first, last) on x (the input of unit `first`); returns the output of unit last-1.
+    const activation<precision>& forward_units(std::size_t first, std::size_t last, const activation<precision>& x,
+                                               state& st, const context& ctx) {
+        check_range(first, last);
+        const activation<precision>* cur = &x;
+        for (std::size_t u = first; u < last; ++u)
+            at_unit(u, [&](auto& layer, auto i) { cur = &layer.forward(*cur, std::get<decltype(i)::value>(st.parts), ctx); });
+        return *cur;
+    }
+    /// Backward through units [first, last) given the gradient of unit last-1's output; returns the
+    /// gradient of unit first's input (computed only when want_dx).
+    const activation<precision>& backward_units(std::size_t first, std::size_t last, const activation<precision>& dy,
+                                                state& st, const context& ctx, bool want_dx) {
+        check_range(first, last);
+        const activation<precision>* cur = &dy;
+        for (std::size_t u = last; u-- > first;)
+            at_unit(u, [&](auto& layer, auto i) {
+                cur = &layer.backward(*cur, std::get<decltype(i)::value>(st.parts), ctx, u > first || want_dx);
+            });
+        return *cur;
+    }
+    /// Parameters of units [first, last), named as visit_parameters names them.
+    template <class F>
+    void visit_unit_parameters(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u)
+            at_unit(u, [&](auto& layer, auto) { layer.visit_parameters(f, detail::join(prefix, m_names[u])); });
+    }
+    template <class F>
+    void visit_unit_buffers(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u)
+            at_unit(u, [&](auto& layer, auto) { layer.visit_buffers(f, detail::join(prefix, m_names[u])); });
+    }
+
     const activation<precision>& forward(const activation<precision>& x, state& st, const context& ctx) {
         return forward_from<0>(x, st, ctx);
     }
@@ -87,6 +158,29 @@ public:
     }
 
 private:
+    void check_unit(std::size_t u) const {
+        if (u >= size)
+            throw config::config_error("tessera::nn::sequential: unit " + std::to_string(u) +
+                                       " does not exist (the model has " + std::to_string(size) + " layers)");
+    }
+    void check_range(std::size_t first, std::size_t last) const {
+        if (first >= last || last > size)
+            throw config::config_error("tessera::nn::sequential: unit range [" + std::to_string(first) + ", " +
+                                       std::to_string(last) + ") is empty or past the " + std::to_string(size) +
+                                       " layers");
+    }
+    // f(layer u, std::integral_constant<std::size_t, u>) for a run-time u < size.
+    template <class Self, class F>
+    static void at_unit_of(Self& self, std::size_t u, F&& f) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (void)((I == u ? (f(std::get<I>(self.m_layers), std::integral_constant<std::size_t, I>{}), true) : false) || ...);
+        }(std::index_sequence_for<Ls...>{});
+    }
+    template <class F>
+    void at_unit(std::size_t u, F&& f) { at_unit_of(*this, u, std::forward<F>(f)); }
+    template <class F>
+    void at_unit(std::size_t u, F&& f) const { at_unit_of(*this, u, std::forward<F>(f)); }
+
     template <class F>
     void visit_each(F&& f) {
         [&]<std::size_t... I>(std::index_sequence<I...>) { (f(std::get<I>(m_layers), I), ...); }

@@ -1,0 +1,153 @@
+// nn::sequential as a unit network: each layer is a unit, so sessions cut any sequential model into
+// pipeline stages (by block marks or balanced by FLOPs), checked bit for bit against the model run
+// whole without stages or threads.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "../emulator/deadline.hpp"
+#include "tessera/config.hpp"
+#include "tessera/exec/network_session.hpp"
+#include "tessera/nn/activation.hpp"
+#include "tessera/nn/batch_norm.hpp"
+#include "tessera/nn/conv2d.hpp"
+#include "tessera/nn/linear.hpp"
+#include "tessera/nn/loss.hpp"
+#include "tessera/nn/sequential.hpp"
+
+namespace cfg = tessera::config;
+namespace exec = tessera::exec;
+namespace nn = tessera::nn;
+using P = cfg::fp32;
+
+namespace {
+
+constexpr std::size_t batch = 2, side = 8, channels = 3, classes = 5;
+
+auto make_net() {
+    auto net = nn::sequential(nn::conv2d<P>(channels, 8, {3, 3, 1, 1}), nn::batch_norm_relu<P>(8),
+                              nn::conv2d<P>(8, 8, {3, 3, 2, 1}), nn::batch_norm<P>(8), nn::relu<P>(),
+                              nn::linear<P>(4 * 4 * 8, classes));
+    net.named({"conv1", "bn1", "conv2", "bn2", "relu2", "fc"});
+    std::mt19937_64 rng(5);
+    net.initialize(rng);
+    return net;
+}
+using net_t = decltype(make_net());
+
+struct plain_sgd {
+    float learning_rate = 0.05f;
+    template <class S>
+    void step(S& params, double scale) {
+        params.visit_parameters([&](std::string_view, auto value, auto grad) {
+            for (std::size_t k = 0; k < value.size(); ++k) value[k] -= learning_rate * (static_cast<float>(scale) * grad[k]);
+        });
+    }
+};
+
+struct feed_t {
+    std::pair<nn::activation<P>, std::vector<std::int32_t>> operator()(std::size_t r, std::size_t d, std::size_t m) const {
+        std::mt19937 rng(static_cast<std::uint32_t>(7 + 1009 * r + 101 * d + m));
+        std::normal_distribution<float> pixel(0.0f, 1.0f);
+        std::uniform_int_distribution<std::int32_t> cls(0, classes - 1);
+        auto x = tessera::tensor::make_nhwc<float>({batch, side, side, channels});
+        for (auto& v : x) v = pixel(rng);
+        std::vector<std::int32_t> y(batch);
+        for (auto& v : y) v = cls(rng);
+        return {std::move(x), std::move(y)};
+    }
+};
+
+std::vector<float> parameters_and_buffers(net_t& net) {
+    std::vector<float> all;
+    net.visit_parameters([&](std::string_view, auto value, auto) { all.insert(all.end(), value.begin(), value.end()); });
+    net.visit_buffers([&](std::string_view, auto value) { all.insert(all.end(), value.begin(), value.end()); });
+    return all;
+}
+
+// R replicas of the whole network, G micro-batches each per update, gradients summed in replica order.
+std::vector<float> reference(const net_t& initial, std::size_t R, std::size_t G, std::size_t D) {
+    std::vector<net_t> nets(R, initial);
+    std::vector<plain_sgd> opts(R);
+    const nn::context ctx{};
+    for (std::size_t d = 0; d < D; ++d) {
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t m = 0; m < G; ++m) {
+                auto [x, y] = feed_t{}(r, d, m);
+                net_t::state st;
+                nn::softmax_cross_entropy<P> loss;
+                (void)loss(nets[r].forward(x, st, ctx), y);
+                (void)nets[r].backward(loss.gradient(), st, ctx, false);
+            }
+        std::vector<std::vector<std::span<float>>> g(R);
+        for (std::size_t r = 0; r < R; ++r) nets[r].visit_parameters([&](std::string_view, auto, auto gr) { g[r].push_back(gr); });
+        for (std::size_t p = 0; p < g[0].size(); ++p)
+            for (std::size_t k = 0; k < g[0][p].size(); ++k) {
+                float sum = g[0][p][k];
+                for (std::size_t r = 1; r < R; ++r) sum += g[r][p][k];
+                for (std::size_t r = 0; r < R; ++r) g[r][p][k] = sum;
+            }
+        for (std::size_t r = 0; r < R; ++r) {
+            opts[r].step(nets[r], static_cast<double>(1.0f / static_cast<float>(G * R)));
+            nets[r].visit_parameters([](std::string_view, auto, auto gr) { std::fill(gr.begin(), gr.end(), 0.0f); });
+        }
+    }
+    return parameters_and_buffers(nets[0]);
+}
+
+}  // namespace
+
+TEST_CASE("a sequential model's layers are units: shapes, costs, names and ranges", "[exec][nn]") {
+    const net_t net = make_net();
+    static_assert(exec::UnitNetwork<net_t>);
+    const tessera::tensor::shape in{batch, side, side, channels};
+    CHECK(net.units() == 6);
+    CHECK(net.unit_name(2) == "conv2");
+    CHECK(net.unit_index("fc") == 5);
+    CHECK(net.unit_input_shape(3, in) == tessera::tensor::shape{batch, 4, 4, 8});
+    CHECK(net.unit_output_shape(5, net.unit_input_shape(5, in)) == net.output_shape(in));
+    nn::cost total;
+    for (std::size_t u = 0; u < net.units(); ++u) total += net.unit_cost(u, net.unit_input_shape(u, in));
+    CHECK(total.flops() == net.cost(in).flops());
+    CHECK(total.parameters == net.cost(in).parameters);
+    CHECK_THROWS_AS(net.unit_index("conv3"), cfg::config_error);
+    CHECK_THROWS_AS(net.unit_name(6), cfg::config_error);
+    net_t copy = net;
+    net_t::state st;
+    const nn::context ctx{};
+    auto x = feed_t{}(0, 0, 0).first;
+    CHECK_THROWS_AS(copy.forward_units(3, 3, x, st, ctx), cfg::config_error);
+    CHECK_THROWS_AS(copy.forward_units(0, 7, x, st, ctx), cfg::config_error);
+    // Units [0, 3) then [3, 6) give what the whole network gives.
+    net_t whole = net;
+    net_t::state wst;
+    const auto expected = whole.forward(x, wst, ctx);
+    const auto& mid = copy.forward_units(0, 3, x, st, ctx);
+    const auto out = copy.forward_units(3, 6, mid, st, ctx);
+    CHECK(std::equal(out.begin(), out.end(), expected.begin(), expected.end()));
+}
+
+TEMPLATE_TEST_CASE("a sequential model trains through pipelined sessions bit for bit as run whole",
+                   "[exec][nn][session][threads]", (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::gpipe, 3>)) {
+    constexpr std::size_t G = 2 * TestType::stages;  // pipelined training needs G >= 2 S - 1
+    using c = cfg::config<TestType, cfg::gradient_accumulation<G>, cfg::device_iterations<2>, cfg::replication<2>, cfg::all>;
+    const net_t net = make_net();
+    // Block marks by layer name for two stages (PopTorch's BeginBlock); balanced by FLOPs otherwise.
+    exec::session_options settings;
+    if (TestType::stages == 2) settings.first_units = {0, net.unit_index("conv2")};
+    auto run = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch}, settings);
+    REQUIRE(run.model().stages() == TestType::stages);
+    if (TestType::stages == 2) CHECK(run.model().first_unit(1) == 2);
+    const auto result = tessera::test::within_deadline(300, "sequential session", [&] { return run(feed_t{}); });
+    CHECK(result.losses[0].size() == 2 * G);
+    net_t trained = run.model().network();
+    const auto got = parameters_and_buffers(trained);
+    CHECK(got == reference(net, 2, G, 2));
+    net_t untouched = net;
+    CHECK(got != parameters_and_buffers(untouched));  // it did train
+}
