@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../emulator/deadline.hpp"
+#include "network_helpers.hpp"
 #include "tessera/config/strategy.hpp"
 #include "tessera/config.hpp"
 #include "tessera/data/in_memory.hpp"
@@ -35,38 +36,15 @@ namespace {
 constexpr std::size_t batch = 2, side = 8, channels = 3, classes = 10;
 const tessera::tensor::shape input_shape{batch, side, side, channels};
 
-// Plain SGD, the same arithmetic in the stages and in the reference.
-struct plain_sgd {
-    float learning_rate = 0.05f;
-    template <class S>
-    void step(S& params, double scale) {
-        params.visit_parameters([&](std::string_view, auto value, auto grad) {
-            for (std::size_t k = 0; k < value.size(); ++k) value[k] -= learning_rate * (static_cast<float>(scale) * grad[k]);
-        });
-    }
-};
+using tessera::test::parameters_and_buffers;
+using tessera::test::plain_sgd;
 
 using model_t = exec::staged_network<net_t, plain_sgd>;
 
-struct feed_t {
-    std::pair<nn::activation<P>, std::vector<std::int32_t>> operator()(std::size_t r, std::size_t d, std::size_t m) const {
-        std::mt19937 rng(static_cast<std::uint32_t>(11 + 1009 * r + 101 * d + m));
-        std::normal_distribution<float> pixel(0.0f, 1.0f);
-        std::uniform_int_distribution<std::int32_t> cls(0, classes - 1);
-        auto x = tessera::tensor::make_nhwc<float>(input_shape);
-        for (auto& v : x) v = pixel(rng);
-        std::vector<std::int32_t> y(batch);
-        for (auto& v : y) v = cls(rng);
-        return {std::move(x), std::move(y)};
-    }
+// Random images and labels of the model's shape, the same for the same (replica, iteration, micro-batch).
+struct feed_t : tessera::test::random_images {
+    feed_t() : random_images{::batch, ::side, ::channels, ::classes, 11} {}
 };
-
-std::vector<float> parameters_and_buffers(net_t& net) {
-    std::vector<float> all;
-    net.visit_parameters([&](std::string_view, auto value, auto) { all.insert(all.end(), value.begin(), value.end()); });
-    net.visit_buffers([&](std::string_view, auto value) { all.insert(all.end(), value.begin(), value.end()); });
-    return all;
-}
 
 // The sequential reference on whole networks: R replicas, G micro-batches each, gradients summed in
 // replica order, then SGD with the mean scale on every replica. Returns each replica's parameters

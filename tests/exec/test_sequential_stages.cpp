@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../emulator/deadline.hpp"
+#include "network_helpers.hpp"
 #include "tessera/config.hpp"
 #include "tessera/exec/network_session.hpp"
 #include "tessera/nn/activation.hpp"
@@ -40,35 +41,9 @@ auto make_net() {
 }
 using net_t = decltype(make_net());
 
-struct plain_sgd {
-    float learning_rate = 0.05f;
-    template <class S>
-    void step(S& params, double scale) {
-        params.visit_parameters([&](std::string_view, auto value, auto grad) {
-            for (std::size_t k = 0; k < value.size(); ++k) value[k] -= learning_rate * (static_cast<float>(scale) * grad[k]);
-        });
-    }
-};
-
-struct feed_t {
-    std::pair<nn::activation<P>, std::vector<std::int32_t>> operator()(std::size_t r, std::size_t d, std::size_t m) const {
-        std::mt19937 rng(static_cast<std::uint32_t>(7 + 1009 * r + 101 * d + m));
-        std::normal_distribution<float> pixel(0.0f, 1.0f);
-        std::uniform_int_distribution<std::int32_t> cls(0, classes - 1);
-        auto x = tessera::tensor::make_nhwc<float>({batch, side, side, channels});
-        for (auto& v : x) v = pixel(rng);
-        std::vector<std::int32_t> y(batch);
-        for (auto& v : y) v = cls(rng);
-        return {std::move(x), std::move(y)};
-    }
-};
-
-std::vector<float> parameters_and_buffers(net_t& net) {
-    std::vector<float> all;
-    net.visit_parameters([&](std::string_view, auto value, auto) { all.insert(all.end(), value.begin(), value.end()); });
-    net.visit_buffers([&](std::string_view, auto value) { all.insert(all.end(), value.begin(), value.end()); });
-    return all;
-}
+using tessera::test::parameters_and_buffers;
+using tessera::test::plain_sgd;
+const tessera::test::random_images images{batch, side, channels, classes, 7};
 
 // R replicas of the whole network, G micro-batches each per update, gradients summed in replica order.
 std::vector<float> reference(const net_t& initial, std::size_t R, std::size_t G, std::size_t D) {
@@ -78,7 +53,7 @@ std::vector<float> reference(const net_t& initial, std::size_t R, std::size_t G,
     for (std::size_t d = 0; d < D; ++d) {
         for (std::size_t r = 0; r < R; ++r)
             for (std::size_t m = 0; m < G; ++m) {
-                auto [x, y] = feed_t{}(r, d, m);
+                auto [x, y] = images(r, d, m);
                 net_t::state st;
                 nn::softmax_cross_entropy<P> loss;
                 (void)loss(nets[r].forward(x, st, ctx), y);
@@ -120,7 +95,7 @@ TEST_CASE("a sequential model's layers are units: shapes, costs, names and range
     net_t copy = net;
     net_t::state st;
     const nn::context ctx{};
-    auto x = feed_t{}(0, 0, 0).first;
+    auto x = images(0, 0, 0).first;
     CHECK_THROWS_AS(copy.forward_units(3, 3, x, st, ctx), cfg::config_error);
     CHECK_THROWS_AS(copy.forward_units(0, 7, x, st, ctx), cfg::config_error);
     // Units [0, 3) then [3, 6) give what the whole network gives.
@@ -143,7 +118,7 @@ TEMPLATE_TEST_CASE("a sequential model trains through pipelined sessions bit for
     auto run = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch}, settings);
     REQUIRE(run.model().stages() == TestType::stages);
     if (TestType::stages == 2) CHECK(run.model().first_unit(1) == 2);
-    const auto result = tessera::test::within_deadline(300, "sequential session", [&] { return run(feed_t{}); });
+    const auto result = tessera::test::within_deadline(300, "sequential session", [&] { return run(images); });
     CHECK(result.losses[0].size() == 2 * G);
     net_t trained = run.model().network();
     const auto got = parameters_and_buffers(trained);
