@@ -56,7 +56,11 @@ class spsc_channel {
 
 public:
     explicit spsc_channel(std::size_t capacity, spin_policy spin = {})
-        : m_capacity(capacity), m_mask(std::bit_ceil(std::max<std::size_t>(capacity, 1)) - 1), m_spin(spin.spin), m_batch(std::min(spin.batch, capacity)), m_fast(spin.fast),
+        : m_capacity(capacity),
+          m_mask(std::bit_ceil(std::max<std::size_t>(capacity, 1)) - 1),
+          m_spin(spin.spin),
+          m_batch(std::min(spin.batch, capacity)),
+          m_fast(spin.fast),
           m_batch_wait(spin.batch_wait) {
         if (capacity == 0)
             throw std::invalid_argument("tessera::emulator::spsc_channel: capacity must be at least 1, got 0");
@@ -65,8 +69,8 @@ public:
         m_slots = std::make_unique<slot[]>(m_mask + 1);
     }
     ~spsc_channel() {
-        for (std::size_t i = m_head.load(std::memory_order_acquire), end = m_tail.load(std::memory_order_acquire); i != end; ++i)
-            std::destroy_at(at(i));
+        const std::size_t end = m_tail.load(std::memory_order_acquire);
+        for (std::size_t i = m_head.load(std::memory_order_acquire); i != end; ++i) std::destroy_at(at(i));
     }
     spsc_channel(const spsc_channel&) = delete;
     spsc_channel& operator=(const spsc_channel&) = delete;
@@ -183,7 +187,8 @@ private:
     template <class... Args>
     void push(std::size_t tail, Args&&... args) {
         // Constructs in place without reading the slot: the consumer wrote its cache line last.
-        const T* value = std::construct_at(reinterpret_cast<T*>(m_slots[tail & m_mask].bytes), std::forward<Args>(args)...);
+        const T* value =
+            std::construct_at(reinterpret_cast<T*>(m_slots[tail & m_mask].bytes), std::forward<Args>(args)...);
         const std::size_t bytes = payload_bytes(*value);
         // Only the producer writes the counters: a load and a store, no locked instruction.
         m_messages.store(m_messages.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -208,7 +213,7 @@ private:
         std::size_t index = 0;
     };
     // Before a side waits for one message or slot: if the stream is fast (at least one message per
-    // m_fast since this side's last wait), spins until `batch_ready` or m_batch_wait has passed.
+    // m_fast since this side's last wait), yields until `batch_ready` or m_batch_wait has passed.
     template <class BatchReady>
     void wait_for_batch(pace& p, std::size_t index, BatchReady batch_ready) {
         if (m_batch <= 1) return;

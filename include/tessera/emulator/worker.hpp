@@ -86,7 +86,8 @@ private:
 
     void work(std::stop_token stop) {
         for (;;) {
-            linger_until([&] { return m_state.load(std::memory_order_acquire) == state::queued || stop.stop_requested(); });
+            linger_until(
+                [&] { return m_state.load(std::memory_order_acquire) == state::queued || stop.stop_requested(); });
             {
                 std::unique_lock lock(m_mutex);
                 m_wake.wait(lock, stop, [&] { return m_state.load(std::memory_order_relaxed) == state::queued; });

@@ -80,9 +80,11 @@ public:
     [[nodiscard]] emulator::cluster& devices() noexcept { return m_cluster; }
 
     /// Runs the schedule `iterations` times (training: D weight updates) on `models` (one per replica).
-    /// feed(r, d, m) -> {input, label} runs on one host thread per replica. Any failure (a stage, the
-    /// feed) stops every thread and is rethrown here; the models then hold partly accumulated
-    /// gradients and possibly some updated stages: reload their weights before running again.
+    /// feed(r, d, m) -> {input, label} runs on one host thread per replica (kept between calls).
+    /// Outputs the output mode drops stay on the devices (final and every_n send only what they
+    /// return). Any failure (a stage, the feed) stops every thread and is rethrown here; the models
+    /// then hold partly accumulated gradients and possibly some updated stages: reload their
+    /// weights before running again.
     template <class Feed>
         requires MicroBatchFeed<Feed, M>
     run_result<tensor> run(std::span<M> models, Feed&& feed, std::size_t iterations, output_selection outputs) {
@@ -146,7 +148,8 @@ public:
             for (std::size_t i = 0; i < I; ++i)
                 jobs.push_back([&, r, i](emulator::ipu& dev) {
                     dev.clock().host_sync();
-                    for (std::size_t d = 0; d < iterations; ++d) run_program(dev, models[r], w, r, i, d, iterations, outputs, scale);
+                    for (std::size_t d = 0; d < iterations; ++d)
+                        run_program(dev, models[r], w, r, i, d, iterations, outputs, scale);
                     dev.clock().host_sync();
                 });
         std::exception_ptr device_error;
@@ -211,7 +214,8 @@ private:
             const auto index = [M_](const out_message& o) { return o.iteration * M_ + o.micro_batch; };
             std::vector<std::size_t> order(sent.size());
             std::iota(order.begin(), order.end(), std::size_t{0});
-            std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return index(sent[a]) < index(sent[b]); });
+            std::sort(order.begin(), order.end(),
+                      [&](std::size_t a, std::size_t b) { return index(sent[a]) < index(sent[b]); });
             std::size_t next = 0;
             float loss_sum = 0.0f;
             top1_score score_sum;

@@ -108,7 +108,9 @@ public:
         check_range(first, last);
         const activation<precision>* cur = &x;
         for (std::size_t u = first; u < last; ++u)
-            at_unit(u, [&](auto& layer, auto i) { cur = &layer.forward(*cur, std::get<decltype(i)::value>(st.parts), ctx); });
+            at_unit(u, [&](auto& layer, auto i) {
+                cur = &layer.forward(*cur, std::get<decltype(i)::value>(st.parts), ctx);
+            });
         return *cur;
     }
     /// Backward through units [first, last) given the gradient of unit last-1's output; returns the

@@ -25,7 +25,9 @@ template <class T>
 class slots {
 public:
     slots(std::size_t stages, std::size_t micro_batches)
-        : m_stages(stages), m_mb(micro_batches), m_width(std::min(initial_width, std::bit_ceil(std::max<std::size_t>(micro_batches, 1)))),
+        : m_stages(stages),
+          m_mb(micro_batches),
+          m_width(std::min(initial_width, std::bit_ceil(std::max<std::size_t>(micro_batches, 1)))),
           m_values(stages * m_width) {}
 
     void put(std::uint32_t s, std::uint32_t m, T&& value) {
@@ -74,7 +76,8 @@ private:
         throw std::logic_error("tessera::exec::executor: stage " + std::to_string(s) + ", micro-batch " +
                                std::to_string(m) + " already holds a value");
     }
-    [[noreturn, gnu::cold, gnu::noinline]] static void missing(std::uint32_t s, std::uint32_t m, const instruction& in) {
+    [[noreturn, gnu::cold, gnu::noinline]] static void missing(std::uint32_t s, std::uint32_t m,
+                                                               const instruction& in) {
         throw std::logic_error("tessera::exec::executor: '" + to_string(in) + "' finds no value for stage " +
                                std::to_string(s) + ", micro-batch " + std::to_string(m));
     }
