@@ -117,6 +117,13 @@ void ensure_shape(tensor::dense<T, 4>& t, const tensor::shape& s) {
     if (tensor::shape_of(t) != s) t = tensor::make_nhwc<T>(s);
 }
 
+/// The shape leaving units [0, u) of a unit network (nn::resnet, nn::sequential) for an input of shape s.
+template <class N>
+[[nodiscard]] tensor::shape shape_after_units(const N& net, std::size_t u, tensor::shape s) {
+    for (std::size_t i = 0; i < u; ++i) s = net.unit_output_shape(i, s);
+    return s;
+}
+
 [[nodiscard]] inline std::string join(std::string_view prefix, std::string_view name) {
     if (prefix.empty()) return std::string(name);
     std::string out(prefix);

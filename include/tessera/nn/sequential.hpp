@@ -85,9 +85,7 @@ public:
     /// Shape entering unit u for a model input of shape s.
     [[nodiscard]] tensor::shape unit_input_shape(std::size_t u, const tensor::shape& s) const {
         check_unit(u);
-        tensor::shape cur = s;
-        for (std::size_t i = 0; i < u; ++i) cur = unit_output_shape(i, cur);
-        return cur;
+        return detail::shape_after_units(*this, u, s);
     }
     [[nodiscard]] tensor::shape unit_output_shape(std::size_t u, const tensor::shape& in) const {
         check_unit(u);
