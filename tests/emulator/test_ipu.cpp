@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -140,4 +141,47 @@ TEST_CASE("cluster reports a cause rather than the closed channel it led to", "[
         devices.run({[&](emu::ipu&) { throw emu::collective_aborted("only"); }});
     });
     CHECK(only == "only");
+}
+
+TEST_CASE("cluster: run() returns only after an abort started by a thread outside the cluster has finished",
+          "[emulator][threads]") {
+    // A host feeder that fails calls abort() from its own thread. The first action closes the channel
+    // the jobs wait on, so they fail and run() joins them while the feeder is still in the second
+    // action: run() must wait for the third before it clears the list (it used to clear it under the
+    // feeder's loop).
+    emu::cluster devices(2);
+    emu::channel<int> gate(1);
+    std::atomic<bool> third_ran{false};
+    devices.on_abort([&] { gate.close(); });
+    devices.on_abort([] { std::this_thread::sleep_for(50ms); });
+    devices.on_abort([&] { third_ran = true; });
+    std::atomic<bool> started{false};
+    std::thread feeder([&] {
+        while (!started) std::this_thread::yield();
+        devices.abort();
+    });
+    const auto what = tessera::test::error_within_deadline<emu::channel_closed>(60, "abort from outside", [&] {
+        devices.run({[&](emu::ipu&) {
+                         started = true;
+                         if (!gate.receive()) throw emu::channel_closed("gate closed");
+                     },
+                     [&](emu::ipu&) {
+                         if (!gate.receive()) throw emu::channel_closed("gate closed");
+                     }});
+    });
+    CHECK(what == "gate closed");
+    CHECK(third_ran);
+    feeder.join();
+    devices.abort();  // after run(): nothing left to run, and no effect on the next run
+    CHECK_NOTHROW(devices.run({[](emu::ipu&) {}, [](emu::ipu&) {}}));
+}
+
+TEST_CASE("ipu hands a job's exception over whole: repeated failures under ThreadSanitizer", "[emulator][threads]") {
+    // The worker used to release its own reference to the exception after publishing it, racing the
+    // joiner reading what() (reported by ThreadSanitizer about once in seven runs).
+    emu::ipu dev(0);
+    for (int i = 0; i < 200; ++i) {
+        dev.launch([i](emu::ipu&) { throw std::runtime_error("failure " + std::to_string(i)); });
+        REQUIRE_THROWS_WITH(dev.wait(), "failure " + std::to_string(i));
+    }
 }

@@ -334,6 +334,26 @@ TEST_CASE("a failing host feed surfaces its exception at the caller", "[exec][th
     CHECK(what == "corrupt sample in replica 1");
 }
 
+TEST_CASE("a feed that fails at once, many times: the abort it starts never outlives the call", "[exec][threads]") {
+    // The feeder's abort runs on its own thread while the devices fail and join; run() must not free
+    // the abort actions under it (found by ASan/TSan in a loop like this one).
+    const synthetic_feed good{batch, in_width, out_width};
+    std::vector<tiny_mlp> models(2, make_model(2));
+    exec::executor<tiny_mlp> ex(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 2>>(4, true, 2),
+                                exec::costs_of(models[0]), 2);
+    for (int k = 0; k < 100; ++k) {
+        auto bad = [&](std::size_t r, std::size_t d, std::size_t m) {
+            if (r == std::size_t(k % 2) && m == std::size_t(k % 3)) throw std::runtime_error("bad sample");
+            return good(r, d, m);
+        };
+        const std::string what = tessera::test::error_within_deadline<std::runtime_error>(60, "failing feed", [&] {
+            (void)ex.run(std::span(models), bad, 1, {});
+        });
+        REQUIRE(what == "bad sample");
+    }
+    CHECK_NOTHROW(tessera::test::within_deadline(60, "rerun", [&] { return ex.run(std::span(models), good, 1, {}); }));
+}
+
 TEST_CASE("a model over the device budget fails at compilation with out_of_device_memory", "[exec]") {
     const tiny_mlp model = make_model(2);
     const emu::device_spec tiny_ipu{.tiles = 1, .memory_per_tile = 256};

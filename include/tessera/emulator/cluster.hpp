@@ -1,6 +1,5 @@
 #pragma once
 // A group of emulated IPUs run together: the first failure aborts the rest and reaches the caller.
-#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -43,7 +42,11 @@ public:
     [[nodiscard]] const device_spec& spec() const noexcept { return m_spec; }
 
     /// Registers an action for the next run()'s abort; must be noexcept in practice (close, abort).
-    void on_abort(std::function<void()> action) { m_abort_actions.push_back(std::move(action)); }
+    /// Call it before run(), from the thread that calls run().
+    void on_abort(std::function<void()> action) {
+        std::lock_guard lock(m_abort_mutex);
+        m_abort_actions.push_back(std::move(action));
+    }
 
     /// Job i runs on IPU i (fewer jobs than IPUs leave the rest idle). Blocks until every job is done;
     /// rethrows the first failure. Abort actions are cleared afterwards.
@@ -51,7 +54,6 @@ public:
         if (jobs.size() > m_ipus.size())
             throw std::invalid_argument("tessera::emulator::cluster::run: " + std::to_string(jobs.size()) +
                                         " jobs for " + std::to_string(m_ipus.size()) + " IPUs");
-        m_aborted.store(false);
         m_first_error = nullptr;
         m_first_is_consequence = false;
         // Last IPU first: downstream IPUs start by waiting for data, so they hand the core back at once,
@@ -68,13 +70,26 @@ public:
         }
         for (std::size_t i = 0; i < jobs.size(); ++i)
             if (launched[i]) (void)m_ipus[i]->join();
-        m_abort_actions.clear();
+        {
+            // A thread outside the cluster (a host feeder) may still be running the actions: wait for
+            // it, and leave later abort() calls nothing to run. The abort state is reset here, not
+            // when the next run() starts: an abort that comes before the next run() (a feeder failing
+            // at once) must still run that run's actions.
+            std::lock_guard lock(m_abort_mutex);
+            m_abort_actions.clear();
+            m_aborted = false;
+        }
         if (m_first_error) std::rethrow_exception(std::exchange(m_first_error, nullptr));
     }
 
-    /// Runs the abort actions once (idempotent until the next run()).
+    /// Runs the registered abort actions once (until run() returns, later calls do nothing). Any
+    /// thread may call it, also one the cluster does not own (a host feeder), and before run()
+    /// starts: run() returns only after the actions are done. With no actions registered (after
+    /// run() returned) it does nothing, so a late call cannot affect the next run().
     void abort() noexcept {
-        if (m_aborted.exchange(true)) return;
+        std::lock_guard lock(m_abort_mutex);
+        if (m_aborted || m_abort_actions.empty()) return;
+        m_aborted = true;
         for (auto& action : m_abort_actions) action();
     }
 
@@ -105,8 +120,9 @@ private:
 
     device_spec m_spec;
     std::vector<std::unique_ptr<ipu>> m_ipus;
+    std::mutex m_abort_mutex;  // guards the actions and m_aborted: abort() may run on a thread outside the cluster
     std::vector<std::function<void()>> m_abort_actions;
-    std::atomic<bool> m_aborted{false};
+    bool m_aborted = false;  // guarded by m_abort_mutex
     std::mutex m_error_mutex;
     std::exception_ptr m_first_error;
     bool m_first_is_consequence = false;

@@ -94,23 +94,34 @@ private:
                 if (m_state.load(std::memory_order_relaxed) != state::queued) return;  // stop requested while idle
                 m_state.store(state::running, std::memory_order_relaxed);
             }
-            job j = std::move(m_job);
-            failure_hook hook = std::move(m_on_failure);
-            std::exception_ptr error;
-            try {
-                j();
-            } catch (...) {
-                error = std::current_exception();
-            }
-            // The hook runs before the job counts as finished, so peers are woken before join() returns.
-            if (error && hook) hook(error);
+            std::exception_ptr error = run_job();
+            // Publish: the worker hands over its only reference to the exception (and has destroyed
+            // the job and the hook), so whatever the joiner reads is never released or destroyed
+            // on this thread after the joiner could see it.
             {
                 std::lock_guard lock(m_mutex);
-                m_error = error;
+                m_error = std::move(error);
                 m_state.store(state::finished, std::memory_order_release);
             }
             m_done.notify_all();
         }
+    }
+
+    // Runs the queued job, then its failure hook if it threw; the job and the hook (and what they
+    // capture) are destroyed before this returns, i.e. before the job counts as finished. A hook
+    // must not throw (it would end the program, as any exception escaping a thread does).
+    std::exception_ptr run_job() {
+        job j = std::move(m_job);
+        failure_hook hook = std::move(m_on_failure);
+        std::exception_ptr error;
+        try {
+            j();
+        } catch (...) {
+            error = std::current_exception();
+        }
+        // The hook runs before the job counts as finished, so peers are woken before join() returns.
+        if (error && hook) hook(error);
+        return error;
     }
 
     const std::chrono::microseconds m_linger;
