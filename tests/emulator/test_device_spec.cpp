@@ -14,8 +14,15 @@ TEST_CASE("device_spec defaults are the Mk2 GC200", "[emulator]") {
     STATIC_REQUIRE(gc200.memory_bytes() == 940'572'672);  // ≈ 900 MB
     CHECK(gc200.flops_per_second(16) == 250e12);
     CHECK(gc200.flops_per_second(32) == 62.5e12);
-    CHECK(gc200.bandwidth(emu::link::ipu_link) == 320e9);
-    CHECK(gc200.bandwidth(emu::link::host_link) == 64e9);
+    // The peaks follow from the structure: 1,472 tiles × 64 (fp16) or 16 (fp32) MACs × 1.33 GHz.
+    CHECK(gc200.macs_per_tile_cycle(16) == Approx(64).epsilon(0.005));
+    CHECK(gc200.macs_per_tile_cycle(32) == Approx(16).epsilon(0.005));
+    CHECK(gc200.amp_input_channels(16) == 16);
+    CHECK(gc200.amp_output_channels(32) == 8);
+    CHECK(gc200.exchange_bytes_per_tile_cycle() == Approx(4.09).epsilon(0.01));  // 8 TB/s over 1,472 tiles
+    // Links per direction: two IPUs' IPU-Links (measured 423 Gb/s both ways), a host's RoCE link to one IPU.
+    CHECK(gc200.bandwidth(emu::link::ipu_link) == 26.5e9);
+    CHECK(gc200.bandwidth(emu::link::host_link) == 3.3e9);
     CHECK(gc200.bandwidth(emu::link::streaming_memory) == 20e9);
     CHECK(gc200.streaming_memory_capacity == 112'000'000'000);
     CHECK(gc200.host_sync_latency > 0);

@@ -72,7 +72,7 @@ TEST_CASE("the schedule as JSON lists every instruction", "[exec][report]") {
 }
 
 TEST_CASE("the timeline SVG has one row per IPU and one rectangle per interval", "[exec][report]") {
-    const emu::device_spec spec{.fp32_flops = 1.0};
+    const emu::device_spec spec{.fp32_flops = 1.0, .host_sync_latency = 0};
     const auto sched = exec::make_schedule<cfg::pipelined<cfg::gpipe, 2>>(4);
     auto costs = exec::balanced_costs(2, {.forward_flops = 1, .backward_flops = 2});
     costs.output_bytes_to_host = 0;

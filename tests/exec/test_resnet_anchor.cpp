@@ -251,7 +251,8 @@ TEST_CASE("batch_feed: loader batches as NHWC micro-batches with masks; a padded
     REQUIRE(batches.size() == 4);  // 20 = 3 × 6 + 2: the last combined batch holds 2 real samples
 
     const exec::batch_feed<P, float> first(batches[0], run.batching(), {.scale = 1.0f});
-    const auto [x, y] = first(0, 0, 1);  // samples 2 and 3 (no shuffling)
+    auto [sent, y] = first(0, 0, 1);  // samples 2 and 3 (no shuffling)
+    const auto x = std::move(sent).prepare();
     REQUIRE(tessera::tensor::shape_of(x) == tessera::tensor::shape{batch, side, side, channels});
     for (std::size_t i = 0; i < batch; ++i)
         for (std::size_t h = 0; h < side; ++h)
@@ -273,10 +274,10 @@ TEST_CASE("batch_feed: loader batches as NHWC micro-batches with masks; a padded
     CHECK(last_losses[1] == 0.0f);  // micro-batches of padding only: no loss ...
     CHECK(last_losses[2] == 0.0f);
     const exec::batch_feed<P, float> tail(batches[3], run.batching());
-    const auto padded = tail(0, 0, 1);  // padding only: an empty micro-batch
+    auto padded = tail(0, 0, 1);  // padding only: an empty micro-batch
     CHECK(padded.second.valid == 0);
     CHECK(padded.second.classes.empty());
-    CHECK(tessera::tensor::shape_of(padded.first) == tessera::tensor::shape{0, side, side, channels});
+    CHECK(tessera::tensor::shape_of(std::move(padded.first).prepare()) == tessera::tensor::shape{0, side, side, channels});
 }
 
 namespace {
@@ -345,7 +346,8 @@ TEST_CASE("a padded tail trains exactly as its real samples alone: batch norm ne
 
     // The feed of the tail: only the real rows, their labels, and empty micro-batches for padding.
     const exec::batch_feed<P, float> tail(batches[1], run.batching());
-    const auto [x1, y1] = tail(0, 0, 1);
+    auto [sent1, y1] = tail(0, 0, 1);
+    const auto x1 = std::move(sent1).prepare();
     CHECK(tessera::tensor::shape_of(x1) == tessera::tensor::shape{1, side, side, channels});
     CHECK(y1.classes == std::vector<std::int32_t>{labels[21]});
     CHECK(y1.valid == 1);
@@ -353,7 +355,8 @@ TEST_CASE("a padded tail trains exactly as its real samples alone: batch norm ne
         const std::size_t ch = k / (side * side), hw = k % (side * side);
         REQUIRE(x1.data()[hw * channels + ch] == values[21 * per + k]);
     }
-    const auto [x2, y2] = tail(1, 0, 0);
+    auto [sent2, y2] = tail(1, 0, 0);
+    const auto x2 = std::move(sent2).prepare();
     CHECK(tessera::tensor::shape_of(x2).n == 0);
     CHECK(x2.size() == 0);
     CHECK(y2.classes.empty());

@@ -284,7 +284,7 @@ TEST_CASE("too few micro-batches for a pipeline is a pipeline_depth_error naming
 
 TEST_CASE("modelled utilisation of a balanced GPipe pipeline is G / (G + S - 1)", "[exec][schedule]") {
     // 1 FLOP/s so that FLOPs are seconds; no bytes, so only compute and bubbles count.
-    const emu::device_spec spec{.fp16_flops = 1.0, .fp32_flops = 1.0};
+    const emu::device_spec spec{.fp16_flops = 1.0, .fp32_flops = 1.0, .host_sync_latency = 0};
     const exec::stage_cost each{.forward_flops = 1.0, .backward_flops = 2.0};
     const auto costs = [](std::size_t S, exec::stage_cost c) {
         auto m = exec::balanced_costs(S, c);

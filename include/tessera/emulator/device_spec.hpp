@@ -1,5 +1,5 @@
 #pragma once
-// The figures of one emulated IPU: memory, compute rates, links and host-sync latency.
+// The figures of one emulated IPU: memory, compute structure, exchange, links and host-sync latency.
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -9,7 +9,7 @@ namespace tessera::emulator {
 /// The link a transfer crosses; each has its own bandwidth in device_spec.
 enum class link {
     ipu_link,          ///< IPU to IPU (activations forward, gradients backward, all-reduce)
-    host_link,         ///< PCIe between host and IPU (infeed, outfeed)
+    host_link,         ///< between host and IPU (infeed, outfeed)
     streaming_memory,  ///< off-chip Streaming Memory (weights or activations kept off the IPU)
 };
 
@@ -22,23 +22,54 @@ enum class link {
     return "?";
 }
 
-/// An IPU's figures; the defaults are the Mk2 GC200 (POPTORCH.md), every one overridable:
+/// An IPU's figures; the defaults are the Mk2 GC200 in an IPU-M2000, every one overridable.
+/// Each names its public source; the one constant fitted to a measurement says so (calibrated).
+/// Sources: [datasheet] Graphcore IPU-POD128 datasheet (31.955 PFLOP/s FP16.16 and 7.989 PFLOP/s FP32
+/// for 128 GC200); [glossary] Graphcore glossary (1,472 tiles, 624 KB each); [poplibs]
+/// github.com/graphcore/poplibs, the cycle estimates its planners use (lib/poplin/PerformanceEstimation.hpp,
+/// ConvVertexType.cpp, lib/popops/popopsCycleEstimators.cpp, lib/popnn/CTCLossPlan.cpp);
+/// [tools] Graphcore command-line tools' documented example outputs (gc-iputraffictest,
+/// gc-hosttraffictest, gc-hostsynclatencytest); [seed 004] gc-monitor in the tutorials' output.
 /// @code
 ///   emulator::device_spec small{.memory_per_tile = 1024};          // a 1.5 MB IPU for a test
-///   double t = small.compute_seconds(2e12, 16);                      // 2 TFLOP in fp16
+///   double t = small.compute_seconds(2e12, 16);                      // 2 TFLOP at the fp16 peak
 /// @endcode
 struct device_spec {
-    std::size_t tiles = 1472;
-    std::size_t memory_per_tile = 624 * 1024;           ///< bytes of In-Processor memory per tile
-    double fp16_flops = 250e12;                         ///< peak FLOP/s for 16-bit arithmetic
-    double fp32_flops = 62.5e12;                        ///< peak FLOP/s for 32-bit arithmetic
-    double memory_bandwidth = 47.5e12;                  ///< In-Processor memory, bytes/s
-    double exchange_bandwidth = 8e12;                   ///< on-chip exchange, bytes/s
-    double ipu_link_bandwidth = 320e9;                  ///< all 10 IPU-Links together, bytes/s
-    double host_link_bandwidth = 64e9;                  ///< PCIe Gen4 x16, bytes/s
-    double host_sync_latency = 10e-6;                   ///< seconds per host/device synchronisation
+    std::size_t tiles = 1472;                  ///< [glossary]
+    std::size_t memory_per_tile = 624 * 1024;  ///< bytes of In-Processor memory per tile [glossary]
+    double clock_hz = 1.33e9;                  ///< tile clock: 1330 MHz [seed 004]; 250 TFLOP/s = 1,472 × 128 × 1.33 GHz
+    double fp16_flops = 250e12;                ///< peak FLOP/s, 16-bit AMP arithmetic: 64 MACs per tile-cycle [datasheet]
+    double fp32_flops = 62.5e12;               ///< peak FLOP/s, 32-bit: 16 MACs per tile-cycle [datasheet]
+    /// Channels the AMP (matrix unit) takes at once: a convolution's input channels come in groups
+    /// of 16 halves (8 floats) — 4 conv-unit pipeline stages × a 64-bit load — and its output
+    /// channels in groups of the 16 conv units [poplibs ConvVertexType.cpp]. A layer with 3 or 24
+    /// channels pads them to 16 or 32. The 32-bit output group of 8 is inferred: 8 × 8 per 4 cycles
+    /// is the 16 MACs per cycle of the fp32 peak.
+    std::size_t amp_input_channels_fp16 = 16, amp_output_channels_fp16 = 16;
+    std::size_t amp_input_channels_fp32 = 8, amp_output_channels_fp32 = 8;
+    double amp_weight_load_bytes_per_cycle = 16;  ///< weights into the conv units, 128-bit loads [poplibs ConvModel.cpp]
+    double conv_vertex_overhead_cycles = 109;     ///< a convolution vertex's supervisor overhead [poplibs convNx1Overhead]
+    double amp_worker_overhead_cycles = 20;       ///< per worker and work-list entry: 17 + 3 [poplibs nx1 estimate]
+    std::size_t worker_contexts = 6;              ///< threads per tile, one instruction each per 6 cycles (8,832 / 1,472)
+    double vector_bytes = 8;                      ///< the 64-bit data path: 4 halves or 2 floats per vector [poplibs popops]
+    double elementwise_worker_overhead_cycles = 26;  ///< a 1-D element-wise vertex's worker set-up [poplibs BinaryOp1D]
+    double supervisor_overhead_cycles = 11;       ///< starting a vertex on a tile's workers [poplibs basicOpSupervisorOverhead]
+    double sync_cycles = 90;                      ///< one BSP synchronisation inside an IPU [poplibs CTCLossPlan.cpp]
+    double memory_bandwidth = 47.5e12;            ///< In-Processor memory, bytes/s (a ceiling for memory-bound passes)
+    double exchange_bandwidth = 8e12;             ///< on-chip exchange, bytes/s: 4 bytes per tile-cycle (≈ 7.8 TB/s)
+    /// Cycles each layer pass costs beyond the model above: data rearrangement between layouts,
+    /// casts, program control and the extra compute sets Poplar builds around a layer. Calibrated:
+    /// chosen so that a dry run of ResNet-50 training (224 × 224, 16.16, micro-batch 18, 1 IPU per
+    /// replica, recomputation) gives the 1,875 images/s per IPU of Graphcore's MLPerf Training v1.1
+    /// IPU-POD16 result (30,000 images/s on 16 IPUs); `tessera-sweep --calibrate` recomputes it.
+    double pass_overhead_cycles = 9000;
+    double ipu_link_bandwidth = 26.5e9;    ///< one direction between two IPUs, bytes/s (gc-iputraffictest: 423 Gb/s both ways) [tools]
+    double host_link_bandwidth = 3.3e9;    ///< one direction, host to one IPU of an IPU-M2000 over RoCE, bytes/s
+                                           ///< (gc-hosttraffictest: 26.4 Gb/s host → tiles) [tools]
+    double host_sync_latency = 0.36e-6;    ///< seconds per host/device synchronisation (gc-hostsynclatencytest:
+                                           ///< 4,095 syncs in 1,485 µs) [tools]
     std::size_t streaming_memory_capacity = 112'000'000'000;  ///< bytes: an IPU-M2000's 448 GB over its 4 IPUs
-    double streaming_memory_bandwidth = 20e9;           ///< bytes/s to Streaming Memory
+    double streaming_memory_bandwidth = 20e9;                 ///< bytes/s to Streaming Memory (a guess: no public figure)
 
     /// Total In-Processor memory: 1,472 × 624 KiB ≈ 900 MB by default.
     [[nodiscard]] constexpr std::size_t memory_bytes() const noexcept { return tiles * memory_per_tile; }
@@ -50,6 +81,18 @@ struct device_spec {
         throw std::invalid_argument("tessera::emulator::device_spec: no compute rate for " + std::to_string(bits) +
                                     "-bit arithmetic (16 or 32)");
     }
+    /// Multiply-accumulates per tile-cycle at the peak for `bits`: 64 (fp16) and 16 (fp32) by default.
+    [[nodiscard]] double macs_per_tile_cycle(int bits) const {
+        return flops_per_second(bits) / (2.0 * double(tiles) * clock_hz);
+    }
+    [[nodiscard]] std::size_t amp_input_channels(int bits) const { return bits == 16 ? amp_input_channels_fp16 : amp_input_channels_fp32; }
+    [[nodiscard]] std::size_t amp_output_channels(int bits) const { return bits == 16 ? amp_output_channels_fp16 : amp_output_channels_fp32; }
+    /// Bytes a tile receives per cycle over the exchange.
+    [[nodiscard]] double exchange_bytes_per_tile_cycle() const noexcept {
+        return exchange_bandwidth / (double(tiles) * clock_hz);
+    }
+    /// Bytes a tile reads or writes per cycle at the memory bandwidth.
+    [[nodiscard]] double memory_bytes_per_tile_cycle() const noexcept { return memory_bandwidth / (double(tiles) * clock_hz); }
     [[nodiscard]] double bandwidth(link l) const noexcept {
         switch (l) {
             case link::ipu_link: return ipu_link_bandwidth;
@@ -58,10 +101,13 @@ struct device_spec {
         }
         return 0;
     }
-    /// Modelled seconds of `flops` operations at the peak rate for `bits`.
+    /// Modelled seconds of `flops` operations at the peak rate for `bits` (models that describe no
+    /// passes; emulator::pass_model is the prediction for those that do).
     [[nodiscard]] double compute_seconds(double flops, int bits) const { return flops / flops_per_second(bits); }
-    /// Modelled seconds to move `bytes` over `l`.
+    /// Modelled seconds to move `bytes` over `l` in one direction.
     [[nodiscard]] double transfer_seconds(double bytes, link l) const noexcept { return bytes / bandwidth(l); }
+    /// Seconds of `cycles` tile-cycles.
+    [[nodiscard]] double seconds(double cycles) const noexcept { return cycles / clock_hz; }
 
     /// Throws std::invalid_argument naming the first figure that is not positive.
     void validate() const {
@@ -70,18 +116,35 @@ struct device_spec {
                 throw std::invalid_argument(std::string("tessera::emulator::device_spec: ") + name +
                                             " must be positive, got " + std::to_string(v));
         };
+        auto not_negative = [](double v, const char* name) {
+            if (!(v >= 0))
+                throw std::invalid_argument(std::string("tessera::emulator::device_spec: ") + name +
+                                            " must not be negative, got " + std::to_string(v));
+        };
         check(static_cast<double>(tiles), "tiles");
         check(static_cast<double>(memory_per_tile), "memory_per_tile");
+        check(clock_hz, "clock_hz");
         check(fp16_flops, "fp16_flops");
         check(fp32_flops, "fp32_flops");
+        check(static_cast<double>(amp_input_channels_fp16), "amp_input_channels_fp16");
+        check(static_cast<double>(amp_output_channels_fp16), "amp_output_channels_fp16");
+        check(static_cast<double>(amp_input_channels_fp32), "amp_input_channels_fp32");
+        check(static_cast<double>(amp_output_channels_fp32), "amp_output_channels_fp32");
+        check(amp_weight_load_bytes_per_cycle, "amp_weight_load_bytes_per_cycle");
+        check(static_cast<double>(worker_contexts), "worker_contexts");
+        check(vector_bytes, "vector_bytes");
         check(memory_bandwidth, "memory_bandwidth");
         check(exchange_bandwidth, "exchange_bandwidth");
         check(ipu_link_bandwidth, "ipu_link_bandwidth");
         check(host_link_bandwidth, "host_link_bandwidth");
         check(streaming_memory_bandwidth, "streaming_memory_bandwidth");
-        if (host_sync_latency < 0)
-            throw std::invalid_argument("tessera::emulator::device_spec: host_sync_latency must not be negative, got " +
-                                        std::to_string(host_sync_latency));
+        not_negative(conv_vertex_overhead_cycles, "conv_vertex_overhead_cycles");
+        not_negative(amp_worker_overhead_cycles, "amp_worker_overhead_cycles");
+        not_negative(elementwise_worker_overhead_cycles, "elementwise_worker_overhead_cycles");
+        not_negative(supervisor_overhead_cycles, "supervisor_overhead_cycles");
+        not_negative(sync_cycles, "sync_cycles");
+        not_negative(pass_overhead_cycles, "pass_overhead_cycles");
+        not_negative(host_sync_latency, "host_sync_latency");
     }
 };
 

@@ -40,6 +40,29 @@ concept StagedModel =
     } && std::is_nothrow_move_constructible_v<typename M::tensor> &&
     std::is_nothrow_move_constructible_v<typename M::label> && std::copy_constructible<typename M::tensor>;
 
+namespace detail {
+template <class M>
+struct input_of {
+    using type = typename M::tensor;
+};
+template <class M>
+    requires requires { typename M::input; }
+struct input_of<M> {
+    using type = typename M::input;
+};
+}  // namespace detail
+
+/// What the host sends for a micro-batch: M::input when the model declares one (the IPU of the first
+/// stage turns it into a tensor with m.prepare(input), e.g. normalising 8-bit pixels), else M::tensor.
+template <class M>
+using input_t = typename detail::input_of<M>::type;
+
+/// A staged model whose inputs the first stage's IPU prepares (see input_t).
+template <class M>
+concept PreparedInputModel = requires(M& m, typename M::input x) {
+    { m.prepare(std::move(x)) } -> std::same_as<typename M::tensor>;
+} && std::is_nothrow_move_constructible_v<typename M::input>;
+
 /// A staged model with dynamic loss scaling. When the schedule checks for overflow
 /// (schedule_request::check_overflow), every IPU of a replica reports whether any of its stages'
 /// accumulated (all-reduced) gradients is not finite; if one is, every stage calls skip_update(s)
@@ -59,10 +82,10 @@ concept ScoredModel = StagedModel<M> && requires(const M& m, const typename M::t
 };
 
 /// Supplies micro-batch `micro_batch` of device iteration `iteration` for `replica`:
-/// returns {input, label}. Called on the host feeder threads, one per replica.
+/// returns {input, label} (the input as input_t<M>). Called on the host feeder threads, one per replica.
 template <class F, class M>
 concept MicroBatchFeed = StagedModel<M> && requires(F& f, std::size_t r, std::size_t d, std::size_t m) {
-    { f(r, d, m) } -> std::convertible_to<std::pair<typename M::tensor, typename M::label>>;
+    { f(r, d, m) } -> std::convertible_to<std::pair<input_t<M>, typename M::label>>;
 };
 
 /// The cost model of a staged model: its stages' costs at `bits`-bit arithmetic.

@@ -1,9 +1,12 @@
 #pragma once
-// What each stage costs: FLOPs for the modelled clock, bytes for links and the memory plan.
+// What each stage costs: its passes (or FLOPs) for the modelled clock, bytes for links and the memory plan.
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tessera/nn/cost.hpp"
 
 namespace tessera::exec {
 
@@ -19,26 +22,44 @@ struct tensor_locations {
     location activations = location::on_chip;            ///< the stash: written by forward, read by backward
 };
 
-/// The figures of one stage for one micro-batch (weights: for the whole stage).
+/// The figures of one stage for one micro-batch (weights: for the whole stage). The modelled clock
+/// charges the passes through emulator::pass_model when a stage lists them (a prediction), and the
+/// FLOPs at the IPU's peak rate when it does not (a bound, for models that describe no passes).
 struct stage_cost {
     double forward_flops = 0;
     double backward_flops = 0;
     double update_flops = 0;
-    std::size_t weight_bytes = 0;      ///< parameters (and the same again as gradient accumulators when training)
+    std::vector<nn::pass> forward_passes{};   ///< the forward pass's layer passes (the last stage: with the loss)
+    std::vector<nn::pass> backward_passes{};  ///< the backward pass's
+    std::size_t update_bytes = 0;      ///< bytes the optimizer step reads and writes (weights, gradients, state);
+                                       ///< charged as a 32-bit vector pass when non-zero, else update_flops
+    std::size_t weight_bytes = 0;      ///< parameters in their storage type
+    std::size_t gradient_bytes = 0;    ///< gradient accumulators (what the all-reduce moves); 0: as weight_bytes
     std::size_t optimiser_bytes = 0;   ///< optimizer state (momentum, Adam moments)
     std::size_t input_bytes = 0;       ///< the stage's input per micro-batch (stage 0: what the host sends)
     std::size_t output_bytes = 0;      ///< its output per micro-batch (sent forward; its gradient comes back)
     std::size_t stash_bytes = 0;       ///< saved for the backward pass per micro-batch
     bool recompute = false;            ///< stash only the input and recompute the forward during backward
+
+    /// Gradient accumulators' bytes (gradient_bytes, or weight_bytes when not given).
+    [[nodiscard]] std::size_t accumulator_bytes() const noexcept { return gradient_bytes ? gradient_bytes : weight_bytes; }
 };
 
-/// Per-stage costs plus the arithmetic width (16 for fp16 data, 32 for fp32).
+/// Per-stage costs plus the arithmetic width (16 for fp16 data, 32 for fp32) and the host I/O.
 struct cost_model {
     std::vector<stage_cost> stages;
     int bits = 32;
     std::size_t label_bytes = 0;  ///< per micro-batch, to the IPU that computes the loss
-    std::size_t output_bytes_to_host = sizeof(float);  ///< outfeed per micro-batch (a loss when training)
+    /// Per micro-batch over the host link to stage 0 (8-bit I/O: one byte per value); unset: stage 0's input_bytes.
+    std::optional<std::size_t> infeed_bytes{};
+    std::vector<nn::pass> infeed_passes{};             ///< what the IPU runs on each input it receives (8-bit I/O: normalisation)
+    /// Outfeed per micro-batch the output mode sends (training: its loss and score; inference: its output).
+    std::size_t output_bytes_to_host = sizeof(float);
     tensor_locations locations{};                      ///< phased schedules stream weights and stashes whatever this says
+
+    [[nodiscard]] std::size_t host_input_bytes() const {
+        return infeed_bytes.value_or(stages.empty() ? 0 : stages.front().input_bytes);
+    }
 
     /// Activations kept per stashed micro-batch: the input if recomputing, the stash otherwise.
     [[nodiscard]] std::size_t stashed_bytes(std::size_t stage) const {

@@ -131,7 +131,8 @@ public:
                     try {
                         for (std::size_t d = 0; d < iterations; ++d)
                             for (std::size_t m = 0; m < M_; ++m) {
-                                auto [x, y] = feed(r, d, m);
+                                std::pair<input, label> xy = feed(r, d, m);
+                                auto& [x, y] = xy;
                                 const auto u = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
                                 w.infeed[r]->emplace(std::move(x), 0.0, 0u, u(m), u(d));
                                 if (training) w.labels[r]->emplace(std::move(y), 0.0, 0u, u(m), u(d));
@@ -175,7 +176,8 @@ public:
     }
 
 private:
-    using wiring = detail::wiring<tensor, label, typename M::stash>;
+    using input = input_t<M>;
+    using wiring = detail::wiring<tensor, label, typename M::stash, input>;
     template <class T>
     using message = detail::message<T>;
     using out_message = detail::out_message<tensor>;
@@ -183,8 +185,8 @@ private:
     using program_state = typename wiring::program_state;
 
     std::unique_ptr<wiring> wire(std::size_t iterations) const {
-        return detail::make_wiring<tensor, label, typename M::stash>(m_schedule, m_replicas, iterations, link_depth(),
-                                                                     m_across);
+        return detail::make_wiring<tensor, label, typename M::stash, input>(m_schedule, m_replicas, iterations,
+                                                                            link_depth(), m_across);
     }
 
     // `replicas`: over all processes (the schedule's all-reduces and their modelled cost count them all).
@@ -198,17 +200,18 @@ private:
         return plan_memory(sched, costs, spec);
     }
 
-    // The outfeed of each replica, in micro-batch order, selected by the output mode.
+    // The outfeed of each replica, in micro-batch order, selected by the output mode (`sum`: the
+    // total the device sent with the last micro-batch).
     run_result<tensor> collect(wiring& w, std::size_t iterations, output_selection outputs) {
         const std::size_t R = m_replicas, M_ = m_schedule.request.micro_batches, count = iterations * M_;
-        const bool training = m_schedule.request.training, sum = outputs.kind == config::output_kind::sum;
+        const bool training = m_schedule.request.training;
         run_result<tensor> result;
         result.losses.resize(R);
         result.outputs.resize(R);
         result.selected.resize(R);
         if (training && ScoredModel<M>) result.scores.resize(R);
         for (std::size_t r = 0; r < R; ++r) {
-            // The outfeed holds the selected micro-batches (all of them for sum), usually in order.
+            // The outfeed holds what the device sent, usually in order.
             std::vector<out_message> sent;
             w.outfeed[r]->drain([&](out_message&& o) { sent.push_back(std::move(o)); });
             const auto index = [M_](const out_message& o) { return o.iteration * M_ + o.micro_batch; };
@@ -217,47 +220,39 @@ private:
             std::sort(order.begin(), order.end(),
                       [&](std::size_t a, std::size_t b) { return index(sent[a]) < index(sent[b]); });
             std::size_t next = 0;
-            float loss_sum = 0.0f;
-            top1_score score_sum;
             for (std::size_t k = 0; k < count; ++k) {
-                if (!outputs.selects(k, count)) continue;
+                if (!outputs.sends(k, count)) continue;
                 if (next == sent.size() || index(sent[order[next]]) != k)
                     throw std::logic_error("tessera::exec::executor: micro-batch " + std::to_string(k) +
                                            " produced no output");
                 auto& o = sent[order[next++]];
-                if (sum) {
-                    loss_sum += o.loss;
-                    score_sum += o.hits;
-                    if (!training) accumulate_output(result.outputs[r], std::move(*o.output));
-                    continue;
+                if (outputs.kind == config::output_kind::sum) {
+                    for (std::size_t j = 0; j < count; ++j) result.selected[r].push_back(j);
+                } else {
+                    result.selected[r].push_back(k);
                 }
-                result.selected[r].push_back(k);
                 if (training) {
                     result.losses[r].push_back(o.loss);
                     if constexpr (ScoredModel<M>) result.scores[r].push_back(o.hits);
-                } else {
+                } else if (o.output) {
                     result.outputs[r].push_back(std::move(*o.output));
                 }
             }
             if (next != sent.size())
                 throw std::logic_error("tessera::exec::executor: the outfeed holds " + std::to_string(sent.size()) +
                                        " outputs for " + std::to_string(next) + " selected micro-batches");
-            if (sum) {
-                for (std::size_t k = 0; k < count; ++k) result.selected[r].push_back(k);
-                if (training) result.losses[r].push_back(loss_sum);
-                if (training && ScoredModel<M>) result.scores[r].push_back(score_sum);
-            }
         }
         return result;
     }
 
-    static void accumulate_output(std::vector<tensor>& into, tensor&& value) {
+    // `sum` of inference outputs: element-wise, on the device that computes them.
+    static void add_output(std::optional<tensor>& into, tensor&& value) {
         if constexpr (requires(tensor& a, const tensor& b) { a.size(); a[0] += b[0]; }) {
-            if (into.empty()) {
-                into.push_back(std::move(value));
+            if (!into) {
+                into.emplace(std::move(value));
                 return;
             }
-            auto& acc = into.front();
+            auto& acc = *into;
             if (acc.size() != value.size())
                 throw config::config_error("tessera::exec::executor: output mode 'sum' cannot add outputs of " +
                                            std::to_string(value.size()) + " and " + std::to_string(acc.size()) +
@@ -271,15 +266,16 @@ private:
 
     // Receives instruction `in`'s message into `into` (stage s, micro-batch m) and waits for its
     // modelled arrival.
-    template <class T>
-    static void receive(emulator::spsc_channel<message<T>>& ch, detail::slots<T>& into, std::uint32_t s,
-                        emulator::ipu& dev, const instruction& in, std::size_t d) {
+    // `convert` turns the payload into what the slot holds (identity but for prepared inputs).
+    template <class T, class U, class Convert = std::identity>
+    static void receive(emulator::spsc_channel<message<T>>& ch, detail::slots<U>& into, std::uint32_t s,
+                        emulator::ipu& dev, const instruction& in, std::size_t d, Convert convert = {}) {
         double ready_at = 0;
         const bool got = ch.receive_into([&](message<T>& msg) {
             if (msg.micro_batch != in.micro_batch || msg.iteration != d) [[unlikely]]
                 unexpected(&msg, dev, in);
             ready_at = msg.ready_at;
-            into.put(s, in.micro_batch, std::move(msg.payload));
+            into.put(s, in.micro_batch, convert(std::move(msg.payload)));
         });
         if (!got) [[unlikely]]
             unexpected<T>(nullptr, dev, in);
@@ -302,7 +298,7 @@ private:
     void run_program(emulator::ipu& dev, M& model, wiring& w, std::size_t r, std::size_t i, std::size_t d,
                      std::size_t iterations, output_selection outputs, float scale) {
         program_state& state = *w.state[r * m_schedule.ipus + i];
-        auto& [inputs, grads, stashes, kept_inputs, labels, results] = state;
+        auto& [inputs, grads, stashes, kept_inputs, labels, results, sums] = state;
         auto& clock = dev.clock();
         const bool training = m_schedule.request.training;
         const auto S = static_cast<std::uint32_t>(m_schedule.stages);
@@ -317,7 +313,11 @@ private:
             const std::uint32_t s = in.stage, m = in.micro_batch;
             switch (in.op) {
                 case opcode::load:
-                    receive(*w.infeed[r], inputs, 0, dev, in, d);
+                    if constexpr (PreparedInputModel<M>)  // e.g. 8-bit pixels, normalised here on the IPU
+                        receive(*w.infeed[r], inputs, 0, dev, in, d,
+                                [&model](input&& x) { return model.prepare(std::move(x)); });
+                    else
+                        receive(*w.infeed[r], inputs, 0, dev, in, d);
                     break;
                 case opcode::load_label:
                     receive(*w.labels[r], labels, 0, dev, in, d);
@@ -355,11 +355,20 @@ private:
                 }
                 case opcode::outfeed: {
                     auto result = results.take(0, m, in);
-                    m_charges.apply(clock, i, pc);
-                    // Outputs the call's output mode drops stay on the device, as PopTorch's anchors do
-                    // (the modelled clock still charges the transfer: the schedule does not know the mode).
-                    if (outputs.selects(d * M_ + m, iterations * M_))
-                        w.outfeed[r]->emplace(d, m, result.loss, result.hits, std::move(result.output));
+                    const std::size_t k = d * M_ + m, count = iterations * M_;
+                    // Outputs the call's output mode drops stay on the device, as PopTorch's anchors do;
+                    // `sum` adds them here, in micro-batch order, and sends the total with the last one.
+                    if (outputs.kind == config::output_kind::sum) {
+                        state.sum.loss += result.loss;
+                        state.sum.hits += result.hits;
+                        if (result.output) add_output(state.sum.output, std::move(*result.output));
+                        if (k + 1 != count) continue;
+                        result = std::exchange(state.sum, outcome{});
+                    } else if (!outputs.selects(k, count)) {
+                        continue;
+                    }
+                    detail::charge_outfeed(clock, in, m_schedule, m_costs);
+                    w.outfeed[r]->emplace(d, m, result.loss, result.hits, std::move(result.output));
                     continue;
                 }
                 case opcode::bwd: {

@@ -66,7 +66,7 @@ struct memory_plan {
             const auto off = [&](location l) { return sched.weights_streamed ? location::streaming_memory : l; };
             p.items.push_back({st + "weights", c.weight_bytes, emulator::memory_kind::weights, off(where.weights)});
             if (training) {
-                p.items.push_back({st + "gradient accumulators", c.weight_bytes,
+                p.items.push_back({st + "gradient accumulators", c.accumulator_bytes(),
                                    emulator::memory_kind::gradient_accumulators, off(where.gradient_accumulators)});
                 if (c.optimiser_bytes > 0)
                     p.items.push_back({st + "optimiser state", c.optimiser_bytes, emulator::memory_kind::optimiser_state,
@@ -86,7 +86,7 @@ struct memory_plan {
                                emulator::memory_kind::activations, location::on_chip});
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,
-                                            c.weight_bytes + (training ? c.weight_bytes + c.optimiser_bytes : 0));
+                                            c.weight_bytes + (training ? c.accumulator_bytes() + c.optimiser_bytes : 0));
             else if (where.weights == location::streaming_memory)
                 largest_streamed = std::max(largest_streamed, c.weight_bytes);  // the copy being used
         }

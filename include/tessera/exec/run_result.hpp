@@ -17,6 +17,11 @@ struct output_selection {
     [[nodiscard]] static constexpr output_selection of() noexcept {
         return {O::kind, O::period};
     }
+    /// Whether the device sends micro-batch k's output to the host: the selected ones; `sum` adds
+    /// them on the device and sends the total once, with the call's last micro-batch.
+    [[nodiscard]] constexpr bool sends(std::size_t k, std::size_t count) const noexcept {
+        return kind == config::output_kind::sum ? k + 1 == count : selects(k, count);
+    }
     /// Whether micro-batch k (0-based over the call's D × M micro-batches of one replica) is returned.
     [[nodiscard]] constexpr bool selects(std::size_t k, std::size_t count) const noexcept {
         switch (kind) {

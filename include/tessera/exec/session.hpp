@@ -1,6 +1,7 @@
 #pragma once
 // Training and inference sessions: a config, a staged model and its compiled executor.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <streambuf>
 #include <ostream>
@@ -18,6 +19,7 @@
 #include "tessera/exec/executor.hpp"
 #include "tessera/exec/memory_plan.hpp"
 #include "tessera/exec/schedule.hpp"
+#include "tessera/exec/staged_network.hpp"
 #include "tessera/report/progress_bar.hpp"
 
 namespace tessera::exec {
@@ -143,12 +145,27 @@ private:
             costs.stages.push_back(model.cost(s));
             bar.update();
         }
+        describe_host_io(costs, b);
         bar.update();  // memory plan and threads: checked and started by the executor
         auto ex = std::make_unique<executor<M>>(std::move(sched), std::move(costs), replicas, settings.device,
                                                 C::accumulation_reduction, settings.record_trace, std::move(across));
         bar.update();
         return ex;
     }
+    // What crosses the host link per micro-batch, as the config's I/O policy sends it: the input at
+    // its bytes per value (8-bit I/O: one, and the first IPU normalises it; float I/O to a 16-bit
+    // model: four, and the IPU casts), class labels as 32-bit integers, and per selected micro-batch
+    // the loss and top-1 score (training) or the output (inference).
+    static void describe_host_io(cost_model& costs, const config::batching& b) {
+        using io = typename C::io_policy;
+        const double values = double(costs.stages.front().input_bytes) / (C::precision::storage_bits / 8.0);
+        costs.infeed_bytes = static_cast<std::size_t>(values) * io::bytes_per_value;
+        if (io::is_eight_bit || io::bytes_per_value * 8 != std::size_t(C::precision::storage_bits))
+            costs.infeed_passes.push_back(nn::pass::elementwise(nn::pass_phase::forward, values, 2));
+        if constexpr (C::is_training && std::is_same_v<label, class_labels>) costs.label_bytes = b.micro_batch * sizeof(std::int32_t);
+        costs.output_bytes_to_host = sizeof(float) * (ScoredModel<M> ? 2 : 1);  // a loss, and an accuracy
+    }
+
     static std::ostream& null_stream() {
         struct null_buffer : std::streambuf {
             int overflow(int c) override { return c; }

@@ -16,6 +16,7 @@
 #include "tessera/config/error.hpp"
 #include "tessera/config/loss_scaling.hpp"
 #include "tessera/exec/cost.hpp"
+#include "tessera/exec/host_input.hpp"
 #include "tessera/exec/partition.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/kernels/loss.hpp"
@@ -154,6 +155,7 @@ public:
     using precision = typename N::precision;
     using tensor = nn::activation<precision>;
     using label = class_labels;
+    using input = host_input<precision>;  ///< what the host sends: values, or 8-bit pixels (see prepare)
     struct stage_state {
         tensor input;                // kept alive until backward, as nn's layers require
         typename N::state state;
@@ -163,19 +165,19 @@ public:
                   "tessera::exec::staged_network: gradients are all-reduced as float (accumulate_type must be float)");
 
     /// first_units[s]: the first unit of stage s (first_units[0] == 0, increasing);
-    /// input: the shape of one micro-batch entering the network.
+    /// input_shape: the shape of one micro-batch entering the network.
     /// loss_scale: the loss gradient is multiplied by it and the update divides it out again
     /// (static loss scaling for 16-bit activations).
-    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input, O optimizer,
+    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input_shape, O optimizer,
                    double loss_scale = 1.0)
-        : staged_network(std::move(net), std::move(first_units), input, std::move(optimizer),
+        : staged_network(std::move(net), std::move(first_units), input_shape, std::move(optimizer),
                          loss_scale_rule{.initial = loss_scale}) {}
 
     /// With a loss-scaling rule: dynamic scaling skips overflowing steps when the schedule votes
     /// (exec::schedule_request::check_overflow; sessions ask for it from the config).
-    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input, O optimizer,
+    staged_network(N net, std::vector<std::size_t> first_units, tessera::tensor::shape input_shape, O optimizer,
                    loss_scale_rule scaling)
-        : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input), m_rule(scaling),
+        : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input_shape), m_rule(scaling),
           m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0),
           m_scale(m_first.size(), scaling.initial), m_good_steps(m_first.size(), 0), m_skipped(m_first.size(), 0) {
         if (!(scaling.initial > 0) || !std::isfinite(scaling.initial))
@@ -368,6 +370,8 @@ public:
         if (m_rule.dynamic) m_scale[s] = std::max(1.0, m_scale[s] / m_rule.factor);
     }
 
+    /// Stage s's figures for one micro-batch: FLOPs, bytes, and its layers' passes for the IPU model
+    /// (the last stage's forward with the loss; stage 0's first layer computes no input gradient).
     [[nodiscard]] stage_cost cost(std::size_t s) const {
         stage_cost c;
         tessera::tensor::shape shape = m_net.unit_input_shape(first_unit(s), m_input);
@@ -381,15 +385,40 @@ public:
             c.backward_flops += uc.backward_flops;
             parameters += uc.parameters;
             written += uc.forward_bytes;  // what forward wrote is, roughly, what backward needs
+            bool first_backward = u == 0;
+            for (const nn::pass& p : uc.passes) {
+                if (p.phase == nn::pass_phase::forward) {
+                    c.forward_passes.push_back(p);
+                    continue;
+                }
+                // The network's first layer computes no gradient of the images (want_dx is false).
+                if (std::exchange(first_backward, false) && p.kind == nn::pass_kind::contraction) continue;
+                c.backward_passes.push_back(p);
+            }
             shape = m_net.unit_output_shape(u, shape);
         }
         c.output_bytes = shape.n * shape.per_sample() * data;
+        if (s + 1 == stages()) {  // softmax cross-entropy: probabilities, then their gradient
+            const double logits = static_cast<double>(shape.n * shape.per_sample());
+            c.forward_passes.push_back(nn::pass::reduction(nn::pass_phase::forward, logits, 1, double(shape.n)));
+            c.forward_passes.push_back(nn::pass::elementwise(nn::pass_phase::forward, logits, 3));
+        }
         c.weight_bytes = parameters * sizeof(typename precision::weight_type);
+        c.gradient_bytes = parameters * sizeof(float);
+        std::size_t state_values = 0;
+        if constexpr (requires(const O& o) { { o.state_values_per_parameter() } -> std::convertible_to<std::size_t>; })
+            state_values = m_optimizers.at(s).state_values_per_parameter();
+        c.optimiser_bytes = parameters * state_values * sizeof(float);
+        // The step reads and writes the weights and the optimizer state, reads and zeroes the gradients.
+        c.update_bytes = 2 * (c.weight_bytes + c.gradient_bytes + c.optimiser_bytes);
         c.update_flops = 2.0 * double(parameters);
         c.stash_bytes = static_cast<std::size_t>(written);
         c.recompute = !m_recompute.empty() && m_recompute[s];
         return c;
     }
+
+    /// The first stage's IPU prepares what the host sent (8-bit I/O: normalises the pixels).
+    [[nodiscard]] tensor prepare(input x) const { return std::move(x).prepare(); }
 
 private:
     std::pair<tensor, stash> run_forward(std::size_t s, tensor x, const nn::context& ctx) {

@@ -12,7 +12,9 @@
 
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
+#include "tessera/emulator/pass_model.hpp"
 #include "tessera/exec/cost.hpp"
+#include "tessera/exec/run_result.hpp"
 #include "tessera/exec/schedule.hpp"
 
 namespace tessera::exec {
@@ -21,16 +23,26 @@ namespace detail {
 
 [[nodiscard]] inline std::string label(const instruction& in) { return to_string(in); }
 
+/// Modelled seconds of a stage's compute: its passes through the IPU model, or its FLOPs at the
+/// peak rate when it lists no passes.
+[[nodiscard]] inline double compute_seconds(const std::vector<nn::pass>& passes, double flops, int bits,
+                                            const emulator::device_spec& spec) {
+    return passes.empty() ? spec.compute_seconds(flops, bits) : emulator::seconds_of(passes, spec, bits);
+}
+
 /// Advances `clock` by the cost of `in` (receives: only the wait, done by the caller with the
-/// message's arrival time; all_reduce: the transfer after the caller synchronised the replicas).
+/// message's arrival time; all_reduce: the transfer after the caller synchronised the replicas;
+/// outfeed: nothing — the output mode decides what is sent, see charge_outfeed).
 inline void charge(emulator::modelled_clock& clock, const instruction& in, const schedule& sched,
                    const cost_model& costs) {
     using emulator::activity;
     using emulator::link;
     const auto& c = costs.stages[in.stage];
+    const auto& spec = clock.spec();
     const bool training = sched.request.training;
     const bool named = clock.recording();  // labels cost an allocation: only when they are kept
     std::string name = named ? label(in) : std::string();
+    const auto also = [&](const char* what) { return named ? std::string(what) + " " + label(in) : std::string(); };
     // Phased schedules move weights, accumulators and optimiser state with stream_in/stream_out.
     const auto& where = costs.locations;
     const bool weights_off = !sched.weights_streamed && where.weights == location::streaming_memory;
@@ -38,57 +50,78 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
     const bool optimiser_off = !sched.weights_streamed && where.optimiser_state == location::streaming_memory;
     const bool stash_off = sched.activations_off_chip || where.activations == location::streaming_memory;
     switch (in.op) {
-        case opcode::load: clock.transfer(double(c.input_bytes), link::host_link, activity::host_io, std::move(name)); break;
+        case opcode::load:
+            clock.transfer(double(costs.host_input_bytes()), link::host_link, activity::host_io, std::move(name));
+            if (!costs.infeed_passes.empty())  // 8-bit I/O: the IPU normalises what it received
+                clock.advance(emulator::seconds_of(costs.infeed_passes, spec, costs.bits), activity::forward,
+                              also("normalise"));
+            break;
         case opcode::load_label:
             clock.transfer(double(costs.label_bytes), link::host_link, activity::host_io, std::move(name));
             break;
         case opcode::recv_act:
         case opcode::recv_grad:
-        case opcode::vote: break;  // only waits: for the sender, or for every IPU of the replica
+        case opcode::outfeed:
+        case opcode::vote: break;  // only waits (for the sender, or every IPU of the replica); outfeed: see above
         case opcode::fwd:
             if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
                                             named ? "weights in s" + std::to_string(in.stage) : std::string());
-            clock.compute(c.forward_flops, costs.bits, activity::forward, std::move(name));
+            clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs.bits, spec), activity::forward,
+                          std::move(name));
             if (stash_off && training)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
                                (named ? "stash out s" + std::to_string(in.stage) : std::string()));
             break;
         case opcode::send_act: clock.transfer(double(c.output_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
-        case opcode::outfeed:
-            clock.transfer(double(training ? costs.output_bytes_to_host : c.output_bytes), link::host_link,
-                           activity::host_io, std::move(name));
-            break;
         case opcode::bwd:
             if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
                                             named ? "weights in s" + std::to_string(in.stage) : std::string());
             if (accumulators_off)  // read and write back the stage's gradient accumulators
-                clock.transfer(2.0 * double(c.weight_bytes), link::streaming_memory, activity::streaming,
+                clock.transfer(2.0 * double(c.accumulator_bytes()), link::streaming_memory, activity::streaming,
                                named ? "accumulators s" + std::to_string(in.stage) : std::string());
             if (stash_off)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
                                (named ? "stash in s" + std::to_string(in.stage) : std::string()));
-            if (c.recompute) clock.compute(c.forward_flops, costs.bits, activity::recompute, named ? "recompute " + name : std::string());
-            clock.compute(c.backward_flops, costs.bits, activity::backward, std::move(name));
+            if (c.recompute)
+                clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs.bits, spec), activity::recompute,
+                              also("recompute"));
+            clock.advance(compute_seconds(c.backward_passes, c.backward_flops, costs.bits, spec), activity::backward,
+                          std::move(name));
             break;
         case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
         case opcode::stream_in:
         case opcode::stream_out:
-            clock.transfer(double(c.weight_bytes + (training ? c.weight_bytes + c.optimiser_bytes : 0)),
+            clock.transfer(double(c.weight_bytes + (training ? c.accumulator_bytes() + c.optimiser_bytes : 0)),
                            link::streaming_memory, activity::streaming, std::move(name));
             break;
         case opcode::all_reduce: {
+            // A ring all-reduce: each replica sends and receives 2 (R - 1) / R of the gradients, one
+            // direction of its IPU-Links, while its neighbour does the same.
             const double r = double(sched.request.replicas);
-            // A ring all-reduce moves 2 (R - 1) / R of the gradients over the IPU-Links.
-            clock.transfer(2.0 * (r - 1.0) / r * double(c.weight_bytes), link::ipu_link, activity::all_reduce, std::move(name));
+            clock.transfer(2.0 * (r - 1.0) / r * double(c.accumulator_bytes()), link::ipu_link, activity::all_reduce,
+                           std::move(name));
             break;
         }
         case opcode::update:
             if (optimiser_off)  // read and write back the optimiser state
                 clock.transfer(2.0 * double(c.optimiser_bytes), link::streaming_memory, activity::streaming,
                                named ? "optimiser state s" + std::to_string(in.stage) : std::string());
-            clock.compute(c.update_flops, 32, activity::update, std::move(name));
+            if (c.update_bytes > 0)  // memory-bound: the bytes the step moves, as a 32-bit vector pass
+                clock.advance(emulator::seconds_of(std::vector<nn::pass>{nn::pass::elementwise(
+                                                       nn::pass_phase::backward, double(c.update_bytes) / 4.0, 1)},
+                                                   spec, 32),
+                              activity::update, std::move(name));
+            else
+                clock.compute(c.update_flops, 32, activity::update, std::move(name));
             break;
     }
+}
+
+/// Charges an outfeed the output mode sends: a micro-batch's loss and score (training) or output.
+inline void charge_outfeed(emulator::modelled_clock& clock, const instruction& in, const schedule& sched,
+                           const cost_model& costs) {
+    const double bytes = double(sched.request.training ? costs.output_bytes_to_host : costs.stages[in.stage].output_bytes);
+    clock.transfer(bytes, emulator::link::host_link, emulator::activity::host_io, clock.recording() ? label(in) : std::string());
 }
 
 /// Every instruction's modelled cost, worked out once per schedule: the intervals detail::charge
@@ -133,48 +166,61 @@ private:
 
 }  // namespace detail
 
-/// The modelled clocks of one replica's IPUs after `iterations` runs of the schedule, without
-/// threads: instructions are replayed in the global order, a receive waits for its send's
-/// arrival. The threaded executor produces the same clocks.
+/// The modelled clocks of one replica's IPUs for one call of `iterations` runs of the schedule
+/// (training: D weight updates), without threads: a host synchronisation, the instructions replayed
+/// in the global order (a receive waits for its send's arrival), the outputs `outputs` sends, a host
+/// synchronisation. The threaded executor produces the same clocks.
 [[nodiscard]] inline std::vector<emulator::modelled_clock> simulate(const schedule& sched, const cost_model& costs,
                                                                     const emulator::device_spec& spec = {},
-                                                                    std::size_t iterations = 1) {
+                                                                    std::size_t iterations = 1,
+                                                                    output_selection outputs = {}, bool record = true) {
     costs.check(sched.stages);
-    std::vector<emulator::modelled_clock> clocks(sched.ipus, emulator::modelled_clock(spec));
-    std::vector<std::pair<std::size_t, const instruction*>> all;
+    const detail::charge_table charges(sched, costs, spec);
+    std::vector<emulator::modelled_clock> clocks(sched.ipus, emulator::modelled_clock(spec, record));
+    for (auto& c : clocks) c.host_sync();
+    std::vector<std::pair<std::size_t, std::size_t>> all;  // (IPU, position in its program)
     for (std::size_t i = 0; i < sched.ipus; ++i)
-        for (const auto& in : sched.programs[i]) all.emplace_back(i, &in);
-    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second->seq < b.second->seq; });
+        for (std::size_t pc = 0; pc < sched.programs[i].size(); ++pc) all.emplace_back(i, pc);
+    const auto at = [&](const std::pair<std::size_t, std::size_t>& e) -> const instruction& {
+        return sched.programs[e.first][e.second];
+    };
+    std::sort(all.begin(), all.end(), [&](const auto& a, const auto& b) { return at(a).seq < at(b).seq; });
+    const std::size_t M = sched.request.micro_batches, count = iterations * M;
     std::map<std::tuple<std::size_t, std::size_t, bool>, std::deque<double>> in_flight;
     for (std::size_t it = 0; it < iterations; ++it) {
         for (std::size_t k = 0; k < all.size(); ++k) {
-            const auto& [ipu, in] = all[k];
+            const auto [ipu, pc] = all[k];
+            const instruction& in = at(all[k]);
             auto& clock = clocks[ipu];
-            if (in->op == opcode::vote) {
+            if (in.op == opcode::vote) {
                 // The votes of a step form one block of the global order: all IPUs wait for the latest.
                 std::size_t end = k;
                 double latest = 0;
-                for (; end < all.size() && all[end].second->op == opcode::vote; ++end)
+                for (; end < all.size() && at(all[end]).op == opcode::vote; ++end)
                     latest = std::max(latest, clocks[all[end].first].now());
-                for (; k < end; ++k) clocks[all[k].first].wait_until(latest, "wait vote");
+                for (; k < end; ++k) clocks[all[k].first].wait_until(latest, record ? "wait vote" : std::string());
                 --k;
                 continue;
             }
-            switch (in->op) {
+            switch (in.op) {
                 case opcode::recv_act:
                 case opcode::recv_grad: {
-                    auto& q = in_flight[{in->peer, ipu, in->op == opcode::recv_grad}];
-                    if (q.empty()) throw std::logic_error("tessera::exec::simulate: receive before its send: " + to_string(*in));
-                    clock.wait_until(q.front(), "wait " + to_string(*in));
+                    auto& q = in_flight[{in.peer, ipu, in.op == opcode::recv_grad}];
+                    if (q.empty()) throw std::logic_error("tessera::exec::simulate: receive before its send: " + to_string(in));
+                    clock.wait_until(q.front(), record ? "wait " + to_string(in) : std::string());
                     q.pop_front();
                     break;
                 }
-                default: detail::charge(clock, *in, sched, costs); break;
+                case opcode::outfeed:
+                    if (outputs.sends(it * M + in.micro_batch, count)) detail::charge_outfeed(clock, in, sched, costs);
+                    break;
+                default: charges.apply(clock, ipu, pc); break;
             }
-            if (in->op == opcode::send_act || in->op == opcode::send_grad)
-                in_flight[{ipu, in->peer, in->op == opcode::send_grad}].push_back(clock.now());
+            if (in.op == opcode::send_act || in.op == opcode::send_grad)
+                in_flight[{ipu, in.peer, in.op == opcode::send_grad}].push_back(clock.now());
         }
     }
+    for (auto& c : clocks) c.host_sync();
     return clocks;
 }
 

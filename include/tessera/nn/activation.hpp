@@ -18,8 +18,9 @@ public:
 
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const { return s; }
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
-        return {static_cast<double>(s.size()), static_cast<double>(s.size()), detail::bytes_of(2 * s.size(), sizeof(T)),
-                detail::bytes_of(3 * s.size(), sizeof(T)), 0};
+        const double n = static_cast<double>(s.size());
+        return {n, n, detail::bytes_of(2 * s.size(), sizeof(T)), detail::bytes_of(3 * s.size(), sizeof(T)), 0,
+                {pass::elementwise(pass_phase::forward, n, 2), pass::elementwise(pass_phase::backward, n, 3)}};
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         detail::ensure_shape(st.output, tensor::shape_of(x));

@@ -48,8 +48,14 @@ public:
         const double n = static_cast<double>(output_shape(s).size());
         // The ReLU adds a comparison per element each way, and backward reads the output for its mask.
         const double relu = Relu ? 1.0 : 0.0;
+        const double c = static_cast<double>(m_channels);
+        using enum pass_phase;
         return {(5 + relu) * n, (9 + relu) * n, detail::bytes_of(2 * s.size(), sizeof(T)),
-                detail::bytes_of((Relu ? 5 : 4) * s.size(), sizeof(T)), 2 * m_channels};
+                detail::bytes_of((Relu ? 5 : 4) * s.size(), sizeof(T)), 2 * m_channels,
+                {pass::reduction(forward, n, 1, 2 * c),  // mean and variance per channel
+                 pass::elementwise(forward, n, 2),       // normalise, scale, shift (and the ReLU)
+                 pass::reduction(backward, n, Relu ? 3 : 2, 2 * c),  // sums of dy and dy·x̂ (masked by the output)
+                 pass::elementwise(backward, n, Relu ? 4 : 3)}};
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {

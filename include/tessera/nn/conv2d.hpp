@@ -42,11 +42,19 @@ public:
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const tensor::shape o = output_shape(s);
         const double macs = static_cast<double>(o.size()) * static_cast<double>(m_weight.size() / m_out);
+        const double positions = static_cast<double>(o.n * o.h * o.w), taps = double(m_window.kh) * m_window.kw;
+        const double in = static_cast<double>(m_in), out = static_cast<double>(m_out);
+        using enum pass_phase;
         return {2 * macs, 4 * macs,  // backward: data and weight gradients
                 detail::bytes_of(s.size() + o.size(), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)),
                 detail::bytes_of(2 * s.size() + 2 * o.size(), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)) +
                     detail::bytes_of(m_weight.size(), sizeof(C)),
-                m_weight.size()};
+                m_weight.size(),
+                {pass::contraction(forward, positions, out, in, taps),
+                 // the data gradient: the transposed convolution (output and input channels swap roles)
+                 pass::contraction(backward, positions, in, out, taps),
+                 // the weight gradient: out × (in · taps) results, each summed over the positions
+                 pass::contraction(backward, in * taps, out, positions)}};
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {

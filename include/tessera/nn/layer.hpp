@@ -13,6 +13,7 @@
 #include "tessera/kernels/conv_algorithm.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/storage.hpp"
+#include "tessera/nn/cost.hpp"
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::nn {
@@ -52,21 +53,6 @@ struct context {
     kernels::conv_algorithm convolution = kernels::conv_algorithm::automatic;
     [[nodiscard]] kernels::parallelism parallel() const noexcept { return {threads, pool}; }
     [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads, nullptr, pool}; }
-};
-
-/// Work of one forward and one backward pass over a micro-batch, and the bytes they move
-/// (activations read and written plus parameters read, in their storage types).
-struct cost {
-    double forward_flops = 0, backward_flops = 0, forward_bytes = 0, backward_bytes = 0;
-    std::size_t parameters = 0;
-
-    cost& operator+=(const cost& o) noexcept {
-        forward_flops += o.forward_flops, backward_flops += o.backward_flops;
-        forward_bytes += o.forward_bytes, backward_bytes += o.backward_bytes, parameters += o.parameters;
-        return *this;
-    }
-    [[nodiscard]] double flops() const noexcept { return forward_flops + backward_flops; }
-    [[nodiscard]] double bytes() const noexcept { return forward_bytes + backward_bytes; }
 };
 
 /// A parameter visitor receives (name, values in the weight type, gradient in the accumulate type).

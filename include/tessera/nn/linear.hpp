@@ -44,9 +44,14 @@ public:
     }
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const double macs = static_cast<double>(s.n * m_in * m_out);
+        const double n = static_cast<double>(s.n), in = static_cast<double>(m_in), out = static_cast<double>(m_out);
+        using enum pass_phase;
         return {2 * macs, 4 * macs, detail::bytes_of(s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)),
                 detail::bytes_of(2 * s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W) + sizeof(C)),
-                m_weight.size() + m_bias.size()};
+                m_weight.size() + m_bias.size(),
+                {pass::contraction(forward, n, out, in), pass::contraction(backward, n, in, out),
+                 pass::contraction(backward, in, out, n),      // weight gradient, summed over the samples
+                 pass::reduction(backward, n * out, 1, out)}};  // bias gradient
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         const tensor::shape s = tensor::shape_of(x);

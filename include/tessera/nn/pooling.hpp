@@ -25,8 +25,11 @@ public:
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const { return m_window.output(s, s.c); }
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const auto o = output_shape(s);
-        return {static_cast<double>(o.size() * m_window.kh * m_window.kw), static_cast<double>(o.size()),
-                detail::bytes_of(s.size() + o.size(), sizeof(T)), detail::bytes_of(s.size() + o.size(), sizeof(T)), 0};
+        const double in = static_cast<double>(s.size()), out = static_cast<double>(o.size());
+        return {out * m_window.kh * m_window.kw, out, detail::bytes_of(s.size() + o.size(), sizeof(T)),
+                detail::bytes_of(s.size() + o.size(), sizeof(T)), 0,
+                {pass::elementwise(pass_phase::forward, out * m_window.kh * m_window.kw + out, 1),  // windows read, maxima written
+                 pass::elementwise(pass_phase::backward, in + out, 1)}};
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context&) {
         st.in = tensor::shape_of(x);
@@ -64,7 +67,9 @@ public:
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const auto o = output_shape(s);
         const double f = static_cast<double>(o.size() * m_window.kh * m_window.kw);
-        return {f, f, detail::bytes_of(s.size() + o.size(), sizeof(T)), detail::bytes_of(s.size() + o.size(), sizeof(T)), 0};
+        const double in = static_cast<double>(s.size()), out = static_cast<double>(o.size());
+        return {f, f, detail::bytes_of(s.size() + o.size(), sizeof(T)), detail::bytes_of(s.size() + o.size(), sizeof(T)), 0,
+                {pass::elementwise(pass_phase::forward, f + out, 1), pass::elementwise(pass_phase::backward, f + in, 1)}};
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context&) {
         st.in = tensor::shape_of(x);
@@ -99,8 +104,9 @@ public:
 
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const { return {s.n, 1, 1, s.c}; }
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
-        return {static_cast<double>(s.size()), static_cast<double>(s.size()),
-                detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), 0};
+        const double n = static_cast<double>(s.size()), means = static_cast<double>(s.n * s.c);
+        return {n, n, detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), 0,
+                {pass::reduction(pass_phase::forward, n, 1, means), pass::elementwise(pass_phase::backward, n + means, 1)}};
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context&) {
         st.in = tensor::shape_of(x);

@@ -93,7 +93,11 @@ public:
         return {s.n, (s.h + m_stride - 1) / m_stride, (s.w + m_stride - 1) / m_stride, m_out};
     }
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
-        if (m_kind != kind::projection) return {};
+        if (m_kind == kind::identity) return {};
+        if (m_kind == kind::padding) {  // a strided copy into zeros, and its slice back
+            const double n = static_cast<double>(output_shape(s).size());
+            return {0, 0, 0, 0, 0, {pass::elementwise(pass_phase::forward, n, 2), pass::elementwise(pass_phase::backward, n, 2)}};
+        }
         nn::cost c = m_conv->cost(s);
         c += m_bn->cost(m_conv->output_shape(s));
         return c;
@@ -189,8 +193,11 @@ public:
         nn::cost c = m_main.cost(s);
         c += m_skip.cost(s);
         const tensor::shape o = output_shape(s);
-        c += nn::cost{static_cast<double>(o.size()), 0, detail::bytes_of(3 * o.size(), sizeof(T)),
-                      detail::bytes_of(3 * o.size(), sizeof(T)), 0};
+        const double n = static_cast<double>(o.size());
+        c += nn::cost{n, 0, detail::bytes_of(3 * o.size(), sizeof(T)), detail::bytes_of(3 * o.size(), sizeof(T)), 0,
+                      {pass::elementwise(pass_phase::forward, n, 3),
+                       // backward: the input gradient sums the two branches' (at the input's size)
+                       pass::elementwise(pass_phase::backward, static_cast<double>(s.size()), 3)}};
         c += m_relu.cost(o);
         return c;
     }

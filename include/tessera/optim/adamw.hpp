@@ -35,6 +35,8 @@ public:
     [[nodiscard]] double learning_rate() const noexcept { return m_options.learning_rate; }
     void set_learning_rate(double lr) noexcept { m_options.learning_rate = lr; }
     [[nodiscard]] std::uint64_t steps() const noexcept { return m_steps; }
+    /// fp32 values of state per parameter: the two moments.
+    [[nodiscard]] std::size_t state_values_per_parameter() const noexcept { return 2; }
 
     template <ParameterSet S>
     void prepare(S& params) {

@@ -43,6 +43,8 @@ public:
     [[nodiscard]] double learning_rate() const noexcept { return m_options.learning_rate; }
     void set_learning_rate(double lr) noexcept { m_options.learning_rate = lr; }
     [[nodiscard]] std::uint64_t steps() const noexcept { return m_steps; }
+    /// fp32 values of state per parameter: a momentum buffer, or none (for memory plans and cost models).
+    [[nodiscard]] std::size_t state_values_per_parameter() const noexcept { return m_options.momentum > 0 ? 1 : 0; }
 
     /// Allocates the state for params (done by the first step; call it before loading a checkpoint).
     template <ParameterSet S>

@@ -46,7 +46,7 @@ struct out_message {
     std::optional<Tensor> output;
 };
 
-template <class Tensor, class Label, class Stash>
+template <class Tensor, class Label, class Stash, class Input = Tensor>
 struct wiring {
     /// The values one IPU holds between the instructions of its program, kept across calls.
     struct program_state {
@@ -59,11 +59,12 @@ struct wiring {
         slots<Tensor> kept_inputs;  // recomputing stages keep their input instead
         slots<Label> labels;
         slots<outcome<Tensor>> results;
+        outcome<Tensor> sum{};      // output mode `sum`: the call's total so far
     };
     template <class T>
     using channel = emulator::spsc_channel<message<T>>;
 
-    std::vector<std::unique_ptr<channel<Tensor>>> infeed;
+    std::vector<std::unique_ptr<channel<Input>>> infeed;
     std::vector<std::unique_ptr<channel<Label>>> labels;
     std::vector<std::unique_ptr<emulator::spsc_channel<out_message<Tensor>>>> outfeed;
     std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>, std::unique_ptr<channel<Tensor>>>
@@ -76,11 +77,11 @@ struct wiring {
 };
 
 /// Builds the wiring of `replicas` copies of `sched` for calls of `iterations` device iterations.
-template <class Tensor, class Label, class Stash>
-[[nodiscard]] std::unique_ptr<wiring<Tensor, Label, Stash>> make_wiring(const schedule& sched, std::size_t replicas,
-                                                                       std::size_t iterations, std::size_t link_depth,
-                                                                       const cross_process_reduction& across) {
-    using w_t = wiring<Tensor, Label, Stash>;
+template <class Tensor, class Label, class Stash, class Input = Tensor>
+[[nodiscard]] std::unique_ptr<wiring<Tensor, Label, Stash, Input>> make_wiring(const schedule& sched, std::size_t replicas,
+                                                                              std::size_t iterations, std::size_t link_depth,
+                                                                              const cross_process_reduction& across) {
+    using w_t = wiring<Tensor, Label, Stash, Input>;
     using link_t = typename w_t::template channel<Tensor>;
     const std::size_t R = replicas, I = sched.ipus, M_ = sched.request.micro_batches;
     // Host-facing channels buffer whole calls: their waits are rare (the first micro-batch of a
@@ -99,7 +100,7 @@ template <class Tensor, class Label, class Stash>
     auto owned = std::make_unique<w_t>();
     w_t& w = *owned;
     for (std::size_t r = 0; r < R; ++r) {
-        w.infeed.push_back(std::make_unique<link_t>(M_, host));
+        w.infeed.push_back(std::make_unique<typename w_t::template channel<Input>>(M_, host));
         w.labels.push_back(std::make_unique<typename w_t::template channel<Label>>(M_, host));
         w.outfeed.push_back(std::make_unique<emulator::spsc_channel<out_message<Tensor>>>(iterations * M_, host));
         for (std::size_t i = 0; i < I; ++i)

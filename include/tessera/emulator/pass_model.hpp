@@ -1,0 +1,141 @@
+#pragma once
+// How long one layer pass takes on an IPU: a small version of the planner Poplar's libraries use.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "tessera/emulator/device_spec.hpp"
+#include "tessera/nn/cost.hpp"
+
+namespace tessera::emulator {
+
+/// The modelled tile-cycles of one pass, by what fills them. A pass is one BSP superstep or a few:
+/// every tile computes on what it holds, then they synchronise and exchange; the IPU takes as long
+/// as its busiest tile.
+struct pass_cycles {
+    double compute = 0;   ///< the busiest tile's vertices (AMP loops, vector loops, their overheads)
+    double exchange = 0;  ///< data the busiest tile receives over the exchange
+    double sync = 0;      ///< BSP synchronisations
+    double overhead = 0;  ///< device_spec::pass_overhead_cycles (calibrated)
+    double tiles = 0;     ///< tiles the pass uses
+    [[nodiscard]] double total() const noexcept { return compute + exchange + sync + overhead; }
+};
+
+namespace detail {
+
+[[nodiscard]] inline double ceil_div(double a, double b) noexcept { return std::ceil(a / b); }
+
+// The ways to split `n` groups over tiles: 1, 2, 4, ... below n, and n.
+template <class F>
+void for_each_split(double n, F&& f) {
+    for (double t = 1; t < n; t *= 2) f(t);
+    f(std::max(n, 1.0));
+}
+
+// One tile's vector loop over `values` values of `operands` tensors: popops' 1-D vertex estimate
+// (supervisor start, then per worker its set-up and one 64-bit load or store per operand and
+// vector), bounded below by the tile's share of the memory bandwidth.
+[[nodiscard]] inline double vector_loop_cycles(double values, double operands, const device_spec& spec, double bytes) {
+    const double per_vector = spec.vector_bytes / bytes, workers = double(spec.worker_contexts);
+    const double loop = spec.supervisor_overhead_cycles +
+                        workers * (spec.elementwise_worker_overhead_cycles + operands * ceil_div(ceil_div(values, workers), per_vector));
+    return std::max(loop, values * operands * bytes / spec.memory_bytes_per_tile_cycle());
+}
+
+// Contractions on the AMP. The planner splits result rows, output-channel groups and input-channel
+// groups over the tiles and keeps the split with the fewest cycles: each tile loops over its rows
+// for each (output group, input group, kernel position), reloading the conv units' weights each
+// time; split input groups leave partial sums (float) that a second superstep exchanges and adds.
+[[nodiscard]] inline pass_cycles contraction_cycles(const nn::pass& p, const device_spec& spec, int bits) {
+    const double bytes = bits / 8.0;
+    const double gi = double(spec.amp_input_channels(bits)), go = double(spec.amp_output_channels(bits));
+    const double in_groups = ceil_div(std::max(p.inputs, 1.0), gi), out_groups = ceil_div(std::max(p.outputs, 1.0), go);
+    const double rows = std::max(p.rows, 1.0), window = std::max(p.window, 1.0), tiles = double(spec.tiles);
+    const double workers = double(spec.worker_contexts);
+    const double per_position = gi * go / spec.macs_per_tile_cycle(bits);  // tile-cycles per row and group pair
+    const double weight_load = gi * go * bytes / spec.amp_weight_load_bytes_per_cycle;
+    const double xbpc = spec.exchange_bytes_per_tile_cycle();
+    pass_cycles best;
+    double best_total = std::numeric_limits<double>::infinity();
+    for_each_split(out_groups, [&](double t_o) {
+        for_each_split(in_groups, [&](double t_i) {
+            if (t_o * t_i > tiles) return;
+            const double t_r = std::min(rows, std::floor(tiles / (t_o * t_i)));
+            const double r = ceil_div(rows, t_r), og = ceil_div(out_groups, t_o), ig = ceil_div(in_groups, t_i);
+            pass_cycles c;
+            c.tiles = t_r * t_o * t_i;
+            c.compute = spec.conv_vertex_overhead_cycles +
+                        og * ig * window *
+                            (weight_load + workers * (spec.amp_worker_overhead_cycles + ceil_div(r, workers) * per_position));
+            // Inputs for its rows and input groups, weights for its group pairs and kernel positions.
+            c.exchange = (r * ig * gi * bytes + og * ig * gi * go * window * bytes) / xbpc;
+            c.sync = spec.sync_cycles;
+            if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
+                const double partials = r * og * go;
+                c.exchange += partials * 4.0 * (t_i - 1) / t_i / xbpc;
+                c.compute += vector_loop_cycles(partials, 1, spec, 4.0);
+                c.sync += spec.sync_cycles;
+            }
+            if (c.total() < best_total) best_total = c.total(), best = c;
+        });
+    });
+    return best;
+}
+
+// A vector loop over `operands` tensors of `elements` values, spread over the tiles (at least a
+// vector per worker on each).
+[[nodiscard]] inline pass_cycles vector_cycles(double elements, double operands, const device_spec& spec, int bits) {
+    const double bytes = bits / 8.0;
+    pass_cycles c;
+    if (elements <= 0) return c;
+    c.tiles = std::min(double(spec.tiles), ceil_div(elements, double(spec.worker_contexts) * spec.vector_bytes / bytes));
+    c.compute = vector_loop_cycles(ceil_div(elements, c.tiles), operands, spec, bytes);
+    c.sync = spec.sync_cycles;
+    return c;
+}
+
+// A reduction per channel: each tile reduces what it holds (a vector loop reading the operands),
+// then the partial results (float) are spread over all tiles, which add them, in a second superstep.
+[[nodiscard]] inline pass_cycles reduction_cycles(const nn::pass& p, const device_spec& spec, int bits) {
+    pass_cycles c = vector_cycles(p.elements, p.operands, spec, bits);
+    if (c.tiles == 0) return c;
+    const double partials = c.tiles * std::min(ceil_div(p.elements, c.tiles), std::max(p.outputs, 1.0));
+    const double per_reducer = ceil_div(partials, double(spec.tiles));
+    c.exchange += per_reducer * 4.0 / spec.exchange_bytes_per_tile_cycle();
+    c.compute += vector_loop_cycles(per_reducer, 1, spec, 4.0);
+    c.sync += spec.sync_cycles;
+    return c;
+}
+
+}  // namespace detail
+
+/// The modelled cycles of pass `p` on an IPU of `spec` with `bits`-bit data (16 or 32).
+/// @code
+///   auto c = emulator::cycles_of(nn::pass::contraction(nn::pass_phase::forward, 2048, 64, 64, 9), spec, 16);
+///   double seconds = spec.seconds(c.total());
+/// @endcode
+[[nodiscard]] inline pass_cycles cycles_of(const nn::pass& p, const device_spec& spec, int bits) {
+    if (bits != 16 && bits != 32)
+        throw std::invalid_argument("tessera::emulator::cycles_of: bits must be 16 or 32, got " + std::to_string(bits));
+    pass_cycles c;
+    switch (p.kind) {
+        case nn::pass_kind::contraction: c = detail::contraction_cycles(p, spec, bits); break;
+        case nn::pass_kind::elementwise: c = detail::vector_cycles(p.elements, p.operands, spec, bits); break;
+        case nn::pass_kind::reduction: c = detail::reduction_cycles(p, spec, bits); break;
+    }
+    c.overhead = spec.pass_overhead_cycles;
+    return c;
+}
+
+/// Modelled seconds of a list of passes run one after another.
+[[nodiscard]] inline double seconds_of(std::span<const nn::pass> passes, const device_spec& spec, int bits) {
+    double cycles = 0;
+    for (const auto& p : passes) cycles += cycles_of(p, spec, bits).total();
+    return spec.seconds(cycles);
+}
+
+}  // namespace tessera::emulator

@@ -1,0 +1,83 @@
+#pragma once
+// What the host sends to the first stage for one micro-batch: values, or 8-bit pixels the IPU normalises.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "tessera/data/concepts.hpp"
+#include "tessera/data/normalize.hpp"
+#include "tessera/nn/layer.hpp"
+#include "tessera/tensor/dense.hpp"
+
+namespace tessera::exec {
+
+/// One micro-batch's input as it crosses the host link. With float or half I/O the host has
+/// normalised it into the compute type (an NHWC activation); with 8-bit I/O it carries the raw
+/// pixels (CHW per sample, one byte each) and the normalisation, which prepare() applies on the
+/// IPU that receives it, as PopTorch's tutorials do on the device. Either way prepare() yields the
+/// same activation the host would have made: the arithmetic is data::normalize's.
+/// @code
+///   exec::host_input<cfg::half> in = exec::host_input<cfg::half>::pixels(bytes, shape, rows, norm);
+///   nn::activation<cfg::half> x = std::move(in).prepare();   // on the IPU thread
+/// @endcode
+template <nn::Numeric P>
+class host_input {
+public:
+    using value_type = typename P::data_type;
+
+    host_input() = default;
+    /// Values already normalised on the host (implicit: a feed may return an activation).
+    host_input(nn::activation<P> values) noexcept : m_values(std::move(values)) {}  // NOLINT(google-explicit-constructor)
+
+    /// `rows` samples of `shape` as raw 8-bit pixels (rows × C × H × W), normalised on the device by `norm`.
+    [[nodiscard]] static host_input pixels(std::vector<std::uint8_t> chw, data::sample_shape shape, std::size_t rows,
+                                           std::shared_ptr<const data::normalization> norm) {
+        host_input in;
+        in.m_pixels = std::move(chw);
+        in.m_shape = shape;
+        in.m_rows = rows;
+        in.m_norm = std::move(norm);
+        in.m_eight_bit = true;
+        return in;
+    }
+
+    [[nodiscard]] bool eight_bit() const noexcept { return m_eight_bit; }
+    /// Bytes that cross the host link.
+    [[nodiscard]] std::size_t payload_bytes() const noexcept {
+        return m_eight_bit ? m_pixels.size() : m_values.size() * sizeof(value_type);
+    }
+
+    /// The activation the first stage computes on: as sent, or normalised from the pixels into NHWC.
+    [[nodiscard]] nn::activation<P> prepare() && {
+        if (!m_eight_bit) return std::move(m_values);
+        const std::size_t C = m_shape.channels, H = m_shape.height, W = m_shape.width, per = m_shape.size();
+        std::vector<float> chw(m_rows * per);
+        data::normalize<std::uint8_t, float>(std::span<const std::uint8_t>(m_pixels), m_shape,
+                                             m_norm ? *m_norm : data::normalization{}, std::span<float>(chw));
+        auto x = tessera::tensor::make_nhwc<value_type>({m_rows, H, W, C});
+        to_nhwc(chw.data(), x.data(), m_rows, C, H, W);
+        return x;
+    }
+
+    /// CHW samples (float) to NHWC values of the compute type: the layout change both paths share.
+    static void to_nhwc(const float* chw, value_type* out, std::size_t rows, std::size_t C, std::size_t H, std::size_t W) {
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t h = 0; h < H; ++h)
+                for (std::size_t w = 0; w < W; ++w)
+                    for (std::size_t c = 0; c < C; ++c)
+                        out[((i * H + h) * W + w) * C + c] = static_cast<value_type>(chw[((i * C + c) * H + h) * W + w]);
+    }
+
+private:
+    nn::activation<P> m_values{};
+    std::vector<std::uint8_t> m_pixels{};
+    data::sample_shape m_shape{};
+    std::size_t m_rows = 0;
+    std::shared_ptr<const data::normalization> m_norm{};
+    bool m_eight_bit = false;
+};
+
+}  // namespace tessera::exec

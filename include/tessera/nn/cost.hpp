@@ -1,0 +1,83 @@
+#pragma once
+// What a layer costs: FLOPs and bytes, and the passes an accelerator runs for it.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tessera::nn {
+
+/// The shape of the work in one pass of a layer, in the terms a device's cost model needs
+/// (emulator::pass_model turns it into IPU cycles): a contraction (convolution or matrix product),
+/// an element-wise pass, or a reduction per channel.
+enum class pass_kind : std::uint8_t {
+    contraction,  ///< `rows` × `outputs` results, each a sum of `inputs` × `window` products
+    elementwise,  ///< reads and writes `operands` tensors of `elements` values (ReLU, add, scale, pooling)
+    reduction,    ///< reduces `operands` tensors of `elements` values to `outputs` values (batch-norm statistics)
+};
+
+/// Which pass of training a pass belongs to (the recomputation of a stage repeats its forward ones).
+enum class pass_phase : std::uint8_t { forward, backward };
+
+/// One pass of a layer over a micro-batch. A contraction's first operand (`inputs`, the summed
+/// dimension) and its results (`outputs`) are the channel counts the accelerator's matrix units
+/// are built around; `rows` are the independent positions (batch × height × width).
+/// @code
+///   // a 3×3 convolution of 64 to 128 channels over 32 × 16 × 16 output positions
+///   auto p = nn::pass::contraction(nn::pass_phase::forward, 32 * 16 * 16, 128, 64, 9);
+///   p.macs();   // 75,497,472 multiply-accumulates
+/// @endcode
+struct pass {
+    pass_kind kind = pass_kind::elementwise;
+    pass_phase phase = pass_phase::forward;
+    double rows = 0;      ///< contraction: independent result positions
+    double outputs = 0;   ///< contraction: result channels; reduction: values it produces
+    double inputs = 0;    ///< contraction: channels summed over
+    double window = 1;    ///< contraction: kernel positions summed over per input channel
+    double elements = 0;  ///< element-wise and reduction: values of each operand
+    double operands = 1;  ///< element-wise and reduction: tensors of `elements` values read or written
+
+    [[nodiscard]] static constexpr pass contraction(pass_phase ph, double rows, double outputs, double inputs,
+                                                    double window = 1) noexcept {
+        return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1};
+    }
+    [[nodiscard]] static constexpr pass elementwise(pass_phase ph, double elements, double operands) noexcept {
+        return {pass_kind::elementwise, ph, 0, 0, 0, 1, elements, operands};
+    }
+    [[nodiscard]] static constexpr pass reduction(pass_phase ph, double elements, double operands,
+                                                  double outputs) noexcept {
+        return {pass_kind::reduction, ph, 0, outputs, 0, 1, elements, operands};
+    }
+    /// Multiply-accumulates of a contraction (0 for the other kinds).
+    [[nodiscard]] constexpr double macs() const noexcept {
+        return kind == pass_kind::contraction ? rows * outputs * inputs * window : 0.0;
+    }
+    friend constexpr bool operator==(const pass&, const pass&) = default;
+};
+
+/// Work of one forward and one backward pass over a micro-batch: FLOPs, the bytes they move
+/// (activations read and written plus parameters read, in their storage types), parameters, and
+/// the passes themselves for a device model (each layer's forward and backward passes; a cost
+/// model sums them, so their order does not matter).
+struct cost {
+    double forward_flops = 0, backward_flops = 0, forward_bytes = 0, backward_bytes = 0;
+    std::size_t parameters = 0;
+    std::vector<pass> passes{};
+
+    cost& operator+=(const cost& o) {
+        forward_flops += o.forward_flops, backward_flops += o.backward_flops;
+        forward_bytes += o.forward_bytes, backward_bytes += o.backward_bytes, parameters += o.parameters;
+        passes.insert(passes.end(), o.passes.begin(), o.passes.end());
+        return *this;
+    }
+    [[nodiscard]] double flops() const noexcept { return forward_flops + backward_flops; }
+    [[nodiscard]] double bytes() const noexcept { return forward_bytes + backward_bytes; }
+    /// The passes of one phase, in order.
+    [[nodiscard]] std::vector<pass> passes_of(pass_phase ph) const {
+        std::vector<pass> out;
+        for (const auto& p : passes)
+            if (p.phase == ph) out.push_back(p);
+        return out;
+    }
+};
+
+}  // namespace tessera::nn
