@@ -3,7 +3,11 @@
 //
 // What is where:
 //   schedule.hpp         static instruction lists per IPU for single/sharded/pipelined<gpipe|1f1b>/phased
-//   cost.hpp, timing.hpp what each instruction costs on the modelled clock; simulate() = a dry run
+//   cost.hpp, timing.hpp what each instruction costs on the modelled clock (passes through
+//                        emulator::pass_model); simulate() = one call without threads
+//   compile.hpp          graph compilation without threads: the schedule and costs a config makes
+//   dry_run.hpp          whole epochs on the modelled clock, host included, computing nothing
+//   host_work.hpp        what a host call asks of the host; host_input.hpp: values or 8-bit pixels
 //   memory_plan.hpp      per-IPU memory plan (stash sized by the schedule, tensor locations, recomputation);
 //                        out_of_device_memory at compilation
 //   partition.hpp        balance_stages: contiguous stages minimising the bottleneck
@@ -17,8 +21,12 @@
 #include "tessera/exec/batch_feed.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
+#include "tessera/exec/compile.hpp"
 #include "tessera/exec/cross_process.hpp"
+#include "tessera/exec/dry_run.hpp"
 #include "tessera/exec/executor.hpp"
+#include "tessera/exec/host_input.hpp"
+#include "tessera/exec/host_work.hpp"
 #include "tessera/exec/memory_plan.hpp"
 #include "tessera/exec/memory_report.hpp"
 #include "tessera/exec/network_session.hpp"
@@ -27,6 +35,7 @@
 #include "tessera/exec/schedule.hpp"
 #include "tessera/exec/schedule_report.hpp"
 #include "tessera/exec/session.hpp"
+#include "tessera/exec/session_options.hpp"
 #include "tessera/exec/staged_network.hpp"
 #include "tessera/exec/timeline.hpp"
 #include "tessera/exec/timing.hpp"

@@ -62,7 +62,7 @@ struct device_spec {
     /// chosen so that a dry run of ResNet-50 training (224 × 224, 16.16, micro-batch 18, 1 IPU per
     /// replica, recomputation) gives the 1,875 images/s per IPU of Graphcore's MLPerf Training v1.1
     /// IPU-POD16 result (30,000 images/s on 16 IPUs); `tessera-sweep --calibrate` recomputes it.
-    double pass_overhead_cycles = 9000;
+    double pass_overhead_cycles = 3624;
     double ipu_link_bandwidth = 26.5e9;    ///< one direction between two IPUs, bytes/s (gc-iputraffictest: 423 Gb/s both ways) [tools]
     double host_link_bandwidth = 3.3e9;    ///< one direction, host to one IPU of an IPU-M2000 over RoCE, bytes/s
                                            ///< (gc-hosttraffictest: 26.4 Gb/s host → tiles) [tools]

@@ -55,7 +55,12 @@ struct cost_model {
     std::vector<nn::pass> infeed_passes{};             ///< what the IPU runs on each input it receives (8-bit I/O: normalisation)
     /// Outfeed per micro-batch the output mode sends (training: its loss and score; inference: its output).
     std::size_t output_bytes_to_host = sizeof(float);
+    std::size_t io_bytes_per_value = 0;                ///< bytes the host sends per input value (0: unknown)
     tensor_locations locations{};                      ///< phased schedules stream weights and stashes whatever this says
+    std::size_t processes = 1;                         ///< host processes whose replicas reduce gradients together
+    /// processes > 1: bytes/s between the processes' hosts when gradients meet through them; 0: they
+    /// meet over IPU-Links (one IPU-POD), in the ring of all replicas.
+    double host_network_bandwidth = 0;
 
     [[nodiscard]] std::size_t host_input_bytes() const {
         return infeed_bytes.value_or(stages.empty() ? 0 : stages.front().input_bytes);

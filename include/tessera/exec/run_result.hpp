@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tessera/config/output_mode.hpp"
+#include "tessera/emulator/host_clock.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
 
 namespace tessera::exec {
@@ -55,7 +56,11 @@ struct run_result {
     std::vector<std::vector<top1_score>> scores;         ///< beside losses, for models that score (ScoredModel); sum: the total
     std::vector<std::vector<Tensor>> outputs;       ///< per replica, by the output mode (inference)
     std::vector<std::vector<std::size_t>> selected; ///< per replica: which micro-batches (d × M + m) were returned
-    double modelled_seconds = 0;                    ///< the modelled clock: latest IPU
+    double modelled_seconds = 0;                    ///< the modelled clock: latest IPU (this call's device time)
+    /// Sessions: this call on the modelled clock with its host (session_options::host and loading):
+    /// when its batch was ready, when the IPUs started and finished it, and what they waited for the
+    /// host. host.end of an epoch's last call minus that of the previous epoch's is the modelled epoch.
+    emulator::call_timing host{};
     double wall_seconds = 0;                        ///< the real clock
     std::vector<emulator::modelled_clock> clocks;   ///< every IPU's modelled clock (replica-major)
 };

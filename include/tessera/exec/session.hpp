@@ -17,27 +17,14 @@
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/executor.hpp"
+#include "tessera/exec/host_work.hpp"
+#include "tessera/exec/compile.hpp"
 #include "tessera/exec/memory_plan.hpp"
 #include "tessera/exec/schedule.hpp"
-#include "tessera/exec/staged_network.hpp"
+#include "tessera/exec/session_options.hpp"
 #include "tessera/report/progress_bar.hpp"
 
 namespace tessera::exec {
-
-/// Settings of a session that are not policies.
-struct session_options {
-    emulator::device_spec device{};       ///< the emulated IPU's figures
-    std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
-    bool record_trace = true;             ///< keep the modelled clocks' intervals (timeline reports)
-    tensor_locations locations{};         ///< on chip or in Streaming Memory, per kind of tensor
-    cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
-    std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
-                                              ///< marks); empty = balanced automatically by FLOPs
-    std::vector<bool> recompute{};  ///< networks: per stage, recompute the forward during backward instead of
-                                    ///< stashing activations (PopTorch's recomputation checkpoints); empty = none
-    std::size_t kernel_threads_per_ipu = 1;  ///< networks: threads for each IPU's kernels (more cores than
-                                             ///< IPUs); results are the same as with one
-};
 
 /// A compiled model: R replicas of a staged model on R × IPUs-per-replica emulated IPUs.
 /// Graph compilation (schedule, memory plan, threads) happens in the constructor: configuration
@@ -58,7 +45,9 @@ public:
     session(const M& model, config::options options = {}, session_options settings = {})
         : m_batching(config::make_batching<C>(options)),
           m_executor(compile(model, m_batching, settings)),
-          m_models(m_batching.local_replicas(), model) {}
+          m_models(m_batching.local_replicas(), model),
+          m_host(settings.host, settings.loading),
+          m_host_work(host_work_of(m_executor->costs(), m_batching, settings.host)) {}
 
     /// One host call: D device iterations (training: D weight updates). feed(group, d, m) -> {input, label}
     /// gives micro-batch m of iteration d for replica input group `group` (replicas in one input group
@@ -72,8 +61,10 @@ public:
             return C::is_training ? feed(r / group, d, m) : feed(r / group, m, 0);
         };
         const std::size_t iterations = C::is_training ? m_batching.device_iterations : 1;
-        return m_executor->run(std::span<M>(m_models), grouped, iterations,
-                               output_selection::of<typename C::output_mode>());
+        auto result = m_executor->run(std::span<M>(m_models), grouped, iterations,
+                                      output_selection::of<typename C::output_mode>());
+        result.host = m_host.call(m_host_work.prepare_seconds, m_host_work.feed_seconds, result.modelled_seconds);
+        return result;
     }
 
     /// One host call from a combined batch of micro-batches ordered [iteration][input group][micro-batch].
@@ -94,6 +85,10 @@ public:
     [[nodiscard]] const schedule& program() const noexcept { return m_executor->program(); }
     [[nodiscard]] const memory_plan& plan() const noexcept { return m_executor->plan(); }
     [[nodiscard]] const cost_model& costs() const noexcept { return m_executor->costs(); }
+    /// The host's side of the modelled clock over this session's calls so far.
+    [[nodiscard]] const emulator::host_clock& host() const noexcept { return m_host; }
+    /// What each call asks of the host (per process).
+    [[nodiscard]] const host_work& host_work_per_call() const noexcept { return m_host_work; }
     /// The compiled executor (its IPUs, their clocks and memory).
     [[nodiscard]] executor<M>& device() noexcept { return *m_executor; }
     /// The weights on the device (replica 0; every replica holds the same after an update).
@@ -117,53 +112,16 @@ private:
     }
 
     static std::unique_ptr<executor<M>> compile(const M& model, const config::batching& b, const session_options& settings) {
-        using strategy = typename C::strategy;
-        const std::size_t replicas = b.local_replicas();
-        const std::size_t stages = strategy::stages;
         report::progress_bar bar(settings.progress ? *settings.progress : null_stream(), "Graph compilation",
-                                 stages + 3, {.redraw = settings.progress ? report::redraw_mode::automatic
-                                                                          : report::redraw_mode::never});
-        if (model.stages() != stages)
-            throw config::config_error("tessera::exec::session: the strategy has " + std::to_string(stages) +
-                                       " stages, the model " + std::to_string(model.stages()));
-        const std::size_t micro_batches = C::is_training ? b.gradient_accumulation : b.device_iterations;
-        cross_process_reduction across = settings.across;
-        if (b.instances > 1 && !across.reduce)
-            throw config::config_error("tessera::exec::session: " + std::to_string(b.instances) +
-                                       " instances need a cross-process reduction (session_options::across, from "
-                                       "tessera::dist); without one the replicas of different processes would diverge");
-        if (across.reduce) across.processes = b.instances;
-        schedule_request request = request_for<strategy>(micro_batches, C::is_training, replicas * across.processes);
-        // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
-        request.check_overflow = C::is_training && C::precision::loss_scaling::is_dynamic;
-        schedule sched = make_schedule(request);
-        bar.update();
-        cost_model costs;
-        costs.bits = C::precision::storage_bits;
-        costs.locations = settings.locations;
-        for (std::size_t s = 0; s < stages; ++s) {
-            costs.stages.push_back(model.cost(s));
-            bar.update();
-        }
-        describe_host_io(costs, b);
+                                 C::strategy::stages + 3, {.redraw = settings.progress ? report::redraw_mode::automatic
+                                                                                       : report::redraw_mode::never});
+        compiled_plan plan = compile_plan<C>(model, b, settings, [&] { bar.update(); });
         bar.update();  // memory plan and threads: checked and started by the executor
-        auto ex = std::make_unique<executor<M>>(std::move(sched), std::move(costs), replicas, settings.device,
-                                                C::accumulation_reduction, settings.record_trace, std::move(across));
+        auto ex = std::make_unique<executor<M>>(std::move(plan.program), std::move(plan.costs), b.local_replicas(),
+                                                settings.device, C::accumulation_reduction, settings.record_trace,
+                                                std::move(plan.across));
         bar.update();
         return ex;
-    }
-    // What crosses the host link per micro-batch, as the config's I/O policy sends it: the input at
-    // its bytes per value (8-bit I/O: one, and the first IPU normalises it; float I/O to a 16-bit
-    // model: four, and the IPU casts), class labels as 32-bit integers, and per selected micro-batch
-    // the loss and top-1 score (training) or the output (inference).
-    static void describe_host_io(cost_model& costs, const config::batching& b) {
-        using io = typename C::io_policy;
-        const double values = double(costs.stages.front().input_bytes) / (C::precision::storage_bits / 8.0);
-        costs.infeed_bytes = static_cast<std::size_t>(values) * io::bytes_per_value;
-        if (io::is_eight_bit || io::bytes_per_value * 8 != std::size_t(C::precision::storage_bits))
-            costs.infeed_passes.push_back(nn::pass::elementwise(nn::pass_phase::forward, values, 2));
-        if constexpr (C::is_training && std::is_same_v<label, class_labels>) costs.label_bytes = b.micro_batch * sizeof(std::int32_t);
-        costs.output_bytes_to_host = sizeof(float) * (ScoredModel<M> ? 2 : 1);  // a loss, and an accuracy
     }
 
     static std::ostream& null_stream() {
@@ -178,6 +136,8 @@ private:
     config::batching m_batching;
     std::unique_ptr<executor<M>> m_executor;  // owns threads: held by pointer so sessions move
     std::vector<M> m_models;
+    emulator::host_clock m_host;
+    host_work m_host_work;
 };
 
 /// A training session of `model` under config `C` (PopTorch's poptorch.trainingModel).

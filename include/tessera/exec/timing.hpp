@@ -97,9 +97,15 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
         case opcode::all_reduce: {
             // A ring all-reduce: each replica sends and receives 2 (R - 1) / R of the gradients, one
             // direction of its IPU-Links, while its neighbour does the same.
-            const double r = double(sched.request.replicas);
-            clock.transfer(2.0 * (r - 1.0) / r * double(c.accumulator_bytes()), link::ipu_link, activity::all_reduce,
-                           std::move(name));
+            const double r = double(sched.request.replicas), bytes = double(c.accumulator_bytes());
+            clock.transfer(2.0 * (r - 1.0) / r * bytes, link::ipu_link, activity::all_reduce, std::move(name));
+            if (costs.processes > 1 && costs.host_network_bandwidth > 0) {  // to the host, a ring over the network, back
+                const double p = double(costs.processes);
+                clock.transfer(bytes, link::host_link, activity::all_reduce, also("to host"));
+                clock.advance(2.0 * (p - 1.0) / p * bytes / costs.host_network_bandwidth, activity::all_reduce,
+                              also("across hosts"));
+                clock.transfer(bytes, link::host_link, activity::all_reduce, also("from host"));
+            }
             break;
         }
         case opcode::update:

@@ -1,0 +1,98 @@
+#pragma once
+// Dry runs: whole epochs on the modelled clock from the schedule and the cost model, computing nothing.
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/config/batching.hpp"
+#include "tessera/config/config.hpp"
+#include "tessera/config/error.hpp"
+#include "tessera/emulator/host_clock.hpp"
+#include "tessera/emulator/modelled_clock.hpp"
+#include "tessera/exec/compile.hpp"
+#include "tessera/exec/concepts.hpp"
+#include "tessera/exec/host_work.hpp"
+#include "tessera/exec/memory_plan.hpp"
+#include "tessera/exec/network_session.hpp"
+#include "tessera/exec/run_result.hpp"
+#include "tessera/exec/session_options.hpp"
+#include "tessera/exec/timing.hpp"
+
+namespace tessera::exec {
+
+/// What a dry run predicts for one epoch.
+struct epoch_estimate {
+    std::size_t calls = 0;             ///< host calls in the epoch (each process)
+    std::size_t samples = 0;           ///< samples trained on, over all processes
+    double seconds = 0;                ///< the modelled epoch: host and IPUs
+    double device_seconds = 0;         ///< of which the IPUs ran calls
+    double host_wait_seconds = 0;      ///< and waited for the host (data, feeding, dispatch)
+    double call_device_seconds = 0;    ///< one call on the IPUs
+    host_work host_per_call{};         ///< one call's host work (one process)
+    compiled_plan plan{};              ///< the schedule and costs that were charged
+    memory_plan memory{};              ///< per IPU of one replica
+    std::vector<emulator::modelled_clock> call_clocks;  ///< one call of one replica, per IPU (recorded)
+
+    [[nodiscard]] double samples_per_second() const noexcept { return seconds > 0 ? double(samples) / seconds : 0.0; }
+};
+
+/// Predicts epochs of a staged model under config C without running anything: graph compilation as
+/// a session does it (the same schedule, costs, memory plan — out_of_device_memory if it does not
+/// fit), one call's IPU time by simulate(), and `epochs` epochs of host calls on a host_clock with
+/// the session's host and loading settings. The threaded executor gives the same modelled seconds
+/// for the same configuration. `samples`: the dataset's size (each process gets an equal share;
+/// drop_last: calls = floor(share / combined batch)). The epoch returned is the last one (the first
+/// of an async run includes filling the prefetch ring).
+/// @code
+///   auto e = exec::dry_run<cfg>(model, {.micro_batch = 32, .gradient_accumulation = 8}, 50'000,
+///                               {.loading = {.async = true}});
+///   std::printf("%.1f s, %.0f images/s\n", e.seconds, e.samples_per_second());
+/// @endcode
+template <config::Config C, StagedModel M>
+[[nodiscard]] epoch_estimate dry_run(const M& model, config::options options, std::size_t samples,
+                                     session_options settings = {}, std::size_t epochs = 2) {
+    const config::batching b = config::make_batching<C>(options);
+    b.check_fits_dataset(samples);
+    epoch_estimate e;
+    e.plan = compile_plan<C>(model, b, settings, [] {}, compile_for::dry_run);
+    e.memory = plan_memory(e.plan.program, e.plan.costs, settings.device);
+    const std::size_t iterations = C::is_training ? b.device_iterations : 1;
+    e.call_clocks = simulate(e.plan.program, e.plan.costs, settings.device, iterations,
+                             output_selection::of<typename C::output_mode>(), settings.record_trace);
+    for (const auto& c : e.call_clocks) e.call_device_seconds = std::max(e.call_device_seconds, c.now());
+    e.host_per_call = host_work_of(e.plan.costs, b, settings.host);
+    e.calls = samples / b.instances / b.combined_batch();
+    e.samples = e.calls * b.combined_batch() * b.instances;
+    emulator::host_clock host(settings.host, settings.loading);
+    for (std::size_t epoch = 0; epoch < std::max<std::size_t>(epochs, 1); ++epoch) {
+        const double start = host.now(), waited = host.host_wait();
+        for (std::size_t k = 0; k < e.calls; ++k)
+            (void)host.call(e.host_per_call.prepare_seconds, e.host_per_call.feed_seconds, e.call_device_seconds);
+        e.seconds = host.now() - start;
+        e.host_wait_seconds = host.host_wait() - waited;
+    }
+    e.device_seconds = double(e.calls) * e.call_device_seconds;
+    return e;
+}
+
+/// dry_run of a unit network (nn::resnet) cut into C's stages as training_model would cut it: at
+/// settings.first_units, or balanced by FLOPs.
+/// @code
+///   nn::resnet50<cfg::half> net(3, 1000);
+///   auto e = exec::dry_run<cfg>(net, optim::sgd({.momentum = 0.9}), {1, 224, 224, 3}, {.micro_batch = 18}, 1'281'167);
+/// @endcode
+template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
+[[nodiscard]] epoch_estimate dry_run(const N& net, const O& optimizer, tessera::tensor::shape sample,
+                                     config::options options, std::size_t samples, session_options settings = {},
+                                     std::size_t epochs = 2) {
+    const config::batching b = config::make_batching<C>(options);
+    sample.n = b.micro_batch;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
+    staged_network<N, O> model(net, std::move(first), sample, optimizer);
+    if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
+    return dry_run<C>(model, options, samples, std::move(settings), epochs);
+}
+
+}  // namespace tessera::exec

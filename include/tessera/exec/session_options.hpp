@@ -1,0 +1,32 @@
+#pragma once
+// The settings of a session that are not policies: the device, the host, reports, stage cuts.
+#include <cstddef>
+#include <ostream>
+#include <vector>
+
+#include "tessera/emulator/device_spec.hpp"
+#include "tessera/emulator/host_clock.hpp"
+#include "tessera/emulator/host_spec.hpp"
+#include "tessera/exec/cost.hpp"
+#include "tessera/exec/cross_process.hpp"
+
+namespace tessera::exec {
+
+/// Settings of a session that are not policies.
+struct session_options {
+    emulator::device_spec device{};       ///< the emulated IPU's figures
+    std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
+    bool record_trace = true;             ///< keep the modelled clocks' intervals (timeline reports)
+    tensor_locations locations{};         ///< on chip or in Streaming Memory, per kind of tensor
+    cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
+    std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
+                                              ///< marks); empty = balanced automatically by FLOPs
+    std::vector<bool> recompute{};  ///< networks: per stage, recompute the forward during backward instead of
+                                    ///< stashing activations (PopTorch's recomputation checkpoints); empty = none
+    std::size_t kernel_threads_per_ipu = 1;  ///< networks: threads for each IPU's kernels (more cores than
+                                             ///< IPUs); results are the same as with one
+    emulator::host_spec host{};              ///< the host on the modelled clock (run_result::host)
+    emulator::host_loading loading{};        ///< how it loads: sync or async, workers, prefetch depth
+};
+
+}  // namespace tessera::exec
