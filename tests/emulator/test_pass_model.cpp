@@ -1,0 +1,99 @@
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include "tessera/emulator/pass_model.hpp"
+
+namespace emu = tessera::emulator;
+namespace nn = tessera::nn;
+using enum nn::pass_phase;
+
+namespace {
+// One tile, 4 exchange bytes and 64 fp16 MACs per cycle, no calibrated overhead: cycles by hand.
+emu::device_spec one_tile() {
+    emu::device_spec s;
+    s.tiles = 1;
+    s.clock_hz = 1e9;
+    s.fp16_flops = 128e9;   // 64 MACs per cycle
+    s.fp32_flops = 32e9;    // 16
+    s.exchange_bandwidth = 4e9;
+    s.memory_bandwidth = 24e9;
+    s.pass_overhead_cycles = 0;
+    return s;
+}
+}  // namespace
+
+TEST_CASE("pass model: a contraction on one tile, cycle by cycle", "[emulator][cost]") {
+    const auto spec = one_tile();
+    // 6 rows of 16 × 16 channels, 1×1: one (output group, input group) step. The vertex's supervisor
+    // overhead 109; weights into the conv units 16·16·2 B / 16 B per cycle = 32; each of 6 workers
+    // takes its row: 20 set-up + 1 row × 4 cycles. Exchange: 6 rows × 16 halves and 16 × 16 weights,
+    // 704 bytes at 4 per cycle; one sync of 90.
+    const auto c = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 16);
+    CHECK(c.compute == 109 + 32 + 6 * (20 + 4));
+    CHECK(c.exchange == Approx((6 * 16 * 2 + 16 * 16 * 2) / 4.0));
+    CHECK(c.sync == 90);
+    CHECK(c.overhead == 0);
+    CHECK(c.tiles == 1);
+    // Three input channels fill an AMP group of 16 no faster; 17 take two groups (two steps and
+    // twice the weights) — the channel counts the AMP is built around.
+    const auto three = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 3), spec, 16);
+    CHECK(three.compute == c.compute);
+    const auto seventeen = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 17), spec, 16);
+    CHECK(seventeen.compute == 109 + 2 * (32 + 6 * (20 + 4)));
+    // fp32: groups of 8 × 8 at 16 MACs per cycle, so 2 × 2 steps of 4 cycles per row, weights 8·8·4/16 = 16.
+    const auto fp32 = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 32);
+    CHECK(fp32.compute == 109 + 4 * (16 + 6 * (20 + 4)));
+}
+
+TEST_CASE("pass model: rows spread over the tiles until each has one", "[emulator][cost]") {
+    auto spec = one_tile();
+    spec.tiles = 8;
+    spec.fp16_flops = 8 * 128e9;
+    spec.exchange_bandwidth = 8 * 4e9;
+    // 48 rows over 8 tiles: 6 each, the one-tile figure per tile; 8 rows over 8 tiles: 1 each.
+    const auto c = emu::cycles_of(nn::pass::contraction(forward, 48, 16, 16), spec, 16);
+    CHECK(c.tiles == 8);
+    CHECK(c.compute == 109 + 32 + 6 * (20 + 4));
+    const auto few = emu::cycles_of(nn::pass::contraction(forward, 8, 16, 16), spec, 16);
+    CHECK(few.compute == 109 + 32 + 6 * (20 + 4));  // one row per tile: the workers' set-up dominates
+    CHECK(few.exchange == Approx((16 * 2 + 16 * 16 * 2) / 4.0));
+}
+
+TEST_CASE("pass model: element-wise and reduction passes", "[emulator][cost]") {
+    const emu::device_spec gc200{};
+    // 4,800 halves over tiles holding a vector per worker at least: 200 tiles of 24. Per worker one
+    // vector of each of 3 operands: 11 + 6 × (26 + 3) cycles.
+    const auto add = emu::cycles_of(nn::pass::elementwise(forward, 4800, 3), gc200, 16);
+    CHECK(add.tiles == 200);
+    CHECK(add.compute == 11 + 6 * (26 + 3));
+    CHECK(add.sync == 90);
+    CHECK(add.exchange == 0);
+    CHECK(add.overhead == gc200.pass_overhead_cycles);
+    // A reduction adds a second superstep: the partials are exchanged and added.
+    const auto sum = emu::cycles_of(nn::pass::reduction(forward, 4800, 1, 2), gc200, 16);
+    CHECK(sum.sync == 2 * 90);
+    CHECK(sum.exchange > 0);
+    CHECK(sum.compute > emu::cycles_of(nn::pass::elementwise(forward, 4800, 1), gc200, 16).compute);
+    // seconds_of adds the passes' cycles at the clock.
+    const std::vector<nn::pass> two{nn::pass::elementwise(forward, 4800, 3), nn::pass::elementwise(forward, 4800, 3)};
+    CHECK(emu::seconds_of(two, gc200, 16) == Approx(2 * add.total() / gc200.clock_hz));
+    REQUIRE_THROWS_AS(emu::cycles_of(two[0], gc200, 8), std::invalid_argument);
+}
+
+TEST_CASE("pass model: the GC200 runs large layers near its peak and small ones far below", "[emulator][cost]") {
+    emu::device_spec gc200{};
+    gc200.pass_overhead_cycles = 0;
+    const auto efficiency = [&](const nn::pass& p) {
+        return 2 * p.macs() / gc200.flops_per_second(16) / gc200.seconds(emu::cycles_of(p, gc200, 16).total());
+    };
+    // ResNet-50's 3×3 convolution of 64 channels at 56 × 56, micro-batch 18; a CIFAR ResNet's 1×1
+    // of 1,024 to 256 channels at 2 × 2, micro-batch 32; the 7×7 stem on 3 input channels.
+    const double big = efficiency(nn::pass::contraction(forward, 56 * 56 * 18, 64, 64, 9));
+    const double small = efficiency(nn::pass::contraction(forward, 2 * 2 * 32, 256, 1024));
+    const double stem = efficiency(nn::pass::contraction(forward, 112 * 112 * 18, 64, 3, 49));
+    CHECK(big > 0.4);
+    CHECK(big < 1.0);
+    CHECK(small < 0.2);
+    CHECK(stem < 0.3);  // 3 of 16 AMP input lanes
+}

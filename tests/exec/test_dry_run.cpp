@@ -1,0 +1,137 @@
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../emulator/deadline.hpp"
+#include "tessera/config.hpp"
+#include "tessera/data.hpp"
+#include "tessera/exec.hpp"
+#include "tessera/nn.hpp"
+#include "tessera/optim.hpp"
+
+namespace cfg = tessera::config;
+namespace data = tessera::data;
+namespace emu = tessera::emulator;
+namespace exec = tessera::exec;
+namespace nn = tessera::nn;
+namespace optim = tessera::optim;
+
+namespace {
+
+using net_t = nn::resnet20<cfg::fp32>;
+constexpr std::size_t side = 8, micro_batch = 4, values_per_sample = side * side;
+const tessera::tensor::shape sample{1, side, side, 1};
+
+template <class Io, class Output = cfg::final>
+using small_config = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<3>,
+                                 cfg::device_iterations<2>, cfg::replication<2>, Io, Output>;
+
+const optim::sgd sgd({.learning_rate = 0.05, .momentum = 0.9});
+
+double total(const emu::modelled_clock& clock, const std::string& prefix) {
+    double t = 0;
+    for (const auto& e : clock.trace())
+        if (e.label.rfind(prefix, 0) == 0) t += e.end - e.start;
+    return t;
+}
+std::size_t count(const emu::modelled_clock& clock, const std::string& prefix) {
+    std::size_t n = 0;
+    for (const auto& e : clock.trace()) n += e.label.rfind(prefix, 0) == 0 ? 1 : 0;
+    return n;
+}
+
+data::in_memory_dataset<std::uint8_t> bytes_dataset(std::size_t samples) {
+    std::vector<std::uint8_t> values;
+    std::vector<data::label_t> labels;
+    for (std::size_t i = 0; i < samples; ++i) {
+        for (std::size_t k = 0; k < values_per_sample; ++k) values.push_back(std::uint8_t((i * 37 + k * 11) % 251));
+        labels.push_back(data::label_t(i % 10));
+    }
+    return {{1, side, side}, 10, std::move(values), std::move(labels), "bytes"};
+}
+
+}  // namespace
+
+TEST_CASE("8-bit I/O moves a quarter of float's host bytes, and the IPU normalises what it receives", "[exec][cost]") {
+    const net_t net(1, 10);
+    const emu::device_spec spec{};
+    const auto eight = exec::dry_run<small_config<cfg::eight_bit_io>>(net, sgd, sample, {.micro_batch = micro_batch}, 96);
+    const auto floats = exec::dry_run<small_config<cfg::float_io>>(net, sgd, sample, {.micro_batch = micro_batch}, 96);
+    // Per micro-batch: 4 samples × 64 values, 1 byte each or 4.
+    CHECK(eight.plan.costs.host_input_bytes() == micro_batch * values_per_sample);
+    CHECK(floats.plan.costs.host_input_bytes() == 4 * micro_batch * values_per_sample);
+    CHECK(eight.host_per_call.bytes * 4 == floats.host_per_call.bytes);
+    // On the modelled clock each load moves those bytes over the host link (3.3 GB/s to one IPU) ...
+    const double load = double(micro_batch * values_per_sample) / spec.host_link_bandwidth;
+    CHECK(total(eight.call_clocks[0], "load s0 mb0") == Approx(2 * load));  // D = 2 iterations
+    CHECK(total(floats.call_clocks[0], "load s0 mb0") == Approx(2 * 4 * load));
+    // ... and with 8-bit I/O the first IPU normalises the 256 values: one element-wise pass reading
+    // bytes and writing the compute type, by the pass model.
+    REQUIRE(eight.plan.costs.infeed_passes.size() == 1);
+    CHECK(eight.plan.costs.infeed_passes[0] == nn::pass::elementwise(nn::pass_phase::forward, 256, 2));
+    CHECK(floats.plan.costs.infeed_passes.empty());
+    const double normalise = emu::seconds_of(eight.plan.costs.infeed_passes, spec, 32);
+    CHECK(total(eight.call_clocks[0], "normalise load s0") == Approx(2 * 3 * normalise));
+    // The host prepares 8-bit values at its own (lower) cost per value.
+    const emu::host_spec host{};
+    CHECK(eight.host_per_call.prepare_seconds ==
+          Approx(double(eight.host_per_call.samples * values_per_sample) * host.eight_bit_seconds_per_value));
+    CHECK(floats.host_per_call.prepare_seconds ==
+          Approx(double(floats.host_per_call.samples * values_per_sample) * host.float_seconds_per_value));
+}
+
+TEST_CASE("output modes charge only what they send: final one micro-batch per call, all every one", "[exec][cost]") {
+    const net_t net(1, 10);
+    const emu::device_spec spec{};
+    const auto final_mode = exec::dry_run<small_config<cfg::eight_bit_io, cfg::final>>(net, sgd, sample,
+                                                                                      {.micro_batch = micro_batch}, 96);
+    const auto all_mode = exec::dry_run<small_config<cfg::eight_bit_io, cfg::all>>(net, sgd, sample,
+                                                                                  {.micro_batch = micro_batch}, 96);
+    const auto sum_mode = exec::dry_run<small_config<cfg::eight_bit_io, cfg::sum>>(net, sgd, sample,
+                                                                                  {.micro_batch = micro_batch}, 96);
+    // The last IPU computes the loss; each output sent is a loss and an accuracy (8 bytes).
+    const auto& last = [](const exec::epoch_estimate& e) -> const emu::modelled_clock& { return e.call_clocks.back(); };
+    CHECK(count(last(final_mode), "outfeed") == 1);
+    CHECK(count(last(all_mode), "outfeed") == 2 * 3);  // D × G
+    CHECK(count(last(sum_mode), "outfeed") == 1);      // the total, with the last micro-batch
+    CHECK(total(last(all_mode), "outfeed") == Approx(6 * 8.0 / spec.host_link_bandwidth));
+    CHECK(total(last(final_mode), "outfeed") == Approx(8.0 / spec.host_link_bandwidth));
+}
+
+TEST_CASE("a dry run's epoch equals a threaded session's on the same configuration", "[exec][threads]") {
+    using c = small_config<cfg::eight_bit_io>;
+    const net_t net(1, 10);
+    const auto dataset = bytes_dataset(192);  // 4 calls of 4 × D 2 × G 3 × R 2 = 48 samples
+    const exec::session_options settings{.record_trace = false, .loading = {.async = true, .prefetch_depth = 2}};
+    const auto dry = exec::dry_run<c>(net, sgd, sample, {.micro_batch = micro_batch}, dataset.size(), settings, 1);
+    auto run = exec::training_model<c>(net, sgd, sample, {.micro_batch = micro_batch}, settings);
+    auto loader = data::make_data_loader<c>(dataset, {.micro_batch = micro_batch}, {.mode = data::loader_mode::async});
+    const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
+    std::size_t calls = 0;
+    for (auto& batch : loader) {
+        const auto r = tessera::test::within_deadline(120, "session call", [&] {
+            return run(exec::batch_feed<cfg::fp32, std::uint8_t>(batch, run.batching(), norm));
+        });
+        CHECK(r.modelled_seconds == Approx(dry.call_device_seconds).epsilon(1e-12));
+        ++calls;
+    }
+    CHECK(calls == dry.calls);
+    CHECK(dry.calls == 4);
+    CHECK(run.host().now() == Approx(dry.seconds).epsilon(1e-12));
+    CHECK(run.host().host_wait() == Approx(dry.host_wait_seconds).epsilon(1e-12));
+    CHECK(dry.seconds > dry.device_seconds);
+}
+
+TEST_CASE("a dry run refuses what a session refuses", "[exec]") {
+    const net_t net(1, 10);
+    using too_shallow = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<cfg::dynamic>>;
+    REQUIRE_THROWS_AS(exec::dry_run<too_shallow>(net, sgd, sample, {.micro_batch = 4, .gradient_accumulation = 2}, 96),
+                      cfg::pipeline_depth_error);
+    REQUIRE_THROWS_AS(exec::dry_run<small_config<cfg::float_io>>(net, sgd, sample, {.micro_batch = 4}, 10),
+                      cfg::batch_error);
+    const emu::device_spec tiny{.tiles = 1, .memory_per_tile = 1024};
+    REQUIRE_THROWS_AS(exec::dry_run<small_config<cfg::float_io>>(net, sgd, sample, {.micro_batch = 4}, 96, {.device = tiny}),
+                      emu::out_of_device_memory);
+}
