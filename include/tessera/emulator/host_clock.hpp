@@ -14,6 +14,7 @@ namespace tessera::emulator {
 /// How a host process loads data: PopTorch's DataLoader modes.
 struct host_loading {
     bool async = false;              ///< false: prepared when the loop asks for it; true: prepared ahead
+    bool rebatched = false;          ///< async: the workers share each batch (PopTorch's AsyncRebatched), not one each
     std::size_t workers = 1;         ///< loader workers per process (PopTorch's num_workers = 0: the loop itself, 1)
     std::size_t prefetch_depth = 3;  ///< async: batches prepared ahead at most (PopTorch's ring buffer: 3)
     std::size_t instances = 1;       ///< host processes, each preparing its own share on its own workers
@@ -39,7 +40,8 @@ struct call_timing {
 /// it over plus host_spec::dispatch_seconds, then `device` seconds on the IPUs. Synchronous loading
 /// prepares a call's batch after the previous call returns, its workers splitting the batch; async
 /// loading gives each batch to a worker as soon as a slot of the prefetch ring is free (a slot is
-/// freed when the loop takes its batch), so preparation hides behind the IPUs up to the ring's depth.
+/// freed when the loop takes its batch), so preparation hides behind the IPUs up to the ring's depth
+/// (at most that many workers are busy); rebatched async loading has all workers share each batch.
 /// The processes of a multi-instance run prepare their shares at the same time; workers beyond the
 /// host's cores do not help.
 /// @code
@@ -69,9 +71,11 @@ public:
         } else {
             // The oldest of the ring's slots is free once the loop took the batch that held it.
             const double slot_free = m_taken.size() < m_loading.prefetch_depth ? 0.0 : m_taken.front();
-            auto worker = std::min_element(m_worker_free.begin(), m_worker_free.end());
+            // One worker per batch, or (rebatched) all of them on each batch in turn.
+            auto worker = m_loading.rebatched ? m_worker_free.begin()
+                                              : std::min_element(m_worker_free.begin(), m_worker_free.end());
             const double start = std::max(*worker, slot_free);
-            *worker = t.ready = start + prepare;
+            *worker = t.ready = start + (m_loading.rebatched ? prepare / double(m_workers) : prepare);
         }
         const double taken = std::max(m_now, t.ready);
         if (m_loading.async) {

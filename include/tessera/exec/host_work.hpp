@@ -3,6 +3,8 @@
 #include <cstddef>
 
 #include "tessera/config/batching.hpp"
+#include "tessera/data/loader_options.hpp"
+#include "tessera/emulator/host_clock.hpp"
 #include "tessera/emulator/host_spec.hpp"
 #include "tessera/exec/cost.hpp"
 
@@ -32,6 +34,19 @@ struct host_work {
     w.prepare_seconds = host.prepare_seconds(w.samples, values, std::size_t(bytes_per_value));
     w.feed_seconds = host.feed_seconds(w.bytes);
     return w;
+}
+
+/// The host_loading of a data loader's options, for session_options::loading (so the modelled clock
+/// loads as the loader does).
+/// @code
+///   auto run = exec::training_model<c>(net, sgd, sample, counts, {.loading = exec::loading_of(loader_options)});
+/// @endcode
+[[nodiscard]] inline emulator::host_loading loading_of(const data::loader_options& o) noexcept {
+    return {.async = o.mode != data::loader_mode::sync,
+            .rebatched = o.mode == data::loader_mode::async_rebatched,
+            .workers = o.num_workers == 0 ? 1 : o.num_workers,
+            .prefetch_depth = o.prefetch_depth == 0 ? 1 : o.prefetch_depth,
+            .instances = o.size == 0 ? 1 : o.size};
 }
 
 }  // namespace tessera::exec
