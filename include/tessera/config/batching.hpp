@@ -17,6 +17,9 @@ struct options {
     std::optional<std::size_t> gradient_accumulation{};
     std::optional<std::size_t> device_iterations{};
     std::optional<std::size_t> available_ipus{};  ///< IPUs the (emulated) system has; unchecked if empty
+    std::optional<std::size_t> replicas{};        ///< replication<dynamic>
+    std::optional<std::size_t> instances{};       ///< instances<dynamic>
+    std::optional<std::size_t> input_group{};     ///< replication<R, dynamic>: replicas sharing an input slice
 };
 
 /// The validated counts of one configuration, all known.
@@ -88,13 +91,20 @@ batching make_batching(const options& opts) {
     b.gradient_accumulation =
         detail::resolve_count("gradient_accumulation", C::gradient_accumulation, opts.gradient_accumulation);
     b.device_iterations = detail::resolve_count("device_iterations", C::device_iterations, opts.device_iterations);
-    b.replicas = C::replicas;
-    b.instances = C::instances;
-    b.input_group = C::input_group;
+    b.replicas = detail::resolve_count("replicas", C::replicas, opts.replicas);
+    b.instances = detail::resolve_count("instances", C::instances, opts.instances);
+    b.input_group = detail::resolve_count("input_group", C::input_group, opts.input_group);
     b.stages = C::stages;
     b.training = C::is_training;
 
     using detail::str;
+    if (b.replicas % b.instances != 0)
+        throw replication_error("tessera::config: " + str(b.replicas) + " replicas cannot be divided among " +
+                                str(b.instances) + " instances (every host process owns R / P whole replicas); "
+                                "choose R as a multiple of P");
+    if (b.local_replicas() % b.input_group != 0)
+        throw replication_error("tessera::config: the input group of " + str(b.input_group) + " replicas does not "
+                                "divide the " + str(b.local_replicas()) + " replicas of each instance");
     const std::size_t s = b.stages, g = b.gradient_accumulation, d = b.device_iterations;
     if (C::strategy::kind == strategy_kind::pipelined) {
         if (b.training && g < 2 * s - 1)
@@ -113,9 +123,9 @@ batching make_batching(const options& opts) {
     if (opts.available_ipus && C::available_ipus != dynamic && *opts.available_ipus != C::available_ipus)
         throw config_error("tessera::config: available_ipus is fixed to " + str(C::available_ipus) +
                            " by the config, but options give " + str(*opts.available_ipus));
-    if (available != dynamic && C::ipus_needed > available)
-        throw replication_error("tessera::config: the configuration needs " + str(C::ipus_needed) + " IPUs (" +
-                                str(C::replicas) + " replicas × " + str(C::ipus_per_replica) +
+    if (available != dynamic && b.replicas * C::ipus_per_replica > available)
+        throw replication_error("tessera::config: the configuration needs " + str(b.replicas * C::ipus_per_replica) +
+                                " IPUs (" + str(b.replicas) + " replicas × " + str(C::ipus_per_replica) +
                                 " IPUs per replica) but the system has " + str(available));
     return b;
 }

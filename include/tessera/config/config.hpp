@@ -80,6 +80,9 @@ struct rebind<New, C<Ps...>> {
 [[nodiscard]] constexpr std::size_t times(std::size_t a, std::size_t b) noexcept {
     return a == dynamic || b == dynamic ? dynamic : a * b;
 }
+[[nodiscard]] constexpr std::size_t over(std::size_t a, std::size_t b) noexcept {
+    return a == dynamic || b == dynamic ? dynamic : a / b;
+}
 
 }  // namespace detail
 
@@ -134,29 +137,29 @@ public:
 
     static constexpr std::size_t stages = strategy::stages;
     static constexpr std::size_t ipus_per_replica = strategy::ipus_per_replica;
-    static constexpr std::size_t ipus_needed = replicas * ipus_per_replica;
+    static constexpr std::size_t ipus_needed = detail::times(replicas, ipus_per_replica);
 
 private:
     static constexpr bool is_pipelined = strategy::kind == strategy_kind::pipelined;
     static constexpr bool rules_checked =
         rules::replicas_divide_among_instances<replicas, instances>() &&
-        rules::input_groups_divide_local_replicas<replicas / instances, input_group>() &&
+        rules::input_groups_divide_local_replicas<detail::over(replicas, instances), input_group>() &&
         rules::ipus_needed_fit_the_system<replicas, ipus_per_replica, available_ipus>() &&
         rules::pipelined_training_needs_accumulation<is_training && is_pipelined, stages, gradient_accumulation>() &&
         rules::pipelined_inference_needs_device_iterations<!is_training && is_pipelined, stages, device_iterations>() &&
         rules::inference_has_no_gradient_accumulation<!is_training, gradient_accumulation>();
 
 public:
-    static constexpr std::size_t local_replicas = replicas / instances;
+    static constexpr std::size_t local_replicas = detail::over(replicas, instances);
     /// Micro-batches one host call consumes on this instance: D × G × R_local / input group
     /// (inference drops G); `dynamic` while a count is.
     static constexpr std::size_t micro_batches_per_call = detail::times(
-        detail::times(device_iterations, is_training ? gradient_accumulation : 1), local_replicas / input_group);
+        detail::times(device_iterations, is_training ? gradient_accumulation : 1), detail::over(local_replicas, input_group));
     /// Samples one host call consumes on this instance: micro_batch × micro_batches_per_call.
     static constexpr std::size_t combined_batch = detail::times(micro_batch, micro_batches_per_call);
     /// Distinct samples whose gradients make one weight update: micro_batch × G × R / input group.
     static constexpr std::size_t samples_per_update =
-        detail::times(detail::times(micro_batch, gradient_accumulation), replicas / input_group);
+        detail::times(detail::times(micro_batch, gradient_accumulation), detail::over(replicas, input_group));
 
     /// This configuration with `P` in place of the policy of its kind (or added).
     template <Policy P>

@@ -1,6 +1,6 @@
 #pragma once
 // The counts of the IPU batching model: replication, instances, gradient accumulation, device
-// iterations and the micro-batch. Any but replication and instances may be `dynamic`.
+// iterations and the micro-batch. Any may be `dynamic` (given at run time in config::options).
 #include <cstddef>
 #include <string_view>
 
@@ -13,7 +13,7 @@ namespace tessera::config {
 template <std::size_t R, std::size_t InputGroup = 1>
 struct replication {
     static_assert(R >= 1, "tessera::config::replication<R>: R must be at least 1 (1 means no replication)");
-    static_assert(InputGroup >= 1 && R % InputGroup == 0,
+    static_assert(InputGroup >= 1 && (R == dynamic || InputGroup == dynamic || R % InputGroup == 0),
                   "tessera::config::replication<R, InputGroup>: the input group size must divide R");
     using policy_category = category::replication;
     static constexpr std::size_t value = R;

@@ -10,7 +10,7 @@ namespace tessera::config::rules {
 
 template <std::size_t Replicas, std::size_t Instances>
 constexpr bool replicas_divide_among_instances() {
-    static_assert(Replicas % Instances == 0,
+    static_assert(Replicas == dynamic || Instances == dynamic || Replicas % Instances == 0,
                   "tessera::config: replication<R> must be divisible by instances<P> (every host process "
                   "owns R / P whole replicas); choose R as a multiple of P");
     return true;
@@ -18,7 +18,7 @@ constexpr bool replicas_divide_among_instances() {
 
 template <std::size_t LocalReplicas, std::size_t InputGroup>
 constexpr bool input_groups_divide_local_replicas() {
-    static_assert(LocalReplicas % InputGroup == 0,
+    static_assert(LocalReplicas == dynamic || InputGroup == dynamic || LocalReplicas % InputGroup == 0,
                   "tessera::config: the input group size of replication<R, InputGroup> must divide the "
                   "replicas of each instance (R / P)");
     return true;
@@ -26,7 +26,7 @@ constexpr bool input_groups_divide_local_replicas() {
 
 template <std::size_t Replicas, std::size_t IpusPerReplica, std::size_t Available>
 constexpr bool ipus_needed_fit_the_system() {
-    static_assert(Available == dynamic || Replicas * IpusPerReplica <= Available,
+    static_assert(Available == dynamic || Replicas == dynamic || Replicas * IpusPerReplica <= Available,
                   "tessera::config: the configuration needs more IPUs than available_ipus<N> offers "
                   "(replication<R> × IPUs per replica); lower R or use fewer stages");
     return true;

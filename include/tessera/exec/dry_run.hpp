@@ -60,7 +60,8 @@ template <config::Config C, StagedModel M>
     e.memory = plan_memory(e.plan.program, e.plan.costs, settings.device);
     const std::size_t iterations = C::is_training ? b.device_iterations : 1;
     e.call_clocks = simulate(e.plan.program, e.plan.costs, settings.device, iterations,
-                             output_selection::of<typename C::output_mode>(), settings.record_trace);
+                             settings.outputs.value_or(output_selection::of<typename C::output_mode>()),
+                             settings.record_trace);
     for (const auto& c : e.call_clocks) e.call_device_seconds = std::max(e.call_device_seconds, c.now());
     e.host_per_call = host_work_of(e.plan.costs, b, settings.host);
     e.calls = samples / b.instances / b.combined_batch();

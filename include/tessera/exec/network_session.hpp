@@ -1,6 +1,7 @@
 #pragma once
 // Sessions of unit networks (nn::resnet): the model and its optimizer, cut into the config's stages.
 #include <cstddef>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -40,12 +41,22 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
     // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
     // on overflow before each step's updates, and every stage skips an overflowing step together).
-    staged_network<N, O> model(net, std::move(first), sample, optimizer,
-                               loss_scale_rule::of<typename C::precision::loss_scaling>());
+    loss_scale_rule rule = loss_scale_rule::of<typename C::precision::loss_scaling>();
+    if (settings.loss_scale) rule.initial = *settings.loss_scale;
+    staged_network<N, O> model(net, std::move(first), sample, optimizer, rule);
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
     model.set_kernel_threads(settings.kernel_threads_per_ipu, detail::ipus_of_stages<typename C::strategy>());
     return session<C, staged_network<N, O>>(model, options, settings);
 }
+
+/// The optimizer of an inference session: inference schedules have no update, so it never steps.
+struct no_optimizer {
+    template <class S>
+    [[noreturn]] void step(S&, double) {
+        throw std::logic_error("tessera::exec::no_optimizer: an inference session has no optimizer step");
+    }
+    [[nodiscard]] std::size_t state_values_per_parameter() const noexcept { return 0; }
+};
 
 /// An inference session of a unit network: the config's inference form (G = 1, outputs `all`).
 template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
@@ -61,6 +72,16 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     model.set_mode(nn::mode::eval);  // running statistics, as model.eval() in PyTorch
     model.set_kernel_threads(settings.kernel_threads_per_ipu, detail::ipus_of_stages<typename I::strategy>());
     return session<I, staged_network<N, O>>(model, options, settings);
+}
+
+/// An inference session of a unit network without an optimizer (there is nothing to update).
+/// @code
+///   auto eval = exec::inference_model<cfg>(trained.model().network(), {1, 28, 28, 1}, {.micro_batch = 100});
+/// @endcode
+template <config::Config C, UnitNetwork N>
+[[nodiscard]] session<typename C::for_inference, staged_network<N, no_optimizer>> inference_model(
+    const N& net, tessera::tensor::shape sample, config::options options = {}, session_options settings = {}) {
+    return inference_model<C>(net, no_optimizer{}, sample, std::move(options), std::move(settings));
 }
 
 }  // namespace tessera::exec

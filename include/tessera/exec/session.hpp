@@ -8,6 +8,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,7 +39,22 @@ namespace tessera::exec {
 /// @endcode
 template <config::Config C, StagedModel M>
 class session {
+    // A model with a precision runs at the config's: the design choice is to refuse a mismatch here,
+    // at compile time, rather than train silently at another precision or convert weights behind
+    // the user's back (nn::resnet20<typename Config::precision> builds the model at the config's).
+    static constexpr bool precision_matches = [] {
+        if constexpr (requires { typename M::precision::data_type; typename M::precision::weight_type; })
+            return std::is_same_v<typename M::precision::data_type, typename C::precision::data_type> &&
+                   std::is_same_v<typename M::precision::weight_type, typename C::precision::weight_type>;
+        else
+            return true;
+    }();
+    static_assert(precision_matches,
+                  "tessera::exec::session: the model's precision must be the config's (its data and weight types): "
+                  "build the model at Config::precision, e.g. nn::resnet20<typename Config::precision>");
+
 public:
+    using model_type = M;
     using tensor = typename M::tensor;
     using label = typename M::label;
 
@@ -46,6 +62,7 @@ public:
         : m_batching(config::make_batching<C>(options)),
           m_executor(compile(model, m_batching, settings)),
           m_models(m_batching.local_replicas(), model),
+          m_outputs(settings.outputs.value_or(output_selection::of<typename C::output_mode>())),
           m_host(settings.host, settings.loading),
           m_host_work(host_work_of(m_executor->costs(), m_batching, settings.host)) {}
 
@@ -61,8 +78,7 @@ public:
             return C::is_training ? feed(r / group, d, m) : feed(r / group, m, 0);
         };
         const std::size_t iterations = C::is_training ? m_batching.device_iterations : 1;
-        auto result = m_executor->run(std::span<M>(m_models), grouped, iterations,
-                                      output_selection::of<typename C::output_mode>());
+        auto result = m_executor->run(std::span<M>(m_models), grouped, iterations, m_outputs);
         result.host = m_host.call(m_host_work.prepare_seconds, m_host_work.feed_seconds, result.modelled_seconds);
         return result;
     }
@@ -85,6 +101,14 @@ public:
     [[nodiscard]] const schedule& program() const noexcept { return m_executor->program(); }
     [[nodiscard]] const memory_plan& plan() const noexcept { return m_executor->plan(); }
     [[nodiscard]] const cost_model& costs() const noexcept { return m_executor->costs(); }
+    /// Sets every replica's and stage's learning rate (for schedules: call it between calls).
+    void set_learning_rate(double lr)
+        requires requires(M& m) { m.set_learning_rate(lr); }
+    {
+        for (auto& m : m_models) m.set_learning_rate(lr);
+    }
+    /// The output mode the calls use.
+    [[nodiscard]] output_selection outputs() const noexcept { return m_outputs; }
     /// The host's side of the modelled clock over this session's calls so far.
     [[nodiscard]] const emulator::host_clock& host() const noexcept { return m_host; }
     /// What each call asks of the host (per process).
@@ -136,6 +160,7 @@ private:
     config::batching m_batching;
     std::unique_ptr<executor<M>> m_executor;  // owns threads: held by pointer so sessions move
     std::vector<M> m_models;
+    output_selection m_outputs;
     emulator::host_clock m_host;
     host_work m_host_work;
 };

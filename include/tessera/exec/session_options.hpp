@@ -1,6 +1,7 @@
 #pragma once
 // The settings of a session that are not policies: the device, the host, reports, stage cuts.
 #include <cstddef>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "tessera/emulator/host_spec.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/cross_process.hpp"
+#include "tessera/exec/run_result.hpp"
 
 namespace tessera::exec {
 
@@ -25,6 +27,8 @@ struct session_options {
                                     ///< stashing activations (PopTorch's recomputation checkpoints); empty = none
     std::size_t kernel_threads_per_ipu = 1;  ///< networks: threads for each IPU's kernels (more cores than
                                              ///< IPUs); results are the same as with one
+    std::optional<output_selection> outputs{};  ///< the output mode at run time, instead of the config's (tools)
+    std::optional<double> loss_scale{};      ///< networks: the (initial) loss scale, instead of the config's
     emulator::host_spec host{};              ///< the host on the modelled clock (run_result::host)
     emulator::host_loading loading{};        ///< how it loads: sync or async, workers, prefetch depth
 };

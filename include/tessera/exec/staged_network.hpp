@@ -219,6 +219,61 @@ public:
         m_pools = ipu_kernel_pools(threads, std::move(ipu_of_stage));
     }
     [[nodiscard]] std::size_t kernel_threads() const noexcept { return m_pools.threads(); }
+    /// Sets every stage's optimizer's learning rate.
+    void set_learning_rate(double lr)
+        requires requires(O& o) { o.set_learning_rate(lr); }
+    {
+        for (auto& o : m_optimizers) o.set_learning_rate(lr);
+    }
+    /// Every stage's optimizer seen as one, for checkpoints (optim::save_checkpoint, load_checkpoint):
+    /// its state is named "stage<s>.<name>", its step count is stage 0's.
+    class stage_optimizers {
+    public:
+        explicit stage_optimizers(staged_network& net) noexcept : m_net(&net) {}
+        template <class F>
+        void visit_state(F&& f) {
+            for (std::size_t s = 0; s < m_net->m_optimizers.size(); ++s)
+                if constexpr (requires(O& o) { o.visit_state(f); })
+                    m_net->m_optimizers[s].visit_state([&](std::string_view name, std::span<float> v) {
+                        f("stage" + std::to_string(s) + "." + std::string(name), v);
+                    });
+        }
+        [[nodiscard]] std::uint64_t steps() const {
+            if constexpr (requires(const O& o) { o.steps(); })
+                return m_net->m_optimizers.front().steps();
+            else
+                return 0;
+        }
+        void set_steps(std::uint64_t n) {
+            if constexpr (requires(O& o) { o.set_steps(n); })
+                for (auto& o : m_net->m_optimizers) o.set_steps(n);
+        }
+        template <class S>
+        void prepare(S&) {
+            if constexpr (requires(O& o, unit_parameters<N>& p) { o.prepare(p); })
+                for (std::size_t s = 0; s < m_net->m_optimizers.size(); ++s) {
+                    unit_parameters<N> p(m_net->m_net, m_net->first_unit(s), m_net->last_unit(s));
+                    m_net->m_optimizers[s].prepare(p);
+                }
+        }
+
+    private:
+        staged_network* m_net;
+    };
+    [[nodiscard]] stage_optimizers optimizers() noexcept { return stage_optimizers(*this); }
+    /// The loss scaling state of each stage: scale, clean steps since the last change, skipped steps.
+    struct scaling_state {
+        std::vector<double> scale;
+        std::vector<std::size_t> good_steps, skipped;
+    };
+    [[nodiscard]] scaling_state loss_scaling_state() const { return {m_scale, m_good_steps, m_skipped}; }
+    void set_loss_scaling_state(const scaling_state& st) {
+        if (st.scale.size() != m_scale.size() || st.good_steps.size() != m_scale.size() || st.skipped.size() != m_scale.size())
+            throw config::config_error("tessera::exec::staged_network: loss scaling state of " +
+                                       std::to_string(st.scale.size()) + " stages for " + std::to_string(m_scale.size()));
+        m_scale = st.scale, m_good_steps = st.good_steps, m_skipped = st.skipped;
+    }
+
     /// The loss scale of the next step (every stage holds the same value between steps).
     [[nodiscard]] double loss_scale() const noexcept { return m_scale.back(); }
     /// Steps skipped because a gradient overflowed (dynamic loss scaling).

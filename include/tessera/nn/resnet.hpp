@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/config/error.hpp"
@@ -60,18 +61,18 @@ public:
     }
 };
 
-/// A ResNet: stem, then one stage per entry of Layers (Layers[i] blocks of width Stem::width·2^i, the
-/// first block of every stage but the first with stride 2), then pooling and a linear classifier.
-/// The model is a list of units — "stem", "layer1[0]", ..., "head" — so a strategy can cut it into
-/// stages: forward_units / backward_units run any contiguous range, and unit_index("layer3[8]") finds one.
+/// A ResNet whose block counts are chosen at run time: stem, then one stage per entry of `blocks`
+/// (blocks[i] blocks of width Stem::width·2^i, the first block of every stage but the first with
+/// stride 2), then pooling and a linear classifier. resnet<Block, Stem, Layers...> fixes the counts
+/// in the type (resnet20, resnet50, ...); this form serves programs that choose the depth at run
+/// time with one type per block kind (tessera-train). The model is a list of units — "stem",
+/// "layer1[0]", ..., "head" — so a strategy can cut it into stages: forward_units / backward_units
+/// run any contiguous range, and unit_index("layer3[8]") finds one.
 /// @code
-///   nn::resnet20<config::fp32> model(/*in_channels=*/1, /*classes=*/10);
-///   auto stage2 = model.unit_index("layer3[8]");
+///   nn::resnet_family<nn::bottleneck<cfg::half>, nn::imagenet_stem<cfg::half>> net(3, 10, {3, 4, 23, 3});  // ResNet-101
 /// @endcode
-template <Block B, Stem S, std::size_t... Layers>
-class resnet {
-    static_assert(sizeof...(Layers) > 0 && ((Layers > 0) && ...),
-                  "tessera::nn::resnet: every stage needs at least one block");
+template <Block B, Stem S>
+class resnet_family {
     static_assert(std::is_same_v<typename B::precision, typename S::precision>,
                   "tessera::nn::resnet: Block and Stem must use the same precision policy");
 
@@ -80,8 +81,6 @@ public:
     using P = precision;
     using block_type = B;
     using stem_type = S;
-    static constexpr std::size_t stages = sizeof...(Layers);
-    static constexpr std::size_t blocks_per_stage[stages] = {Layers...};
 
     struct state {
         typename S::state stem;
@@ -90,12 +89,16 @@ public:
         const activation<P>* input = nullptr;
     };
 
-    resnet(std::size_t in_channels, std::size_t classes)
-        : m_in_channels(in_channels), m_classes(classes), m_stem(in_channels),
-          m_head(S::width * (std::size_t{1} << (stages - 1)) * B::expansion, classes) {
+    /// `blocks[i]` blocks in stage i (each at least 1).
+    resnet_family(std::size_t in_channels, std::size_t classes, std::vector<std::size_t> blocks)
+        : m_in_channels(in_channels), m_classes(classes), m_blocks_per_stage(check_counts(std::move(blocks))),
+          m_stem(in_channels),
+          m_head(S::width * (std::size_t{1} << (m_blocks_per_stage.size() - 1)) * B::expansion, classes) {
         std::size_t channels = S::width, stage = 0;
-        m_blocks.reserve((Layers + ...));
-        for (const std::size_t count : blocks_per_stage) {
+        std::size_t total = 0;
+        for (const std::size_t count : m_blocks_per_stage) total += count;
+        m_blocks.reserve(total);
+        for (const std::size_t count : m_blocks_per_stage) {
             const std::size_t width = S::width << stage;
             for (std::size_t i = 0; i < count; ++i) {
                 m_blocks.emplace_back(channels, width, (i == 0 && stage > 0) ? 2 : 1);
@@ -108,6 +111,9 @@ public:
         std::mt19937_64 rng(0x7e55e7a);
         initialize(rng);
     }
+
+    /// Blocks in each stage.
+    [[nodiscard]] const std::vector<std::size_t>& blocks_per_stage() const noexcept { return m_blocks_per_stage; }
 
     /// Units: 0 is the stem, 1..blocks() the residual blocks, blocks()+1 the head.
     [[nodiscard]] std::size_t units() const noexcept { return m_blocks.size() + 2; }
@@ -249,6 +255,13 @@ public:
     }
 
 private:
+    static std::vector<std::size_t> check_counts(std::vector<std::size_t> blocks) {
+        if (blocks.empty() || blocks.size() > 8)
+            throw config::config_error("tessera::nn::resnet: needs 1 to 8 stages of blocks, got " + std::to_string(blocks.size()));
+        for (const std::size_t count : blocks)
+            if (count == 0) throw config::config_error("tessera::nn::resnet: every stage needs at least one block");
+        return blocks;
+    }
     void check_unit(std::size_t u) const {
         if (u >= units())
             throw config::config_error("tessera::nn::resnet: unit " + std::to_string(u) + " does not exist (the model has " +
@@ -261,10 +274,26 @@ private:
     }
 
     std::size_t m_in_channels, m_classes;
+    std::vector<std::size_t> m_blocks_per_stage;
     S m_stem;
     std::vector<B> m_blocks;
     classifier_head<P> m_head;
     std::vector<std::string> m_names, m_param_names;
+};
+
+/// A ResNet with its block counts in the type: Layers[i] blocks in stage i (see resnet_family).
+/// @code
+///   nn::resnet20<config::fp32> model(/*in_channels=*/1, /*classes=*/10);
+///   auto stage2 = model.unit_index("layer3[2]");
+/// @endcode
+template <Block B, Stem S, std::size_t... Layers>
+class resnet : public resnet_family<B, S> {
+    static_assert(sizeof...(Layers) > 0 && ((Layers > 0) && ...),
+                  "tessera::nn::resnet: every stage needs at least one block");
+
+public:
+    static constexpr std::size_t stages = sizeof...(Layers);
+    resnet(std::size_t in_channels, std::size_t classes) : resnet_family<B, S>(in_channels, classes, {Layers...}) {}
 };
 
 /// ImageNet ResNets (torchvision's definitions; option B shortcuts).

@@ -1,0 +1,47 @@
+#pragma once
+// One optimizer type for a command line that chooses SGD or AdamW at run time (one set of sessions).
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <variant>
+
+#include <tessera/optim.hpp>
+
+namespace tessera::programs {
+
+/// optim::sgd or optim::adamw behind one type: every call forwards to the one it holds.
+class any_optimizer {
+public:
+    any_optimizer(optim::sgd o) : m_opt(std::move(o)) {}    // NOLINT(google-explicit-constructor)
+    any_optimizer(optim::adamw o) : m_opt(std::move(o)) {}  // NOLINT(google-explicit-constructor)
+
+    template <class S>
+    void step(S& params, double grad_scale = 1.0) {
+        std::visit([&](auto& o) { o.step(params, grad_scale); }, m_opt);
+    }
+    template <class S>
+    void prepare(S& params) {
+        std::visit([&](auto& o) { o.prepare(params); }, m_opt);
+    }
+    template <class F>
+    void visit_state(F&& f) {
+        std::visit([&](auto& o) { o.visit_state(f); }, m_opt);
+    }
+    [[nodiscard]] std::uint64_t steps() const {
+        return std::visit([](const auto& o) { return o.steps(); }, m_opt);
+    }
+    void set_steps(std::uint64_t n) {
+        std::visit([&](auto& o) { o.set_steps(n); }, m_opt);
+    }
+    void set_learning_rate(double lr) {
+        std::visit([&](auto& o) { o.set_learning_rate(lr); }, m_opt);
+    }
+    [[nodiscard]] std::size_t state_values_per_parameter() const {
+        return std::visit([](const auto& o) { return o.state_values_per_parameter(); }, m_opt);
+    }
+
+private:
+    std::variant<optim::sgd, optim::adamw> m_opt;
+};
+
+}  // namespace tessera::programs

@@ -1,0 +1,102 @@
+// tessera-train: the PopTorch tutorials' main.py on the IPU emulator. Trains a ResNet with the
+// tutorials' flags, a bar per epoch, then the test accuracy, both clocks and each IPU's memory.
+//   tessera-train [--model resnet20] [--dataset fashion-mnist] [--batch-size 16] [--precision 16.16] ...
+// With no flags: 3 epochs of ResNet-20 on Fashion-MNIST, a 2-IPU 1F1B pipeline, 16.16 with dynamic
+// loss scaling, G = 8, D = 4, 8-bit I/O, an async loader. A rule the configuration breaks, or a
+// value a flag does not allow, prints one line and exits with code 2.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "train_request.hpp"
+#include "train_runner.hpp"
+
+namespace {
+
+// main.py's Namespace(...) line, with every resolved flag.
+void print_namespace(const tessera::programs::train_request& r) {
+    const auto yes = [](bool b) { return b ? "True" : "False"; };
+    std::string split;
+    for (const auto& s : r.split) split += (split.empty() ? "" : ",") + s;
+    std::printf("Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, eight_bit_io=%s, "
+                "epochs=%zu, gradient_accumulation=%zu, images=%zu, input_replica_group=%zu, instances=%zu, "
+                "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', output_mode='%s', "
+                "precision='%s', recompute=%s, replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
+                "split='%s', strategy='%s', workers=%zu)\n",
+                yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.eight_bit_io),
+                r.epochs, r.gradient_accumulation, r.images, r.input_replica_group, r.instances,
+                r.strategy == "single" ? std::size_t{1} : r.ipus_per_replica, r.loss_scaling.c_str(), r.lr,
+                r.model.c_str(), r.optimizer.c_str(), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
+                r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
+                static_cast<unsigned long long>(r.seed), split.c_str(), r.strategy.c_str(), r.workers);
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    namespace programs = tessera::programs;
+    programs::train_request r;
+    CLI::App app{"tessera-train: train a ResNet through the IPU emulator, with PopTorch's options"};
+    app.add_option("--model", r.model, "resnet20|32|44|56|110 (CIFAR) or resnet18|34|50|101|152 (ImageNet)")
+        ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
+                               "resnet50", "resnet101", "resnet152"}));
+    std::vector<std::string> dataset{r.dataset};
+    app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic")->expected(1, 2);
+    app.add_option("--batch-size", r.batch_size, "the micro-batch")->check(CLI::PositiveNumber);
+    app.add_option("--precision", r.precision, "32.32, 16.32 or 16.16")->check(CLI::IsMember({"32.32", "16.32", "16.16"}));
+    app.add_option("--loss-scaling", r.loss_scaling, "none, static:F or dynamic");
+    app.add_option("--gradient-accumulation", r.gradient_accumulation, "G")->check(CLI::PositiveNumber);
+    app.add_option("--device-iterations", r.device_iterations, "D")->check(CLI::PositiveNumber);
+    app.add_option("--replicas", r.replicas, "R (over all instances)")->check(CLI::PositiveNumber);
+    app.add_option("--instances", r.instances, "host processes (PopRun's --num-instances)")->check(CLI::PositiveNumber);
+    app.add_option("--input-replica-group", r.input_replica_group, "replicas that share an input slice")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--strategy", r.strategy, "single, sharded, pipelined or phased")
+        ->check(CLI::IsMember({"single", "sharded", "pipelined", "phased"}));
+    app.add_option("--schedule", r.schedule, "pipelined: gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
+    app.add_option("--ipus-per-replica", r.ipus_per_replica, "stages, one per IPU: 2 (single: 1)");
+    app.add_option("--split", r.split, "the unit starting each stage after the first (PopTorch's BeginBlock), "
+                                       "e.g. layer3[0]; balanced by FLOPs when absent")->delimiter(',');
+    app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
+    app.add_flag("--eight-bit-io,!--no-eight-bit-io", r.eight_bit_io, "send 8-bit images, normalised on the device");
+    app.add_flag("--async-dataloader,!--no-async-dataloader", r.async_dataloader, "prepare batches ahead");
+    app.add_option("--workers", r.workers, "loader workers")->check(CLI::PositiveNumber);
+    app.add_option("--output-mode", r.output_mode, "final, all, sum or every:N");
+    app.add_option("--epochs", r.epochs, "epochs")->check(CLI::PositiveNumber);
+    app.add_option("--images", r.images, "training images used (synthetic: its size)");
+    app.add_option("--lr", r.lr, "peak learning rate (cosine schedule with warm-up)")->check(CLI::PositiveNumber);
+    app.add_option("--optimizer", r.optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
+    app.add_option("--seed", r.seed, "shuffling, augmentation and synthetic data");
+    app.add_option("--metrics-json", r.metrics_json, "write the metrics as JSON");
+    app.add_option("--timeline", r.timeline, "write the SVG timeline of the last host call");
+    app.add_option("--checkpoint", r.checkpoint, "write a checkpoint at the end of each epoch");
+    app.add_option("--resume", r.resume, "resume from a checkpoint");
+    app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return code == 0 ? 0 : 2;
+    }
+    r.dataset = dataset.front();
+    if (dataset.size() > 1) r.data_dir = dataset[1];
+    try {
+        print_namespace(r);
+        if (r.precision == "32.32") return programs::train_fp32(r);
+        if (r.precision == "16.32") return programs::train_mixed(r);
+        return programs::train_half(r);
+    } catch (const programs::usage_error& e) {
+        std::fprintf(stderr, "tessera-train: error: %s\n", e.what());
+        return 2;
+    } catch (const tessera::config::config_error& e) {
+        std::fprintf(stderr, "tessera-train: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "tessera-train: %s\n", e.what());
+        return 1;
+    }
+}

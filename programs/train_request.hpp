@@ -1,0 +1,46 @@
+#pragma once
+// What tessera-train was asked to do: its flags, parsed and checked.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::programs {
+
+/// tessera-train's flags (defaults: the README's main job). See tessera_train.cpp for their help.
+struct train_request {
+    std::string model = "resnet20";
+    std::string dataset = "fashion-mnist";
+    std::string data_dir;                 ///< cifar10 (and fashion-mnist, when not Debian's)
+    std::size_t batch_size = 16;
+    std::string precision = "16.16";
+    std::string loss_scaling = "dynamic";  ///< "none", "static:F" or "dynamic"
+    std::size_t gradient_accumulation = 8;
+    std::size_t device_iterations = 4;
+    std::size_t replicas = 1;
+    std::size_t instances = 1;
+    std::size_t input_replica_group = 1;
+    std::string strategy = "pipelined";
+    std::string schedule = "1f1b";
+    std::size_t ipus_per_replica = 2;
+    std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
+    bool recompute = false;
+    bool eight_bit_io = true;
+    bool async_dataloader = true;
+    std::size_t workers = 1;
+    std::string output_mode = "final";    ///< "final", "all", "sum" or "every:N"
+    std::size_t epochs = 3;
+    std::size_t images = 0;               ///< training images used (0: all)
+    double lr = 0.1;
+    std::string optimizer = "sgd";
+    std::uint64_t seed = 42;
+    std::string metrics_json, timeline, checkpoint, resume;
+    std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)
+};
+
+/// Runs the request with its precision's configurations (each precision is compiled in its own file).
+int train_fp32(const train_request& r);
+int train_mixed(const train_request& r);
+int train_half(const train_request& r);
+
+}  // namespace tessera::programs
