@@ -25,8 +25,8 @@ echo "== tessera tests: Release with assertions"
 run_suite build/test -O2
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
-  run_suite build/test-asan -O1 -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF
+  run_suite build/test-asan -O1 -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
   echo "== tessera tests: ThreadSanitizer (threaded suites)"
-  run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_BUILD_EXAMPLES=OFF
+  run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
 fi
 echo "tessera tests: $passed passed, 0 failed"
