@@ -250,7 +250,8 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
                     wall > 0 ? images / wall : 0.0, modelled > 0 ? images / modelled : 0.0,
                     b.replicas * C::ipus_per_replica);
         for (const auto& ipu : session.plan().ipus)
-            std::printf("IPU %zu memory: %s of %s\n", ipu.ipu, mib(ipu.on_chip()).c_str(), mib(ipu.budget).c_str());
+            std::printf("IPU %zu memory: %s of %s%s\n", ipu.ipu, mib(ipu.on_chip()).c_str(), mib(ipu.budget).c_str(),
+                        b.replicas > 1 ? " (each replica)" : "");
 
         if (!r.metrics_json.empty()) {
             std::ofstream out(r.metrics_json);
