@@ -179,7 +179,14 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
                     continue;
                 }
                 session.set_learning_rate(schedule(step));
-                auto result = session(exec::batch_feed<P, io>(*batch, session.batching(), device_norm));
+                auto result = [&] {
+                    try {
+                        return session(exec::batch_feed<P, io>(*batch, session.batching(), device_norm));
+                    } catch (const exec::non_finite_loss& e) {
+                        throw std::runtime_error("epoch " + std::to_string(epoch) + ", call " + std::to_string(done + 1) +
+                                                 " of " + std::to_string(calls) + ": " + e.what());
+                    }
+                }();
                 step += r.device_iterations;
                 ++done, ++ran, ++calls_run;
                 wall += result.wall_seconds;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <map>
 #include <numeric>
@@ -120,8 +121,10 @@ struct slow_dataset {
     data::label_t read(std::size_t i, std::span<std::uint8_t> out) const {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
         out[0] = static_cast<std::uint8_t>(i);
+        reads->fetch_add(1);
         return 0;
     }
+    std::shared_ptr<std::atomic<std::size_t>> reads = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
 constexpr data::loader_mode all_modes[] = {data::loader_mode::sync, data::loader_mode::async,
@@ -464,11 +467,20 @@ TEST_CASE("data_loader: abandoning an epoch midway stops its workers", "[data][l
     for (auto mode : all_modes) {
         data::data_loader<slow_dataset, std::uint8_t> loader(ds, 5, {.num_workers = 4, .mode = mode, .prefetch_depth = 2});
         for (int e = 0; e < 3; ++e) {
-            auto range = loader.epoch(static_cast<std::size_t>(e));
-            auto first = range.next();
-            REQUIRE(first);
-            CHECK(first->image(4)[0] == 4);
-        }  // the range dies with workers busy and the ring full
+            const std::size_t before = ds.reads->load();
+            {
+                auto range = loader.epoch(static_cast<std::size_t>(e));
+                auto first = range.next();
+                REQUIRE(first);
+                CHECK(first->image(4)[0] == 4);
+            }  // the range dies with workers busy and the ring full
+            // Its workers are stopped (joined): nothing reads the dataset any more. (200 samples at
+            // 200 µs would take 40 ms; a worker still running would read on during the wait.)
+            const std::size_t after = ds.reads->load();
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            CHECK(ds.reads->load() == after);
+            CHECK(after - before < 200);  // the epoch was abandoned, not read to its end
+        }
         data::iterable_view stream(ds);
         data::data_loader<data::iterable_view<slow_dataset>, std::uint8_t> streaming(stream, 5, {.num_workers = 3, .mode = mode});
         auto range = streaming.epoch(0);

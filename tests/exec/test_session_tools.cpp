@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -173,4 +174,58 @@ TEMPLATE_TEST_CASE("sessions train at the config's precision: 16.32 and 16.16 fo
         CHECK(std::abs(low[k] - reference[k]) <= (k == 0 ? 0.01 : 0.15) * reference[k]);
         CHECK(low[k] != reference[k]);  // it did run in 16 bits
     }
+}
+
+TEST_CASE("a loss that is not finite stops training with an error that says where", "[exec][threads]") {
+    // A learning rate that blows the weights up in the first update: the second call's loss is not finite.
+    using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<3>, cfg::eight_bit_io>;
+    const nn::resnet20<cfg::fp32> net(1, 10);
+    const auto train = images(24);
+    auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 1e30}), sample, {.micro_batch = 4});
+    auto loader = data::make_data_loader<c>(train, {.micro_batch = 4}, {});
+    auto epoch = loader.epoch(0);
+    auto first = epoch.next();
+    CHECK_NOTHROW(tessera::test::within_deadline(120, "first call", [&] {
+        return run(exec::batch_feed<cfg::fp32, std::uint8_t>(*first, run.batching(), norm));
+    }));
+    auto second = epoch.next();
+    const auto what = tessera::test::error_within_deadline<exec::non_finite_loss>(120, "diverged call", [&] {
+        return run(exec::batch_feed<cfg::fp32, std::uint8_t>(*second, run.batching(), norm));
+    });
+    INFO(what);
+    CHECK(what.find("host call 2 (weight updates 2 to 2)") != std::string::npos);
+    CHECK(what.find("(not finite)") != std::string::npos);
+}
+
+TEST_CASE("README's sequential example learns as written: layers start initialised", "[exec][threads]") {
+    // Two classes a linear probe separates: the bright half of the image is the left or the right one.
+    std::vector<std::uint8_t> values;
+    std::vector<data::label_t> labels;
+    for (std::size_t i = 0; i < 256; ++i) {
+        const bool right = i % 2 == 1;
+        for (std::size_t h = 0; h < 28; ++h)
+            for (std::size_t w = 0; w < 28; ++w)
+                values.push_back(std::uint8_t(((w >= 14) == right ? 200 : 40) + (i * 7 + h * 3 + w) % 13));
+        labels.push_back(right ? 1 : 0);
+    }
+    const data::in_memory_dataset<std::uint8_t> halves({1, 28, 28}, 2, std::move(values), std::move(labels), "halves");
+    // As README.md writes it (with two classes):
+    using c = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<8>>;
+    auto net = nn::sequential(nn::conv2d<cfg::fp32>(1, 8, {3, 3, 1, 1}), nn::batch_norm_relu<cfg::fp32>(8),
+                              nn::linear<cfg::fp32>(28 * 28 * 8, 2)).named({"conv", "bn", "fc"});
+    auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 0.1}), {1, 28, 28, 1}, {.micro_batch = 16},
+                                       {.first_units = {0, net.unit_index("fc")}});
+    auto loader = data::make_data_loader<c>(halves, {.micro_batch = 16}, {.shuffle = true, .seed = 1});
+    std::vector<float> losses;
+    for (int epoch = 0; epoch < 3; ++epoch)
+        for (auto& batch : loader) {
+            const auto r = tessera::test::within_deadline(120, "sequential", [&] {
+                return run(exec::batch_feed<cfg::fp32, float>(batch, run.batching()));
+            });
+            losses.push_back(r.losses[0].back());
+        }
+    REQUIRE(losses.size() == 6);
+    INFO("first loss " << losses.front() << ", last " << losses.back());
+    CHECK(losses.back() < 0.5f * losses.front());
+    CHECK(losses.back() < 0.35f);  // ln 2 = 0.693 is where zero-initialised layers sat
 }

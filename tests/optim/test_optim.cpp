@@ -2,6 +2,12 @@
 // buffers, and checkpoints: exact resume and every kind of corrupt file.
 #include <catch2/catch.hpp>
 
+#include <span>
+
+#include <algorithm>
+
+#include <cstring>
+
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -254,16 +260,96 @@ TEST_CASE("checkpoints resume training exactly", "[optim][checkpoint]") {
     b.visit_buffers([&](std::string_view, std::span<float> v) { rb.insert(rb.end(), v.begin(), v.end()); });
     REQUIRE(ra == rb);
 
-    // AdamW state and half weights round-trip too.
+    // AdamW state and half weights round-trip too: after steps that moved weights and moments away
+    // from their initial values, a differently initialised network and a fresh AdamW take them all.
     nn::resnet20<config::half> h(1, 10);
-    optim::adamw adam;
+    optim::adamw adam({.learning_rate = 0.01});
     adam.prepare(h);
+    h.visit_parameters([](std::string_view, auto, auto grad) {
+        for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = 0.01f * float(i % 7) - 0.02f;
+    });
+    adam.step(h);
+    adam.step(h);
     const auto hpath = temp_path("half.ckpt");
     optim::save_checkpoint(hpath, h, adam);
     nn::resnet20<config::half> h2(1, 10);
+    std::mt19937_64 reseed(12345);
+    h2.initialize(reseed);
     optim::adamw adam2;
     optim::load_checkpoint(hpath, h2, adam2);
+    const auto half_bits = [](nn::resnet20<config::half>& net) {
+        std::vector<std::uint16_t> bits;
+        net.visit_parameters([&](std::string_view, auto v, auto) {
+            for (const auto x : v) {
+                std::uint16_t pattern;
+                std::memcpy(&pattern, &x, sizeof pattern);
+                bits.push_back(pattern);
+            }
+        });
+        return bits;
+    };
+    const auto state = [](optim::adamw& o) {
+        std::vector<float> all;
+        o.visit_state([&](std::string_view, std::span<float> v) { all.insert(all.end(), v.begin(), v.end()); });
+        return all;
+    };
+    CHECK(half_bits(h2) == half_bits(h));
+    CHECK(state(adam2) == state(adam));
+    CHECK(adam2.steps() == 2);
+    const auto moments = state(adam);
+    CHECK(std::any_of(moments.begin(), moments.end(), [](float v) { return v != 0.0f; }));
     std::filesystem::remove(hpath);
+    std::filesystem::remove(path);
+}
+
+namespace {
+// A parameter set that names two parameters alike, and an optimizer with an impossible step count:
+// what save_checkpoint writes from them has valid checksums, so only the structural checks can refuse it.
+struct twins {
+    std::vector<float> a = {1, 2}, b = {3, 4}, g = {0, 0};
+    template <class F>
+    void visit_parameters(F&& f) {
+        f("w", std::span<float>(a), std::span<float>(g));
+        f("w", std::span<float>(b), std::span<float>(g));
+    }
+};
+struct one {
+    std::vector<float> a = {1, 2}, g = {0, 0};
+    template <class F>
+    void visit_parameters(F&& f) {
+        f("w", std::span<float>(a), std::span<float>(g));
+    }
+};
+struct far_future_optimizer {
+    std::uint64_t n = std::uint64_t{1} << 60;
+    template <class F>
+    void visit_state(F&&) {}
+    template <class S>
+    void prepare(S&) {}
+    [[nodiscard]] std::uint64_t steps() const { return n; }
+    void set_steps(std::uint64_t s) { n = s; }
+};
+}  // namespace
+
+TEST_CASE("checkpoints with valid checksums but a wrong structure are refused, and change nothing", "[optim][checkpoint]") {
+    const auto path = temp_path("structure.ckpt");
+    twins t;
+    optim::sgd sgd;
+    optim::save_checkpoint(path, t, sgd);
+    one o;
+    REQUIRE_THROWS_WITH(optim::load_checkpoint(path, o, sgd), Catch::Contains("entry 'w' appears twice"));
+    far_future_optimizer future;
+    optim::save_checkpoint(path, o, future);
+    optim::sgd plain;
+    REQUIRE_THROWS_WITH(optim::load_checkpoint(path, o, plain), Catch::Contains("not a whole number of steps"));
+    // A momentum SGD loading a file without momentum: refused, and its state is not even allocated.
+    optim::save_checkpoint(path, o, plain);
+    optim::sgd momentum({.momentum = 0.9});
+    REQUIRE_THROWS_WITH(optim::load_checkpoint(path, o, momentum), Catch::Contains("no entry 'momentum.0'"));
+    std::size_t buffers = 0;
+    momentum.visit_state([&](std::string_view, std::span<float>) { ++buffers; });
+    CHECK(buffers == 0);
+    CHECK(o.a == std::vector<float>{1, 2});
     std::filesystem::remove(path);
 }
 

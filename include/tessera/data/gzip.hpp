@@ -35,43 +35,66 @@ namespace tessera::data {
     return bytes.size() >= 2 && bytes[0] == 0x1F && bytes[1] == 0x8B;
 }
 
-/// Inflates a complete gzip stream. A stream that ends early (truncated file) or fails to decode
-/// (corrupted data, bad CRC or length trailer) throws corrupt_data_error with the compressed offset
-/// where zlib stopped. `name` is used in messages (usually the file path).
+/// Bytes a gzip stream may inflate to unless the caller says otherwise: 4 GiB (the largest dataset
+/// file tessera reads inflates to 150 MB; a "gzip bomb" stops here instead of exhausting memory).
+inline constexpr std::size_t default_inflate_limit = std::size_t{4} << 30;
+
+/// Inflates a complete gzip file: one member, or several concatenated (as `cat a.gz b.gz` makes and
+/// gzip -d reads). A stream that ends early (truncated file) or fails to decode (corrupted data, bad
+/// CRC or length trailer), bytes after the last member that are not another member, or output
+/// beyond `limit` bytes throw corrupt_data_error with the compressed offset where zlib stopped.
+/// `name` is used in messages (usually the file path).
 [[nodiscard]] inline std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& compressed,
-                                                      const std::string& name) {
+                                                      const std::string& name,
+                                                      std::size_t limit = default_inflate_limit) {
     if (!is_gzip(compressed))
         throw bad_magic_error(name, 0, "no gzip header", "the gzip magic number 1f 8b");
     z_stream stream{};
     if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK)  // 16+: expect a gzip wrapper
         throw corrupt_data_error(name, 0, "zlib failed to initialise", "a usable zlib");
     std::vector<std::uint8_t> out;
-    out.reserve(compressed.size() * 4);
+    out.reserve(std::min(limit, compressed.size() * 4));
     constexpr std::size_t chunk = std::size_t{1} << 20;
     stream.next_in = const_cast<Bytef*>(compressed.data());  // zlib's API is not const-correct
-    int status = Z_OK;
     std::size_t remaining = compressed.size();
-    while (status != Z_STREAM_END) {
-        if (stream.avail_in == 0) {
+    std::uint64_t consumed = 0;  // compressed bytes of the members before this one
+    const auto fail = [&](std::uint64_t where, const std::string& found, const std::string& expected) {
+        inflateEnd(&stream);
+        throw corrupt_data_error(name, where, found, expected);
+    };
+    for (;;) {
+        if (stream.avail_in == 0 && remaining > 0) {
             const auto take = static_cast<uInt>(std::min<std::size_t>(remaining, std::numeric_limits<uInt>::max()));
             stream.avail_in = take;
             remaining -= take;
         }
         const std::size_t before = out.size();
-        out.resize(before + chunk);
+        const std::size_t room = std::min(chunk, limit - before + 1);  // one byte more than allowed: the bomb's tell
+        out.resize(before + room);
         stream.next_out = out.data() + before;
-        stream.avail_out = static_cast<uInt>(chunk);
-        status = inflate(&stream, Z_NO_FLUSH);
-        out.resize(before + (chunk - stream.avail_out));
-        if (status == Z_STREAM_END) break;
+        stream.avail_out = static_cast<uInt>(room);
+        const int status = inflate(&stream, Z_NO_FLUSH);
+        out.resize(before + (room - stream.avail_out));
+        if (out.size() > limit)
+            fail(consumed + stream.total_in, "a stream that inflates to more than " + std::to_string(limit) + " bytes",
+                 "at most " + std::to_string(limit) + " bytes (a gzip bomb, or a file larger than the limit)");
+        if (status == Z_STREAM_END) {
+            if (stream.avail_in == 0 && remaining == 0) break;
+            // More bytes: another member (concatenated gzip), or trailing garbage.
+            consumed += stream.total_in;
+            const std::size_t at = static_cast<std::size_t>(consumed);
+            if (at + 2 > compressed.size() || compressed[at] != 0x1F || compressed[at + 1] != 0x8B)
+                fail(consumed, std::to_string(compressed.size() - at) + " trailing bytes after the gzip stream",
+                     "the end of the file or another gzip member");
+            if (inflateReset(&stream) != Z_OK) fail(consumed, "zlib failed to reset", "a usable zlib");
+            continue;
+        }
         if (status == Z_OK) continue;
-        const std::uint64_t where = stream.total_in;
+        const std::uint64_t where = consumed + stream.total_in;
         const std::string message = stream.msg ? stream.msg : "zlib error " + std::to_string(status);
-        inflateEnd(&stream);
         if (status == Z_BUF_ERROR && stream.avail_in == 0 && remaining == 0)
-            throw corrupt_data_error(name, where, "the end of the file inside the gzip stream (truncated)",
-                                     "a complete gzip stream");
-        throw corrupt_data_error(name, where, "undecodable gzip data (" + message + ")", "a valid gzip stream");
+            fail(where, "the end of the file inside the gzip stream (truncated)", "a complete gzip stream");
+        fail(where, "undecodable gzip data (" + message + ")", "a valid gzip stream");
     }
     inflateEnd(&stream);
     return out;

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,8 @@ namespace detail {
 /// from what the header declares).
 [[nodiscard]] inline idx_array read_idx(const std::filesystem::path& path, std::size_t rank) {
     const std::string name = path.string();
+    if (rank == 0 || rank > 8)
+        throw std::invalid_argument("tessera::data::read_idx: rank must be 1 to 8, got " + std::to_string(rank));
     auto bytes = read_maybe_gzip(path);
     const auto expected_magic = static_cast<std::uint32_t>(0x0800u | rank);
     const std::string expected_text =
@@ -53,19 +57,22 @@ namespace detail {
         throw corrupt_data_error(name, bytes.size(), "the end of the data inside the header",
                                  std::to_string(out.header_bytes) + " header bytes");
     std::size_t count = 1;
+    bool overflow = false;
     for (std::size_t d = 0; d < rank; ++d) {
         out.dims.push_back(detail::big_endian32(bytes.data() + 4 + 4 * d));
-        count *= out.dims.back();
+        overflow = overflow || (out.dims.back() != 0 && count > std::numeric_limits<std::size_t>::max() / out.dims.back());
+        if (!overflow) count *= out.dims.back();
     }
     const std::size_t present = bytes.size() - out.header_bytes;
-    if (present != count) {
+    if (overflow || present != count) {
         std::string declared = std::to_string(out.dims[0]);
         for (std::size_t d = 1; d < rank; ++d) {
             declared += 'x';  // appended separately: GCC 12 at -O3 warns (-Wrestrict) on "x" + std::string
             declared += std::to_string(out.dims[d]);
         }
         throw count_mismatch_error(name, out.header_bytes, std::to_string(present) + " bytes of values",
-                                   std::to_string(count) + " bytes, as the header declares " + declared);
+                                   (overflow ? std::string("more bytes than memory can address") : std::to_string(count) + " bytes") +
+                                       ", as the header declares " + declared);
     }
     bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(out.header_bytes));
     out.values = std::move(bytes);

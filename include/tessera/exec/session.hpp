@@ -78,7 +78,16 @@ public:
             return C::is_training ? feed(r / group, d, m) : feed(r / group, m, 0);
         };
         const std::size_t iterations = C::is_training ? m_batching.device_iterations : 1;
-        auto result = m_executor->run(std::span<M>(m_models), grouped, iterations, m_outputs);
+        ++m_calls;
+        auto result = [&] {
+            try {
+                return m_executor->run(std::span<M>(m_models), grouped, iterations, m_outputs);
+            } catch (const non_finite_loss& e) {  // say where: the caller counts epochs, the session calls
+                throw non_finite_loss("host call " + std::to_string(m_calls) + " (weight updates " +
+                                      std::to_string((m_calls - 1) * iterations + 1) + " to " +
+                                      std::to_string(m_calls * iterations) + "): " + e.what());
+            }
+        }();
         result.host = m_host.call(m_host_work.prepare_seconds, m_host_work.feed_seconds, result.modelled_seconds);
         return result;
     }
@@ -161,6 +170,7 @@ private:
     std::unique_ptr<executor<M>> m_executor;  // owns threads: held by pointer so sessions move
     std::vector<M> m_models;
     output_selection m_outputs;
+    std::size_t m_calls = 0;
     emulator::host_clock m_host;
     host_work m_host_work;
 };

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -26,6 +27,12 @@
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::exec {
+
+/// A loss that is not finite (NaN or infinite) where nothing would skip its step.
+class non_finite_loss : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
 
 /// Class indices of a micro-batch; samples from `valid` on are padding and count in neither the loss
 /// nor the loss gradient. Padded rows inside a micro-batch still enter batch-norm statistics in the
@@ -324,7 +331,20 @@ public:
 
     /// Mean cross-entropy over the real samples and its gradient × loss scale (zero for padded samples).
     /// No real sample (an empty micro-batch, or one of padding only): loss 0 and a zero gradient.
+    /// The loss of a micro-batch and its gradient. A loss that is not finite throws non_finite_loss
+    /// unless the loss scaling is dynamic (then the step's overflow vote skips it).
     std::pair<float, tensor> loss(const tensor& logits, const label& labels) {
+        auto result = loss_unchecked(logits, labels);
+        if (!std::isfinite(result.first) && !m_rule.dynamic) [[unlikely]]
+            throw non_finite_loss("tessera::exec::staged_network: the loss of a micro-batch of " +
+                                  std::to_string(labels.valid) + " samples is " + std::to_string(result.first) +
+                                  " (not finite): training would go on with garbage weights; lower the learning "
+                                  "rate, check the data, or use dynamic loss scaling to skip such steps");
+        return result;
+    }
+
+private:
+    std::pair<float, tensor> loss_unchecked(const tensor& logits, const label& labels) {
         const auto shape = tessera::tensor::shape_of(logits);
         if (labels.valid > labels.classes.size() || labels.classes.size() != shape.n)
             throw config::config_error("tessera::exec::staged_network::loss: " + std::to_string(labels.classes.size()) +
@@ -345,6 +365,7 @@ public:
     }
 
     /// Top-1 hits of the logits over the real samples (the first `valid` rows): a ScoredModel.
+public:
     [[nodiscard]] top1_score score(const tensor& logits, const label& labels) const {
         const auto shape = tessera::tensor::shape_of(logits);
         const std::size_t classes = shape.per_sample(), rows = std::min(labels.valid, shape.n);

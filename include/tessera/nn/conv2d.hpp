@@ -10,7 +10,8 @@
 namespace tessera::nn {
 
 /// Convolution with weights [kh][kw][in][out] (a k × out matrix), Kaiming-normal initialised
-/// (fan_out, gain √2), as torchvision initialises ResNets.
+/// (fan_out, gain √2), as torchvision initialises ResNets: at construction from a seed of the
+/// layer's shape, and again by initialize(rng).
 template <Numeric P>
 class conv2d {
 public:
@@ -31,7 +32,10 @@ public:
             throw tensor::shape_error("tessera::nn::conv2d: channels, kernel and stride must be positive (in=" +
                                       std::to_string(in_channels) + ", out=" + std::to_string(out_channels) + ")");
         m_grad.fill(C(0));
-        m_weight.fill(kernels::detail::store_as<W>(0.0));
+        // Usable as constructed, as PyTorch's layers are: seeded by the layer's shape (deterministic);
+        // initialize(rng) draws again from the caller's generator.
+        std::mt19937_64 rng(detail::default_seed(0xC0417u, in_channels, out_channels, g.kh * 131 + g.kw * 7 + g.stride));
+        initialize(rng);
     }
 
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {

@@ -2,6 +2,7 @@
 // The Layer concept and what every layer shares: numeric policy, run context, cost, activation buffers.
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <random>
 #include <span>
@@ -134,6 +135,17 @@ void fill_uniform(std::span<W> values, double bound, std::mt19937_64& rng) {
 template <class T>
 [[nodiscard]] std::span<T> flat(tensor::dense<T, 1>& t) noexcept {
     return {t.data(), t.size()};
+}
+
+/// The seed a layer initialises itself from at construction: a mix of its kind and shape, so that
+/// layers start usable and deterministic without a generator shared between them.
+[[nodiscard]] constexpr std::uint64_t default_seed(std::uint64_t kind, std::size_t a, std::size_t b, std::size_t c) noexcept {
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ kind;
+    for (const std::uint64_t v : {std::uint64_t(a), std::uint64_t(b), std::uint64_t(c)}) {
+        h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+        h *= 0xBF58476D1CE4E5B9ull;
+    }
+    return h;
 }
 
 [[nodiscard]] constexpr double bytes_of(std::size_t n, std::size_t elem) noexcept {

@@ -30,8 +30,9 @@ public:
         if (in_features == 0 || out_features == 0)
             throw tensor::shape_error("tessera::nn::linear: features must be positive (in=" + std::to_string(in_features) +
                                       ", out=" + std::to_string(out_features) + ")");
-        m_weight.fill(kernels::detail::store_as<W>(0.0));
-        m_bias.fill(kernels::detail::store_as<W>(0.0));
+        // Usable as constructed (seeded by the layer's shape); initialize(rng) draws again.
+        std::mt19937_64 rng(detail::default_seed(0x11EA4u, in_features, out_features, 0));
+        initialize(rng);
         m_dweight.fill(C(0));
         m_dbias.fill(C(0));
     }

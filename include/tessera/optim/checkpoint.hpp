@@ -1,9 +1,11 @@
 #pragma once
 // Model and optimiser state on disk: a versioned, checksummed file, replaced atomically.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <map>
 #include <span>
@@ -159,8 +161,10 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
 
 /// Reads a checkpoint written by save_checkpoint into params (and their buffers), the optimiser and
 /// `scalars`. Throws checkpoint_error for a missing file, a wrong magic or version, a checksum
-/// mismatch (corruption, truncation) or an entry that does not match the model; nothing is modified
-/// unless the whole file is valid.
+/// mismatch (corruption, truncation), a duplicate entry, a step count that is not a whole number, or
+/// an entry that does not match the model; nothing is modified unless the whole file is valid (the
+/// optimizer is prepared and filled as a copy, then assigned; an optimizer that is a view of state
+/// elsewhere, such as staged_network::stage_optimizers, prepares that state before validation).
 template <ParameterSet S, class Optimizer>
 void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& optimizer,
                      std::map<std::string, double>* scalars = nullptr) {
@@ -213,6 +217,7 @@ void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
         static constexpr std::size_t sizes[] = {4, 8, 2, 2};
         if (dtype > 3 || kind > 3) throw checkpoint_error(where + ": entry '" + name + "' has an unknown kind or type");
         if (n > (bytes.size() - at) / sizes[dtype]) throw checkpoint_error(where + ": entry '" + name + "' runs past the end");
+        if (entries.count(name) != 0) throw checkpoint_error(where + ": entry '" + name + "' appears twice");
         entries[name] = {static_cast<detail::entry_kind>(kind), dtype, n, bytes.data() + at};
         at += n * sizes[dtype];
     }
@@ -226,7 +231,6 @@ void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
                                    " values of type code " + std::to_string(it->second.dtype) + ", the model expects " +
                                    std::to_string(n) + " of type code " + std::to_string(dtype));
     };
-    optimizer.prepare(params);
     params.visit_parameters([&](std::string_view name, auto value, auto) {
         check(detail::entry_kind::parameter, name, detail::dtype_code<typename decltype(value)::value_type>(), value.size());
     });
@@ -234,10 +238,18 @@ void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
         params.visit_buffers([&](std::string_view name, auto value) {
             check(detail::entry_kind::buffer, name, detail::dtype_code<typename decltype(value)::value_type>(), value.size());
         });
-    optimizer.visit_state([&](std::string_view name, std::span<float> value) {
+    check(detail::entry_kind::scalar, "optimizer.steps", 1, 1);
+    double steps = 0;
+    detail::restore(entries, path, detail::entry_kind::scalar, "optimizer.steps", std::span<double>(&steps, 1));
+    if (!(steps >= 0) || steps > 9007199254740992.0 || steps != std::floor(steps))
+        throw checkpoint_error(where + ": optimizer.steps is " + std::to_string(steps) +
+                               ", not a whole number of steps in [0, 2^53]");
+    // The optimizer's state is sized by prepare(): on a copy, so that a bad file changes nothing.
+    Optimizer trial = optimizer;
+    trial.prepare(params);
+    trial.visit_state([&](std::string_view name, std::span<float> value) {
         check(detail::entry_kind::optimizer, name, 0, value.size());
     });
-    check(detail::entry_kind::scalar, "optimizer.steps", 1, 1);
 
     params.visit_parameters([&](std::string_view name, auto value, auto) {
         detail::restore(entries, path, detail::entry_kind::parameter, name, value);
@@ -246,12 +258,11 @@ void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
         params.visit_buffers([&](std::string_view name, auto value) {
             detail::restore(entries, path, detail::entry_kind::buffer, name, value);
         });
-    optimizer.visit_state([&](std::string_view name, std::span<float> value) {
+    trial.visit_state([&](std::string_view name, std::span<float> value) {
         detail::restore(entries, path, detail::entry_kind::optimizer, name, value);
     });
-    double steps = 0;
-    detail::restore(entries, path, detail::entry_kind::scalar, "optimizer.steps", std::span<double>(&steps, 1));
-    optimizer.set_steps(static_cast<std::uint64_t>(steps));
+    trial.set_steps(static_cast<std::uint64_t>(steps));
+    optimizer = std::move(trial);
     if (scalars != nullptr)
         for (const auto& [name, e] : entries)
             if (e.kind == detail::entry_kind::scalar && name != "optimizer.steps" && e.dtype == 1 && e.count == 1) {
