@@ -54,7 +54,8 @@ inline constexpr std::size_t default_inflate_limit = std::size_t{4} << 30;
         throw corrupt_data_error(name, 0, "zlib failed to initialise", "a usable zlib");
     std::vector<std::uint8_t> out;
     out.reserve(std::min(limit, compressed.size() * 4));
-    constexpr std::size_t chunk = std::size_t{1} << 20;
+    // Output grows in chunks from about the compressed size up to 1 MiB (small files stay cheap).
+    std::size_t chunk = std::clamp<std::size_t>(compressed.size() * 4, 4096, std::size_t{1} << 20);
     stream.next_in = const_cast<Bytef*>(compressed.data());  // zlib's API is not const-correct
     std::size_t remaining = compressed.size();
     std::uint64_t consumed = 0;  // compressed bytes of the members before this one
@@ -75,6 +76,7 @@ inline constexpr std::size_t default_inflate_limit = std::size_t{4} << 30;
         stream.avail_out = static_cast<uInt>(room);
         const int status = inflate(&stream, Z_NO_FLUSH);
         out.resize(before + (room - stream.avail_out));
+        if (stream.avail_out == 0) chunk = std::min(chunk * 2, std::size_t{1} << 20);
         if (out.size() > limit)
             fail(consumed + stream.total_in, "a stream that inflates to more than " + std::to_string(limit) + " bytes",
                  "at most " + std::to_string(limit) + " bytes (a gzip bomb, or a file larger than the limit)");

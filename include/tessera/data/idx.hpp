@@ -38,11 +38,18 @@ namespace detail {
 /// compressed or not. Errors: missing_file_error, bad_magic_error (expects 0x000008<rank>),
 /// corrupt_data_error (bad gzip, header cut short), count_mismatch_error (payload size differs
 /// from what the header declares).
+[[nodiscard]] inline idx_array parse_idx(std::vector<std::uint8_t> bytes, const std::string& name, std::size_t rank);
+
 [[nodiscard]] inline idx_array read_idx(const std::filesystem::path& path, std::size_t rank) {
-    const std::string name = path.string();
     if (rank == 0 || rank > 8)
         throw std::invalid_argument("tessera::data::read_idx: rank must be 1 to 8, got " + std::to_string(rank));
-    auto bytes = read_maybe_gzip(path);
+    return parse_idx(read_maybe_gzip(path), path.string(), rank);
+}
+
+/// read_idx on bytes already read (and inflated); `name` is used in messages.
+[[nodiscard]] inline idx_array parse_idx(std::vector<std::uint8_t> bytes, const std::string& name, std::size_t rank) {
+    if (rank == 0 || rank > 8)
+        throw std::invalid_argument("tessera::data::parse_idx: rank must be 1 to 8, got " + std::to_string(rank));
     const auto expected_magic = static_cast<std::uint32_t>(0x0800u | rank);
     const std::string expected_text =
         detail::hex32(expected_magic) + " (IDX of unsigned bytes with " + std::to_string(rank) + " dimensions)";

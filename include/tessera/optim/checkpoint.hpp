@@ -166,15 +166,27 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
 /// optimizer is prepared and filled as a copy, then assigned; an optimizer that is a view of state
 /// elsewhere, such as staged_network::stage_optimizers, prepares that state before validation).
 template <ParameterSet S, class Optimizer>
+void load_checkpoint_bytes(const std::vector<unsigned char>& bytes, const std::filesystem::path& path, S& params,
+                           Optimizer& optimizer, std::map<std::string, double>* scalars = nullptr);
+
+template <ParameterSet S, class Optimizer>
 void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& optimizer,
                      std::map<std::string, double>* scalars = nullptr) {
-    const std::string where = "tessera::optim::load_checkpoint: " + path.string();
     std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) throw checkpoint_error(where + ": cannot open: " + std::strerror(errno));
+    if (f == nullptr)
+        throw checkpoint_error("tessera::optim::load_checkpoint: " + path.string() + ": cannot open: " + std::strerror(errno));
     std::vector<unsigned char> bytes;
     unsigned char chunk[1 << 16];
     for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) bytes.insert(bytes.end(), chunk, chunk + n);
     std::fclose(f);
+    load_checkpoint_bytes(bytes, path, params, optimizer, scalars);
+}
+
+/// load_checkpoint on a checkpoint's bytes already read; `path` names it in messages.
+template <ParameterSet S, class Optimizer>
+void load_checkpoint_bytes(const std::vector<unsigned char>& bytes, const std::filesystem::path& path, S& params,
+                           Optimizer& optimizer, std::map<std::string, double>* scalars) {
+    const std::string where = "tessera::optim::load_checkpoint: " + path.string();
 
     auto read = [&](std::size_t& at, auto& v) {
         if (at + sizeof(v) > bytes.size()) throw checkpoint_error(where + ": truncated");

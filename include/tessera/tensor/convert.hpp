@@ -10,6 +10,7 @@
 #include "tessera/tensor/half.hpp"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define TESSERA_X86_DISPATCH 1
 #else
@@ -29,7 +30,18 @@ inline void check_same_size(std::size_t from, std::size_t to, const char* what) 
 #if TESSERA_X86_DISPATCH
 /// True when this CPU executes F16C; asked once (the answer cannot change while the program runs).
 [[nodiscard]] inline bool cpu_has_f16c() noexcept {
+#if defined(__clang__)  // clang 14 knows no "f16c" for __builtin_cpu_supports: ask CPUID, and XGETBV for AVX state
+    static const bool has = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+        if (!(c & bit_F16C) || !(c & bit_AVX) || !(c & bit_OSXSAVE)) return false;
+        unsigned lo = 0, hi = 0;
+        __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        return (lo & 0x6u) == 0x6u;  // the OS saves SSE and AVX registers
+    }();
+#else
     static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+#endif
     return has;
 }
 
