@@ -170,9 +170,10 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
             double loss_sum = 0, hits = 0, seen = 0, wall = 0;
             const double modelled_start = session.host().now();
             const std::size_t count = r.device_iterations * r.gradient_accumulation;  // micro-batches per replica and call
-            auto batches = loader.epoch(epoch - 1);  // an epoch's order depends on the seed and its number only
+            loader.seek(epoch - 1);  // an epoch's order depends on the seed and its number only
             std::size_t done = 0, ran = 0;
-            while (auto batch = batches.next()) {
+            for (auto& batch_ref : loader) {  // the loader's workers live across these epochs
+                auto* batch = &batch_ref;
                 if (done < skip) {  // resumed: these calls ran before the checkpoint
                     ++done;
                     bar.update();

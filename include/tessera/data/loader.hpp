@@ -172,12 +172,37 @@ public:
         }
     }
 
+    /// Makes `epoch` the one the next loop (or next_epoch()) reads, e.g. when resuming a run.
+    void seek(std::size_t epoch) noexcept { m_next_epoch = epoch; }
+
     /// The next epoch (0, 1, 2, ... over the loader's life).
     [[nodiscard]] epoch_range next_epoch() { return epoch(m_next_epoch++); }
 
-    /// `for (auto& batch : loader)`: each loop is the next epoch.
+    /// `for (auto& batch : loader)`: each loop is the next epoch. With an async mode on a map-style
+    /// dataset the workers live across these epochs (as PopTorch keeps them): the first batches of
+    /// the next epoch are prepared while the caller finishes this one. An epoch left before its end,
+    /// or an explicit epoch(e), starts them afresh.
     [[nodiscard]] typename epoch_range::iterator begin() {
-        m_current.reset();  // stop the previous epoch's workers first
+        m_current.reset();  // stop the previous epoch's workers first (an epoch of the stream: nothing to stop)
+        if constexpr (Dataset<D>) {
+            const auto& o = m_ctx->options;
+            if (o.mode != loader_mode::sync) {
+                const std::size_t e = m_next_epoch++;
+                if (!m_stream || m_stream->next_epoch() != e || !m_stream->at_epoch_start()) {
+                    m_stream.reset();
+                    m_stream = std::make_unique<detail::map_stream<D, Io>>(
+                        *m_ctx,
+                        [ctx = m_ctx.get()](std::size_t epoch) {
+                            const auto& opts = ctx->options;
+                            return shard_of(epoch_order(ctx->dataset->size(), opts.shuffle, opts.seed, epoch), ctx->batch,
+                                            opts.rank, opts.size, opts.drop_last);
+                        },
+                        e, std::max<std::size_t>(1, o.num_workers), o.prefetch_depth);
+                }
+                m_current.emplace(epoch_range(std::make_unique<detail::map_stream_epoch<D, Io>>(*m_stream, e), e));
+                return m_current->begin();
+            }
+        }
         m_current.emplace(next_epoch());
         return m_current->begin();
     }
@@ -198,7 +223,8 @@ private:
 
     std::unique_ptr<context> m_ctx;  // stable address: epochs and workers point at it
     std::size_t m_next_epoch = 0;
-    std::optional<epoch_range> m_current;
+    std::unique_ptr<detail::map_stream<D, Io>> m_stream;  // async epochs of begin(): workers across epochs
+    std::optional<epoch_range> m_current;                  // last: destroyed before the stream it may read
 };
 
 }  // namespace tessera::data

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -217,6 +218,141 @@ private:
     bool m_stopping = false;
     std::exception_ptr m_error;
     std::vector<std::jthread> m_threads;  // last: started after everything above exists
+};
+
+/// Async loading of consecutive epochs by workers that live across them, as PopTorch keeps its
+/// loader's workers: batch g of the stream is batch g mod B of epoch first + g / B, so while the
+/// caller finishes epoch e the workers already fill the first batches of epoch e + 1, within the
+/// ring's depth. The caller takes the batches of one epoch at a time (next_of).
+template <class D, class Io>
+class map_stream {
+public:
+    using shard_maker = std::function<shard(std::size_t epoch)>;
+
+    map_stream(const loader_context<D, Io>& ctx, shard_maker make, std::size_t first_epoch, std::size_t workers,
+               std::size_t depth)
+        : m_ctx(&ctx), m_make(std::move(make)), m_first(first_epoch), m_ring(depth) {
+        auto first = std::make_shared<const map_producer<D, Io>>(ctx, m_make(first_epoch), first_epoch);
+        m_batches = first->batches();
+        m_producers.emplace_back(first_epoch, std::move(first));
+        try {
+            m_threads.reserve(workers);
+            for (std::size_t w = 0; w < workers; ++w) m_threads.emplace_back([this] { work(); });
+        } catch (...) {
+            stop();
+            throw;
+        }
+    }
+    map_stream(const map_stream&) = delete;
+    map_stream& operator=(const map_stream&) = delete;
+    ~map_stream() { stop(); }
+
+    /// The epoch whose batch the caller gets next, and whether none of it was handed out yet.
+    [[nodiscard]] std::size_t next_epoch() const {
+        std::lock_guard lock(m_mutex);
+        return m_batches == 0 ? m_first : m_first + m_handed / m_batches;
+    }
+    [[nodiscard]] bool at_epoch_start() const {
+        std::lock_guard lock(m_mutex);
+        return m_batches == 0 || m_handed % m_batches == 0;
+    }
+
+    /// The next batch of `epoch`; std::nullopt once all of it was handed out. Rethrows a worker's exception.
+    std::optional<batch_lease<Io>> next_of(std::size_t epoch) {
+        std::unique_lock lock(m_mutex);
+        if (m_error) std::rethrow_exception(m_error);
+        if (m_batches == 0 || m_first + m_handed / m_batches != epoch) return std::nullopt;
+        auto& slot = m_ring[m_handed % m_ring.size()];
+        m_ready.wait(lock, [&] { return m_error || slot.has_value(); });
+        if (m_error) std::rethrow_exception(m_error);
+        batch_lease<Io> lease = std::move(*slot);
+        slot.reset();
+        ++m_handed;
+        // An epoch fully handed out was fully filled: no worker needs its order any more.
+        std::erase_if(m_producers, [&](const auto& p) { return p.first < m_first + m_handed / m_batches; });
+        lock.unlock();
+        m_space.notify_one();
+        return lease;
+    }
+
+private:
+    void stop() noexcept {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stopping = true;
+        }
+        m_space.notify_all();
+        m_threads.clear();  // joins
+    }
+
+    // The order of `epoch`: made once, by the first worker that needs it (outside the lock: a shuffle).
+    std::shared_ptr<const map_producer<D, Io>> producer(std::unique_lock<std::mutex>& lock, std::size_t epoch) {
+        const auto find = [&]() -> std::shared_ptr<const map_producer<D, Io>> {
+            for (const auto& [e, p] : m_producers)
+                if (e == epoch) return p;
+            return nullptr;
+        };
+        if (auto p = find()) return p;
+        lock.unlock();
+        auto made = std::make_shared<const map_producer<D, Io>>(*m_ctx, m_make(epoch), epoch);
+        lock.lock();
+        if (auto p = find()) return p;
+        m_producers.emplace_back(epoch, made);
+        return made;
+    }
+
+    void work() {
+        run_as_background_thread();
+        typename loader_context<D, Io>::scratch scratch(m_ctx->shape.size());
+        for (;;) {
+            std::size_t g = 0;
+            std::shared_ptr<const map_producer<D, Io>> p;
+            {
+                std::unique_lock lock(m_mutex);
+                m_space.wait(lock, [&] { return m_stopping || m_error || (m_batches > 0 && m_claimed < m_handed + m_ring.size()); });
+                if (m_stopping || m_error) return;
+                g = m_claimed++;
+                p = producer(lock, m_first + g / m_batches);
+            }
+            try {
+                auto lease = m_ctx->pool.acquire();
+                p->fill(lease, g % m_batches, scratch);
+                std::lock_guard lock(m_mutex);
+                m_ring[g % m_ring.size()].emplace(std::move(lease));
+            } catch (...) {
+                {
+                    std::lock_guard lock(m_mutex);
+                    if (!m_error) m_error = std::current_exception();
+                }
+                m_space.notify_all();
+            }
+            m_ready.notify_one();
+        }
+    }
+
+    const loader_context<D, Io>* m_ctx;
+    shard_maker m_make;
+    std::size_t m_first, m_batches = 0;
+    mutable std::mutex m_mutex;
+    std::condition_variable m_space, m_ready;
+    std::vector<std::optional<batch_lease<Io>>> m_ring;
+    std::vector<std::pair<std::size_t, std::shared_ptr<const map_producer<D, Io>>>> m_producers;
+    std::size_t m_handed = 0, m_claimed = 0;
+    bool m_stopping = false;
+    std::exception_ptr m_error;
+    std::vector<std::jthread> m_threads;  // last: started after everything above exists
+};
+
+/// One epoch of a map_stream, as an epoch_state (the stream, not the epoch, owns the workers).
+template <class D, class Io>
+class map_stream_epoch final : public epoch_state<Io> {
+public:
+    map_stream_epoch(map_stream<D, Io>& stream, std::size_t epoch) noexcept : m_stream(&stream), m_epoch(epoch) {}
+    std::optional<batch_lease<Io>> next() override { return m_stream->next_of(m_epoch); }
+
+private:
+    map_stream<D, Io>* m_stream;
+    std::size_t m_epoch;
 };
 
 // ---- iterable datasets ---------------------------------------------------------------------------

@@ -1,0 +1,23 @@
+# Progress bars redraw in place on a terminal and print plain lines elsewhere: tessera-train runs
+# once under `script` (a pseudo-terminal) and once into a pipe. Inputs: PROGRAM, ARGS.
+execute_process(COMMAND script -qec "${PROGRAM} ${ARGS}" /dev/null RESULT_VARIABLE code OUTPUT_VARIABLE tty
+                ERROR_VARIABLE tty TIMEOUT 600)
+if(NOT code EQUAL 0)
+  message(FATAL_ERROR "under script: exit code ${code}\n${tty}")
+endif()
+string(REGEX MATCHALL "\r\\[Epoch 01\\]" redraws "${tty}")
+list(LENGTH redraws n)
+if(n LESS 2)
+  message(FATAL_ERROR "on a terminal the epoch bar should redraw in place (\\r), found ${n} redraws:\n${tty}")
+endif()
+separate_arguments(args UNIX_COMMAND "${ARGS}")
+execute_process(COMMAND ${PROGRAM} ${args} RESULT_VARIABLE code OUTPUT_VARIABLE piped ERROR_VARIABLE piped TIMEOUT 600)
+if(NOT code EQUAL 0 OR piped MATCHES "\r")
+  message(FATAL_ERROR "into a pipe: exit code ${code}, and the output must be plain lines:\n${piped}")
+endif()
+string(REGEX MATCHALL "\\[Epoch 01\\]: 100%" lines "${piped}")
+list(LENGTH lines m)
+if(NOT m EQUAL 1)
+  message(FATAL_ERROR "into a pipe the epoch bar should print one line when it finishes, found ${m}:\n${piped}")
+endif()
+message(STATUS "terminal: ${n} redraws; pipe: plain lines")
