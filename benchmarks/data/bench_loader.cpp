@@ -85,8 +85,26 @@ struct epoch_timing {
     double waiting = 0;  // seconds the caller spent waiting for the loader: loading not hidden
 };
 
+/// The device of a step: `ipus` threads computing (spinning) for `step`, as the emulator's IPU
+/// threads do on this machine's cores, while the caller blocks as a session call does; 0 IPUs: the
+/// device sleeps (it takes no core from the loader).
+inline void device_step(clock_type::time_point until, std::size_t ipus) {
+    if (ipus == 0) {
+        std::this_thread::sleep_until(until);
+        return;
+    }
+    const auto spin = [until] {
+        float x = 1.0f;
+        while (clock_type::now() < until)
+            for (int k = 0; k < 256; ++k) x = x * 0.999f + 0.001f;
+        benchmark::DoNotOptimize(x);
+    };
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < ipus; ++i) threads.emplace_back(spin);
+}
+
 template <class Loader>
-epoch_timing epoch_with_device(Loader& loader, clock_type::duration step) {
+epoch_timing epoch_with_device(Loader& loader, clock_type::duration step, std::size_t ipus = 0) {
     epoch_timing t;
     const auto start = clock_type::now();
     auto device_free = start;
@@ -99,7 +117,7 @@ epoch_timing epoch_with_device(Loader& loader, clock_type::duration step) {
         if (!batch) break;
         benchmark::DoNotOptimize(batch->images().data());
         device_free = std::max(device_free, got) + step;  // the device works on this batch until then
-        std::this_thread::sleep_until(device_free);
+        device_step(device_free, ipus);
     }
     t.total = std::chrono::duration<double>(clock_type::now() - start).count();
     return t;
@@ -112,9 +130,12 @@ epoch_timing epoch_with_device(Loader& loader, clock_type::duration step) {
 ///   async   = epoch with the async loader (`workers` workers, depth 4) and the device
 ///   hidden  = 1 - async waiting / sync waiting: the share of the loading time taken off the critical
 ///             path (the first batch of an epoch cannot be hidden: at most 1 - 1/batches)
+///   ipus    = the device's threads: 0 sleeps; 2 compute on this machine's 2 cores, as the emulator's
+///             IPU threads do, so the async workers load on cores the device also wants
 void BM_async_hides_loading(benchmark::State& state) {
     const double ratio = static_cast<double>(state.range(0)) / 100.0;
     const auto workers = static_cast<std::size_t>(state.range(1));
+    const auto ipus = static_cast<std::size_t>(state.range(2));
     const data::synthetic_images ds(64 * 64, {3, 32, 32}, 10, 7);  // 64 batches of 64
     auto opts = options_for(data::loader_mode::sync, 0);
     data::data_loader<data::synthetic_images, float> sync_loader(ds, 64, opts);
@@ -130,8 +151,8 @@ void BM_async_hides_loading(benchmark::State& state) {
         const auto step = std::chrono::duration_cast<clock_type::duration>(
             std::chrono::duration<double>(load.waiting / batches / ratio));
         device = std::chrono::duration<double>(step).count() * batches;
-        sync = epoch_with_device(sync_loader, step);
-        async = epoch_with_device(async_loader, step);
+        sync = epoch_with_device(sync_loader, step, ipus);
+        async = epoch_with_device(async_loader, step, ipus);
         state.SetIterationTime(async.total);
         sync_sum.total += sync.total, sync_sum.waiting += sync.waiting;
         async_sum.total += async.total, async_sum.waiting += async.waiting;
@@ -149,10 +170,11 @@ void BM_async_hides_loading(benchmark::State& state) {
     // Loading time over device time as it was in the sync runs (on a shared machine it may differ from `ratio`).
     state.counters["load_over_device"] = sync_sum.waiting / device_sum;
 }
-// Loading at 25 %, 50 % and 80 % of the device's time per batch, with 1 and 2 workers.
+// Loading at 25 %, 50 % and 80 % of the device's time per batch, with 1 and 2 workers, beside a
+// sleeping device and beside two busy IPU threads.
 BENCHMARK(BM_async_hides_loading)
-    ->ArgsProduct({{25, 50, 80}, {1, 2}})
-    ->ArgNames({"load_pct", "workers"})
+    ->ArgsProduct({{25, 50, 80}, {1, 2}, {0, 2}})
+    ->ArgNames({"load_pct", "workers", "ipus"})
     ->Iterations(5)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
