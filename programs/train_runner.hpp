@@ -134,6 +134,7 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
 
     exec::session_options settings{.progress = &std::cout, .record_trace = !r.timeline.empty(),
                                    .outputs = outputs, .loss_scale = static_scale(r.loss_scaling),
+                                   .dynamic_loss_scaling = r.loss_scaling == "dynamic",
                                    .loading = exec::loading_of(loading)};
     if (!r.split.empty()) {
         settings.first_units.push_back(0);
@@ -236,6 +237,7 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
         eval_settings.progress = nullptr;
         eval_settings.outputs.reset();
         eval_settings.loss_scale.reset();
+        eval_settings.dynamic_loss_scaling.reset();
         auto eval = exec::inference_model<C>(session.model().network(), sample,
                                              {.micro_batch = eval_batch, .device_iterations = eval_d,
                                               .replicas = r.replicas, .instances = r.instances,
@@ -338,7 +340,8 @@ int train_model(const train_request& r) {
 /// The configuration choice of a request.
 inline config::choice choice_of(const train_request& r) {
     if (r.loss_scaling != "dynamic") (void)static_scale(r.loss_scaling);  // checks the spelling
-    return {.precision = r.precision, .dynamic_loss_scaling = r.loss_scaling == "dynamic", .strategy = r.strategy,
+    // Loss scaling is chosen at run time (session_options): one configuration type serves all three modes.
+    return {.precision = r.precision, .dynamic_loss_scaling = false, .strategy = r.strategy,
             .schedule = r.schedule, .ipus_per_replica = r.strategy == "single" ? 1 : r.ipus_per_replica,
             .eight_bit_io = r.eight_bit_io};
 }

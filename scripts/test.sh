@@ -2,7 +2,7 @@
 # Builds and runs the whole test suite: a Release build with assertions on (-O2, NDEBUG unset), then
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, then the threaded tests under
 # ThreadSanitizer (both at -O1: a sanitizer build is about finding faults, not speed), then the
-# libFuzzer targets of the file readers, each for a bounded time (TESSERA_FUZZ_SECONDS, 45 by default).
+# libFuzzer targets of the file readers, each for a bounded time (TESSERA_FUZZ_SECONDS, 30 by default).
 # Installs missing Debian packages first.
 # Usage: scripts/test.sh [--quick | --stress [N]]   (--quick: Release only; --stress: TSan, each test up to N times)
 set -euo pipefail
@@ -39,8 +39,8 @@ if [[ "${1:-}" != "--quick" ]]; then
   run_suite build/test-asan -O1 -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
   echo "== tessera tests: ThreadSanitizer (threaded suites)"
   run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
-  echo "== tessera tests: fuzzing the readers (libFuzzer, ${TESSERA_FUZZ_SECONDS:-45} s per target)"
+  echo "== tessera tests: fuzzing the readers (libFuzzer, ${TESSERA_FUZZ_SECONDS:-30} s per target)"
   CXX=clang++-14 run_suite build/test-fuzz -O1 -DTESSERA_FUZZ=ON -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF \
-    -DTESSERA_FUZZ_SECONDS="${TESSERA_FUZZ_SECONDS:-45}"
+    -DTESSERA_FUZZ_SECONDS="${TESSERA_FUZZ_SECONDS:-30}"
 fi
 echo "tessera tests: $passed passed, 0 failed"

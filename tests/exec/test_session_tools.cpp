@@ -229,3 +229,19 @@ TEST_CASE("README's sequential example learns as written: layers start initialis
     CHECK(losses.back() < 0.5f * losses.front());
     CHECK(losses.back() < 0.35f);  // ln 2 = 0.693 is where zero-initialised layers sat
 }
+
+TEST_CASE("loss scaling chosen at run time: session options turn the overflow vote on or off", "[exec]") {
+    using c = train_cfg<cfg::half>;  // no loss scaling in the type
+    const nn::resnet20<cfg::half> net(1, 10);
+    const optim::sgd sgd({.learning_rate = 0.01});
+    auto plain = exec::training_model<c>(net, sgd, sample, {.micro_batch = 4});
+    CHECK_FALSE(plain.program().request.check_overflow);
+    CHECK_FALSE(plain.model().loss_scaling().dynamic);
+    auto dynamic = exec::training_model<c>(net, sgd, sample, {.micro_batch = 4}, {.dynamic_loss_scaling = true});
+    CHECK(dynamic.program().request.check_overflow);
+    CHECK(dynamic.model().loss_scaling().dynamic);
+    CHECK(dynamic.model().loss_scale() == cfg::dynamic_loss_scaling<>::initial_scale);
+    auto scaled = exec::training_model<c>(net, sgd, sample, {.micro_batch = 4}, {.loss_scale = 128.0});
+    CHECK(scaled.model().loss_scale() == 128.0);
+    CHECK_FALSE(scaled.program().request.check_overflow);
+}

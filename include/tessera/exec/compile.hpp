@@ -70,7 +70,8 @@ template <config::Config C, StagedModel M, class Progress = void (*)()>
     schedule_request request =
         request_for<strategy>(micro_batches, C::is_training, b.local_replicas() * plan.across.processes);
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
-    request.check_overflow = C::is_training && C::precision::loss_scaling::is_dynamic;
+    request.check_overflow =
+        C::is_training && settings.dynamic_loss_scaling.value_or(C::precision::loss_scaling::is_dynamic);
     plan.program = make_schedule(request);
     progress();
     plan.costs.bits = C::precision::storage_bits;

@@ -42,6 +42,8 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
     // on overflow before each step's updates, and every stage skips an overflowing step together).
     loss_scale_rule rule = loss_scale_rule::of<typename C::precision::loss_scaling>();
+    if (settings.dynamic_loss_scaling && *settings.dynamic_loss_scaling != rule.dynamic)
+        rule = *settings.dynamic_loss_scaling ? loss_scale_rule::of<config::dynamic_loss_scaling<>>() : loss_scale_rule{};
     if (settings.loss_scale) rule.initial = *settings.loss_scale;
     staged_network<N, O> model(net, std::move(first), sample, optimizer, rule);
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);

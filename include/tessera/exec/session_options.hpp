@@ -29,6 +29,9 @@ struct session_options {
                                              ///< IPUs); results are the same as with one
     std::optional<output_selection> outputs{};  ///< the output mode at run time, instead of the config's (tools)
     std::optional<double> loss_scale{};      ///< networks: the (initial) loss scale, instead of the config's
+    /// Networks: dynamic loss scaling (the overflow vote, skipped steps) on or off, instead of the
+    /// config's; dynamic takes dynamic_loss_scaling<>'s factor and interval (tools: one type, two modes).
+    std::optional<bool> dynamic_loss_scaling{};
     emulator::host_spec host{};              ///< the host on the modelled clock (run_result::host)
     emulator::host_loading loading{};        ///< how it loads: sync or async, workers, prefetch depth
 };

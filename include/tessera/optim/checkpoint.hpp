@@ -135,6 +135,7 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
     body.m_bytes.insert(body.m_bytes.end(), w.m_bytes.begin(), w.m_bytes.end());
 
     detail::writer header;
+    header.m_bytes.reserve(detail::checkpoint_header_size);  // also keeps GCC 12 from a false -Wstringop-overflow at -O1
     header.m_bytes.insert(header.m_bytes.end(), std::begin(detail::checkpoint_magic), std::end(detail::checkpoint_magic));
     header.pod(detail::checkpoint_version);
     header.pod(std::uint32_t{0});
