@@ -30,8 +30,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 [[gnu::noinline]] void stage_work(std::size_t work) {
     float x = 1.0f;
-    for (std::size_t k = 0; k < work; ++k) x = x * 0.999f + 0.001f;
-    benchmark::DoNotOptimize(x);
+    for (std::size_t k = 0; k < work; ++k) {
+        x = x * 0.999f + 0.001f;
+        benchmark::DoNotOptimize(x);  // each step, or the loop is folded away
+    }
 }
 
 // S stages passing a token on, each doing `work` multiply-adds (0: nothing).
