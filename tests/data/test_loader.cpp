@@ -363,11 +363,12 @@ TEST_CASE("data_loader: batches are leases — a held batch is never overwritten
                 seen.insert(b.indices()[j]);
             }
         CHECK(seen.size() == 60);
-        const std::size_t allocated = loader.buffers_allocated();
-        CHECK(allocated >= 15);
+        CHECK(loader.buffers_allocated() >= 15);
         kept.clear();  // back to the pool: the next epoch reuses them
         for (auto& batch : loader) (void)batch;
-        CHECK(loader.buffers_allocated() == allocated);
+        // Async workers that live across epochs may have prepared the next epoch's first batches
+        // (up to the ring's depth, 2) while all 15 were held: new buffers for those, none after.
+        CHECK(loader.buffers_allocated() <= 15 + 2);
     }
     // Dropping each batch before the next keeps the pool at the ring's size.
     data::data_loader loader(ds, 4, {.num_workers = 2, .mode = data::loader_mode::async, .prefetch_depth = 2});

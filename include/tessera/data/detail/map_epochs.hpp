@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -135,91 +136,6 @@ private:
     std::vector<std::jthread> m_helpers;  // last: started after everything above exists
 };
 
-/// Workers claim batch numbers in order and fill them; batch b goes to ring slot b mod depth and may
-/// start only once batch b - depth has been handed out, so the ring never holds more than `depth`
-/// batches and the caller receives them in order whatever the timing.
-template <class D, class Io>
-class map_async_state final : public epoch_state<Io> {
-public:
-    map_async_state(const loader_context<D, Io>& ctx, shard s, std::size_t epoch, std::size_t workers, std::size_t depth)
-        : m_ctx(&ctx), m_producer(ctx, std::move(s), epoch), m_ring(depth) {
-        try {
-            m_threads.reserve(workers);
-            for (std::size_t w = 0; w < workers; ++w) m_threads.emplace_back([this] { work(); });
-        } catch (...) {  // a thread that could not start: stop those that did before unwinding
-            stop();
-            throw;
-        }
-    }
-
-    ~map_async_state() override { stop(); }
-
-    std::optional<batch_lease<Io>> next() override {
-        std::unique_lock lock(m_mutex);
-        if (m_error) std::rethrow_exception(m_error);
-        if (m_handed >= m_producer.batches()) return std::nullopt;
-        auto& slot = m_ring[m_handed % m_ring.size()];
-        m_ready.wait(lock, [&] { return m_error || slot.has_value(); });
-        if (m_error) std::rethrow_exception(m_error);
-        batch_lease<Io> lease = std::move(*slot);
-        slot.reset();
-        ++m_handed;
-        lock.unlock();
-        m_space.notify_one();  // one more batch may start: wake one worker, not all of them
-        return lease;
-    }
-
-private:
-    void stop() noexcept {
-        {
-            std::lock_guard lock(m_mutex);
-            m_stopping = true;
-        }
-        m_space.notify_all();
-        m_threads.clear();  // joins
-    }
-
-    void work() {
-        run_as_background_thread();
-        typename loader_context<D, Io>::scratch scratch(m_ctx->shape.size());
-        for (;;) {
-            std::size_t b = 0;
-            {
-                std::unique_lock lock(m_mutex);
-                m_space.wait(lock, [&] {
-                    return m_stopping || m_error || m_claimed >= m_producer.batches() || m_claimed < m_handed + m_ring.size();
-                });
-                if (m_stopping || m_error || m_claimed >= m_producer.batches()) return;
-                b = m_claimed++;
-            }
-            try {
-                auto lease = m_ctx->pool.acquire();
-                m_producer.fill(lease, b, scratch);
-                std::lock_guard lock(m_mutex);
-                m_ring[b % m_ring.size()].emplace(std::move(lease));
-            } catch (...) {
-                {
-                    std::lock_guard lock(m_mutex);
-                    if (!m_error) m_error = std::current_exception();
-                }
-                m_space.notify_all();  // the other workers stop too
-            }
-            m_ready.notify_one();  // the caller is the only one waiting for batches
-        }
-    }
-
-    const loader_context<D, Io>* m_ctx;
-    map_producer<D, Io> m_producer;
-    std::mutex m_mutex;
-    std::condition_variable m_space;  // workers wait for a free slot in the window
-    std::condition_variable m_ready;  // the caller waits for the next batch
-    std::vector<std::optional<batch_lease<Io>>> m_ring;
-    std::size_t m_handed = 0, m_claimed = 0;
-    bool m_stopping = false;
-    std::exception_ptr m_error;
-    std::vector<std::jthread> m_threads;  // last: started after everything above exists
-};
-
 /// Async loading of consecutive epochs by workers that live across them, as PopTorch keeps its
 /// loader's workers: batch g of the stream is batch g mod B of epoch first + g / B, so while the
 /// caller finishes epoch e the workers already fill the first batches of epoch e + 1, within the
@@ -229,9 +145,10 @@ class map_stream {
 public:
     using shard_maker = std::function<shard(std::size_t epoch)>;
 
+    /// Epochs first_epoch, first_epoch + 1, ... (`epochs` of them at most).
     map_stream(const loader_context<D, Io>& ctx, shard_maker make, std::size_t first_epoch, std::size_t workers,
-               std::size_t depth)
-        : m_ctx(&ctx), m_make(std::move(make)), m_first(first_epoch), m_ring(depth) {
+               std::size_t depth, std::size_t epochs = std::numeric_limits<std::size_t>::max())
+        : m_ctx(&ctx), m_make(std::move(make)), m_first(first_epoch), m_epochs(epochs), m_ring(depth) {
         auto first = std::make_shared<const map_producer<D, Io>>(ctx, m_make(first_epoch), first_epoch);
         m_batches = first->batches();
         m_producers.emplace_back(first_epoch, std::move(first));
@@ -309,8 +226,11 @@ private:
             std::shared_ptr<const map_producer<D, Io>> p;
             {
                 std::unique_lock lock(m_mutex);
-                m_space.wait(lock, [&] { return m_stopping || m_error || (m_batches > 0 && m_claimed < m_handed + m_ring.size()); });
-                if (m_stopping || m_error) return;
+                const auto done = [&] { return m_batches > 0 && m_claimed / m_batches >= m_epochs; };
+                m_space.wait(lock, [&] {
+                    return m_stopping || m_error || done() || (m_batches > 0 && m_claimed < m_handed + m_ring.size());
+                });
+                if (m_stopping || m_error || done()) return;
                 g = m_claimed++;
                 p = producer(lock, m_first + g / m_batches);
             }
@@ -332,7 +252,7 @@ private:
 
     const loader_context<D, Io>* m_ctx;
     shard_maker m_make;
-    std::size_t m_first, m_batches = 0;
+    std::size_t m_first, m_epochs, m_batches = 0;
     mutable std::mutex m_mutex;
     std::condition_variable m_space, m_ready;
     std::vector<std::optional<batch_lease<Io>>> m_ring;
@@ -341,6 +261,24 @@ private:
     bool m_stopping = false;
     std::exception_ptr m_error;
     std::vector<std::jthread> m_threads;  // last: started after everything above exists
+};
+
+/// One epoch loaded ahead of the caller by its own workers (an explicit epoch(e)): a stream of one
+/// epoch, whose workers stop with it. Batch b goes to ring slot b mod depth and may start only once
+/// batch b - depth has been handed out, so the ring never holds more than `depth` batches and the
+/// caller receives them in order whatever the timing.
+template <class D, class Io>
+class map_async_state final : public epoch_state<Io> {
+public:
+    map_async_state(const loader_context<D, Io>& ctx, shard s, std::size_t epoch, std::size_t workers, std::size_t depth)
+        : m_epoch(epoch),
+          m_stream(ctx, [first = std::make_shared<shard>(std::move(s))](std::size_t) { return std::move(*first); }, epoch,
+                   workers, depth, 1) {}
+    std::optional<batch_lease<Io>> next() override { return m_stream.next_of(m_epoch); }
+
+private:
+    std::size_t m_epoch;
+    map_stream<D, Io> m_stream;
 };
 
 /// One epoch of a map_stream, as an epoch_state (the stream, not the epoch, owns the workers).
