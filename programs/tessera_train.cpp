@@ -8,20 +8,23 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "train_processes.hpp"
 #include "train_request.hpp"
 #include "train_runner.hpp"
 
 namespace {
 
 // main.py's Namespace(...) line, with every resolved flag.
-void print_namespace(const tessera::programs::train_request& r) {
+std::string namespace_line(const tessera::programs::train_request& r) {
     const auto yes = [](bool b) { return b ? "True" : "False"; };
     std::string split;
     for (const auto& s : r.split) split += (split.empty() ? "" : ",") + s;
-    std::printf("Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, eight_bit_io=%s, "
+    char line[2048];
+    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, eight_bit_io=%s, "
                 "epochs=%zu, gradient_accumulation=%zu, images=%zu, input_replica_group=%zu, instances=%zu, "
                 "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', output_mode='%s', "
                 "precision='%s', recompute=%s, replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
@@ -32,7 +35,7 @@ void print_namespace(const tessera::programs::train_request& r) {
                 r.model.c_str(), r.optimizer.c_str(), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
                 static_cast<unsigned long long>(r.seed), split.c_str(), r.strategy.c_str(), r.workers);
-    std::fflush(stdout);
+    return line;
 }
 
 }  // namespace
@@ -84,19 +87,36 @@ int main(int argc, char** argv) {
     }
     r.dataset = dataset.front();
     if (dataset.size() > 1) r.data_dir = dataset[1];
+    // Several instances: the ranks mpirun started (train_processes.cpp); an error on any rank ends them all.
+    std::unique_ptr<programs::processes> ranks;
+    const auto fail = [&](int code, const char* kind, const char* what) {
+        const std::string who = r.processes.several() ? "rank " + std::to_string(r.processes.rank) + ": " : "";
+        std::fprintf(stderr, "tessera-train: %s%s%s\n", who.c_str(), kind, what);
+        if (ranks) ranks->abort(code);  // the other ranks may be waiting for this one
+        return code;
+    };
     try {
-        print_namespace(r);
+        const std::string line = namespace_line(r);
+        if (r.instances > 1 || programs::launched_by_mpirun()) {
+            // The rules on replicas and instances first: they need no processes to be broken.
+            namespace cfg = tessera::config;
+            (void)cfg::make_batching<cfg::dispatched_config<cfg::fp32, cfg::single, cfg::float_io>>(
+                {.micro_batch = r.batch_size, .replicas = r.replicas, .instances = r.instances,
+                 .input_group = r.input_replica_group});
+            ranks = programs::start_processes(r, line);
+        }
+        if (r.processes.lead()) {
+            std::fputs(line.c_str(), stdout);
+            std::fflush(stdout);
+        }
         if (r.precision == "32.32") return programs::train_fp32(r);
         if (r.precision == "16.32") return programs::train_mixed(r);
         return programs::train_half(r);
     } catch (const programs::usage_error& e) {
-        std::fprintf(stderr, "tessera-train: error: %s\n", e.what());
-        return 2;
+        return fail(2, "error: ", e.what());
     } catch (const tessera::config::config_error& e) {
-        std::fprintf(stderr, "tessera-train: error: %s\n", e.what());
-        return 2;
+        return fail(2, "error: ", e.what());
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "tessera-train: %s\n", e.what());
-        return 1;
+        return fail(1, "", e.what());
     }
 }

@@ -2,10 +2,33 @@
 // What tessera-train was asked to do: its flags, parsed and checked.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tessera/exec/cross_process.hpp"
+
 namespace tessera::programs {
+
+/// A flag's value that cannot work (exit code 2, one line).
+struct usage_error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// The host processes of the run (MPI ranks, PopRun's instances), behind functions so that the
+/// training loop compiles without MPI (train_processes.cpp fills them where MPI is). One process
+/// by default.
+struct process_group {
+    std::size_t rank = 0, size = 1;
+    /// The gradients' reduction across the processes for a network of `stages` stages.
+    std::function<exec::cross_process_reduction(std::size_t stages)> gradient_reduction{};
+    std::function<void(std::span<double>)> sum{};            ///< element-wise over the ranks, in rank order
+    std::function<void(std::span<std::byte>)> broadcast{};   ///< rank 0's bytes to every rank
+    [[nodiscard]] bool lead() const noexcept { return rank == 0; }  ///< prints and writes files
+    [[nodiscard]] bool several() const noexcept { return size > 1; }
+};
 
 /// tessera-train's flags (defaults: the README's main job). See tessera_train.cpp for their help.
 struct train_request {
@@ -36,6 +59,7 @@ struct train_request {
     std::uint64_t seed = 42;
     std::string metrics_json, timeline, checkpoint, resume;
     std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)
+    process_group processes{};            ///< not a flag: the ranks mpirun started (--instances)
 };
 
 /// Runs the request with its precision's configurations (each precision is compiled in its own file).

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <ostream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,11 +22,6 @@
 namespace tessera::programs {
 
 namespace cfg = tessera::config;
-
-/// A flag's value that cannot work (exit code 2, one line).
-struct usage_error : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
 
 struct dataset_pair {
     data::in_memory_dataset<std::uint8_t> train, test;
@@ -114,10 +111,23 @@ struct epoch_metrics {
            modelled_images_per_second = 0;
 };
 
+/// Adds the per-rank values of a multi-process run (in rank order; nothing to do in one process).
+inline void sum_over_processes(const process_group& g, std::span<double> values) {
+    if (g.several()) g.sum(values);
+}
+
 template <class C, class Net>
-int train_network(const train_request& r, const Net& prototype, const dataset_pair& ds) {
+int train_network(const train_request& r, const Net& first, const dataset_pair& ds) {
     using P = typename Net::precision;
     using io = typename C::io_type;
+    const process_group& group = r.processes;
+    const bool lead = group.lead();  // rank 0 alone prints bars and lines and writes files
+    std::ostream quiet(nullptr);
+    std::ostream& console = lead ? std::cout : quiet;
+    // Every rank starts from rank 0's weights.
+    Net prototype = first;
+    if (group.several())
+        prototype.visit_parameters([&](std::string_view, auto values, auto) { group.broadcast(std::as_writable_bytes(values)); });
     const auto sample_shape = ds.train.shape();
     const tessera::tensor::shape sample{1, sample_shape.height, sample_shape.width, sample_shape.channels};
     const config::options counts{.micro_batch = r.batch_size, .gradient_accumulation = r.gradient_accumulation,
@@ -128,11 +138,11 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
     const exec::output_selection outputs = parse_output_mode(r.output_mode);
     data::loader_options loading{.shuffle = true, .seed = r.seed, .num_workers = r.workers,
                                  .mode = r.async_dataloader ? data::loader_mode::async : data::loader_mode::sync,
-                                 .augment = data::horizontal_flip{}};
+                                 .rank = group.rank, .augment = data::horizontal_flip{}};
     if constexpr (!std::is_same_v<io, std::uint8_t>) loading.normalize = ds.norm;  // float I/O: on the host
     const data::normalization device_norm = std::is_same_v<io, std::uint8_t> ? ds.norm : data::normalization{};
 
-    exec::session_options settings{.progress = &std::cout, .record_trace = !r.timeline.empty(),
+    exec::session_options settings{.progress = lead ? &std::cout : nullptr, .record_trace = !r.timeline.empty(),
                                    .outputs = outputs, .loss_scale = static_scale(r.loss_scaling),
                                    .dynamic_loss_scaling = r.loss_scaling == "dynamic",
                                    .loading = exec::loading_of(loading)};
@@ -145,6 +155,7 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
                               std::to_string(C::strategy::stages - 1) + ")");
     }
     if (r.recompute) settings.recompute.assign(C::strategy::stages, true);
+    if (group.several()) settings.across = group.gradient_reduction(C::strategy::stages);
 
     const auto run_with = [&](any_optimizer optimizer) -> int {
         auto session = exec::training_model<C>(prototype, optimizer, sample, counts, settings);
@@ -159,15 +170,16 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
         if (!r.resume.empty()) {
             const auto at = exec::load_session(r.resume, session, fingerprint);
             first_epoch = at.epoch + 1, skip = at.calls, step = at.steps;
-            std::printf("resumed from %s: epoch %zu, %zu calls into it, %zu updates done\n", r.resume.c_str(),
-                        first_epoch, skip, step);
+            if (lead)
+                std::printf("resumed from %s: epoch %zu, %zu calls into it, %zu updates done\n", r.resume.c_str(),
+                            first_epoch, skip, step);
         }
         std::size_t calls_run = 0;
         std::optional<exec::run_result<typename decltype(session)::tensor>> last;
         for (std::size_t epoch = first_epoch; epoch <= r.epochs; ++epoch) {
             char name[32];
             std::snprintf(name, sizeof name, "[Epoch %02zu]", epoch);
-            report::progress_bar bar(std::cout, name, calls);
+            report::progress_bar bar(console, name, calls);
             double loss_sum = 0, hits = 0, seen = 0, wall = 0;
             const double modelled_start = session.host().now();
             const std::size_t count = r.device_iterations * r.gradient_accumulation;  // micro-batches per replica and call
@@ -197,25 +209,29 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
                 double l = 0;
                 for (float v : losses) l += v;
                 l = outputs.kind == cfg::output_kind::sum ? l / double(count) : l / double(std::max<std::size_t>(losses.size(), 1));
-                loss_sum += l;
-                for (const auto& s : result.scores.front()) hits += double(s.correct), seen += double(s.samples);
+                double call[3] = {l, 0, 0};  // this rank's loss, hits, samples; then all ranks'
+                for (const auto& s : result.scores.front()) call[1] += double(s.correct), call[2] += double(s.samples);
+                sum_over_processes(group, call);
+                loss_sum += call[0] / double(group.size);
+                hits += call[1], seen += call[2];
                 bar.set_postfix("loss", loss_sum / double(ran), 3);
                 bar.set_postfix("acc", seen > 0 ? 100.0 * hits / seen : 0.0, 1);
                 bar.update();
                 if (!r.timeline.empty()) last = std::move(result);
                 if (r.stop_after != 0 && calls_run == r.stop_after) {  // stop here, resumable
                     bar.close();
-                    if (!r.checkpoint.empty())
+                    if (!r.checkpoint.empty() && lead)
                         exec::save_session(r.checkpoint, session, {.epoch = epoch - 1, .calls = done, .steps = step, .seed = r.seed},
                                            fingerprint);
-                    std::printf("stopped after %zu calls%s\n", calls_run,
-                                r.checkpoint.empty() ? "" : (", checkpoint " + r.checkpoint).c_str());
+                    if (lead)
+                        std::printf("stopped after %zu calls%s\n", calls_run,
+                                    r.checkpoint.empty() ? "" : (", checkpoint " + r.checkpoint).c_str());
                     return 0;
                 }
             }
             skip = 0;
             bar.close();
-            if (!r.checkpoint.empty())
+            if (!r.checkpoint.empty() && lead)
                 exec::save_session(r.checkpoint, session, {.epoch = epoch, .calls = 0, .steps = step, .seed = r.seed},
                                    fingerprint);
             epoch_metrics m;
@@ -227,7 +243,7 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
             m.images_per_second = wall > 0 ? images / wall : 0;
             m.modelled_images_per_second = m.modelled_seconds > 0 ? images / m.modelled_seconds : 0;
             history.push_back(m);
-            std::printf("[Epoch %02zu] loss: %.3f, acc: %.1f\n", epoch, m.loss, 100.0 * m.accuracy);
+            if (lead) std::printf("[Epoch %02zu] loss: %.3f, acc: %.1f\n", epoch, m.loss, 100.0 * m.accuracy);
             std::fflush(stdout);
         }
 
@@ -243,13 +259,20 @@ int train_network(const train_request& r, const Net& prototype, const dataset_pa
                                               .replicas = r.replicas, .instances = r.instances,
                                               .input_group = r.input_replica_group},
                                              eval_settings);
-        data::loader_options test_loading{.drop_last = false};
+        data::loader_options test_loading{.drop_last = false, .rank = group.rank};
         if constexpr (!std::is_same_v<io, std::uint8_t>) test_loading.normalize = ds.norm;
         auto test_loader = data::make_data_loader<typename C::for_inference>(
             ds.test, {.micro_batch = eval_batch, .device_iterations = eval_d, .replicas = r.replicas,
                       .instances = r.instances, .input_group = r.input_replica_group},
             test_loading);
-        const auto test = exec::evaluate(eval, test_loader, device_norm);
+        auto test = exec::evaluate(eval, test_loader, device_norm);
+        if (group.several()) {  // each rank evaluated its shard of the test split
+            double totals[3] = {test.loss * double(test.samples), double(test.correct), double(test.samples)};
+            sum_over_processes(group, totals);
+            test.samples = static_cast<std::size_t>(totals[2]), test.correct = static_cast<std::size_t>(totals[1]);
+            test.loss = totals[2] > 0 ? totals[0] / totals[2] : 0.0;
+        }
+        if (!lead) return 0;
         double wall = 0, modelled = 0, images = 0;
         for (const auto& m : history) {
             wall += m.wall_seconds, modelled += m.modelled_seconds;
