@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     const auto fail = [&](int code, const char* kind, const char* what) {
         const std::string who = r.processes.several() ? "rank " + std::to_string(r.processes.rank) + ": " : "";
         std::fprintf(stderr, "tessera-train: %s%s%s\n", who.c_str(), kind, what);
-        if (ranks) ranks->abort(code);  // the other ranks may be waiting for this one
+        if (ranks && r.processes.several()) ranks->abort(code);  // the other ranks may be waiting for this one
         return code;
     };
     try {
@@ -101,9 +101,11 @@ int main(int argc, char** argv) {
             // The rules on replicas and instances first: they need no processes to be broken.
             namespace cfg = tessera::config;
             (void)cfg::make_batching<cfg::dispatched_config<cfg::fp32, cfg::single, cfg::float_io>>(
-                {.micro_batch = r.batch_size, .replicas = r.replicas, .instances = r.instances,
+                {.micro_batch = r.batch_size, .gradient_accumulation = r.gradient_accumulation,
+                 .device_iterations = r.device_iterations, .replicas = r.replicas, .instances = r.instances,
                  .input_group = r.input_replica_group});
-            ranks = programs::start_processes(r, line);
+            ranks = programs::start_processes(r);
+            programs::check_processes(r, line);
         }
         if (r.processes.lead()) {
             std::fputs(line.c_str(), stdout);

@@ -19,9 +19,12 @@ public:
 /// True when mpirun started this process (its environment says so).
 [[nodiscard]] bool launched_by_mpirun() noexcept;
 
-/// Starts MPI and fills r.processes: checks that mpirun started --instances ranks and that every
-/// rank resolved the same configuration (`line`, the Namespace line). A usage_error when they
-/// differ, or when this tessera-train was built without MPI.
-[[nodiscard]] std::unique_ptr<processes> start_processes(train_request& r, const std::string& line);
+/// Starts MPI and fills r.processes (a usage_error when this tessera-train was built without MPI).
+[[nodiscard]] std::unique_ptr<processes> start_processes(train_request& r);
+
+/// Checks that mpirun started --instances ranks and that every rank resolved the same configuration
+/// (`line`, the Namespace line): a usage_error naming what differs. Separate from start_processes,
+/// so that the caller reports the error before MPI ends the run.
+void check_processes(const train_request& r, const std::string& line);
 
 }  // namespace tessera::programs

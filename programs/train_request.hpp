@@ -26,6 +26,8 @@ struct process_group {
     std::function<exec::cross_process_reduction(std::size_t stages)> gradient_reduction{};
     std::function<void(std::span<double>)> sum{};            ///< element-wise over the ranks, in rank order
     std::function<void(std::span<std::byte>)> broadcast{};   ///< rank 0's bytes to every rank
+    /// Throws unless every rank passes the same text (naming `what`, the rank and both texts).
+    std::function<void(const std::string& what, const std::string& text)> check_same{};
     [[nodiscard]] bool lead() const noexcept { return rank == 0; }  ///< prints and writes files
     [[nodiscard]] bool several() const noexcept { return size > 1; }
 };
