@@ -3,9 +3,11 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tessera/dist/communicator.hpp"
+#include "tessera/dist/error.hpp"
 #include "tessera/exec/cross_process.hpp"
 
 namespace tessera::dist {
@@ -27,7 +29,11 @@ namespace tessera::dist {
     exec::cross_process_reduction r;
     r.processes = comm.size();
     r.reduce = [comms](std::size_t stage, std::span<float> gradients) {
-        comms->at(stage).sum_in_rank_order(gradients);
+        if (stage >= comms->size())
+            throw dist_error("tessera::dist::gradient_reduction: made for " + std::to_string(comms->size()) +
+                             " stages, asked to reduce stage " + std::to_string(stage) +
+                             " (give the session's strategy's stage count)");
+        (*comms)[stage].sum_in_rank_order(gradients);
     };
     return r;
 }
