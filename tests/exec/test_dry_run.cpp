@@ -135,3 +135,29 @@ TEST_CASE("a dry run refuses what a session refuses", "[exec]") {
     REQUIRE_THROWS_AS(exec::dry_run<small_config<cfg::float_io>>(net, sgd, sample, {.micro_batch = 4}, 96, {.device = tiny}),
                       emu::out_of_device_memory);
 }
+
+TEST_CASE("instances reducing through their hosts pay the host links and the network in proportion", "[exec][cost]") {
+    // 2 replicas in 2 processes: each all-reduce then goes to the host, over the network as a ring
+    // (2 (P - 1) / P of the gradients), and back.
+    using two_processes = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<3>,
+                                      cfg::device_iterations<2>, cfg::replication<2>, cfg::instances<2>, cfg::float_io>;
+    const net_t net(1, 10);
+    const emu::device_spec spec{};
+    const auto with = [&](bool through_hosts, double bandwidth) {
+        return exec::dry_run<two_processes>(net, sgd, sample, {.micro_batch = micro_batch}, 96,
+                                            {.host = {.network_bandwidth = bandwidth, .reduce_through_hosts = through_hosts}});
+    };
+    const auto links = with(false, 1e9), hosts = with(true, 1e9), slower = with(true, 0.5e9);
+    for (std::size_t ipu = 0; ipu < 2; ++ipu) {
+        const auto& h = hosts.call_clocks[ipu];
+        CHECK(count(links.call_clocks[ipu], "across hosts") == 0);
+        CHECK(count(h, "across hosts") == 2);  // one stage per IPU, D = 2 steps per call
+        CHECK(count(h, "to host") == 2);
+        CHECK(count(h, "from host") == 2);
+        // to host: bytes / host link; across: 2 (2 - 1) / 2 × bytes / network.
+        CHECK(total(h, "across hosts") / total(h, "to host") == Approx(spec.host_link_bandwidth / 1e9));
+        CHECK(total(slower.call_clocks[ipu], "across hosts") == Approx(2 * total(h, "across hosts")));
+    }
+    CHECK(hosts.seconds > links.seconds);
+    CHECK(slower.seconds > hosts.seconds);
+}
