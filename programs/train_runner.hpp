@@ -142,10 +142,15 @@ int train_network(const train_request& r, const Net& first, const dataset_pair& 
     if constexpr (!std::is_same_v<io, std::uint8_t>) loading.normalize = ds.norm;  // float I/O: on the host
     const data::normalization device_norm = std::is_same_v<io, std::uint8_t> ? ds.norm : data::normalization{};
 
-    exec::session_options settings{.progress = lead ? &std::cout : nullptr, .record_trace = !r.timeline.empty(),
-                                   .outputs = outputs, .loss_scale = static_scale(r.loss_scaling),
-                                   .dynamic_loss_scaling = r.loss_scaling == "dynamic",
-                                   .loading = exec::loading_of(loading)};
+    // Set member by member: GCC 12 warns (falsely) that a designated initializer leaves `across`
+    // uninitialised in some of the dispatched instantiations.
+    exec::session_options settings;
+    settings.progress = lead ? &std::cout : nullptr;
+    settings.record_trace = !r.timeline.empty();
+    settings.outputs = outputs;
+    settings.loss_scale = static_scale(r.loss_scaling);
+    settings.dynamic_loss_scaling = r.loss_scaling == "dynamic";
+    settings.loading = exec::loading_of(loading);
     if (!r.split.empty()) {
         settings.first_units.push_back(0);
         for (const auto& name : r.split) settings.first_units.push_back(prototype.unit_index(name));

@@ -29,7 +29,8 @@ enum class link {
 /// github.com/graphcore/poplibs, the cycle estimates its planners use (lib/poplin/PerformanceEstimation.hpp,
 /// ConvVertexType.cpp, lib/popops/popopsCycleEstimators.cpp, lib/popnn/CTCLossPlan.cpp);
 /// [tools] Graphcore command-line tools' documented example outputs (gc-iputraffictest,
-/// gc-hosttraffictest, gc-hostsynclatencytest); [seed 004] gc-monitor in the tutorials' output.
+/// gc-hosttraffictest, gc-hostsynclatencytest); [product] Graphcore's Colossus Mk2 GC200 product page
+/// (47.5 TB/s memory bandwidth, 8 TB/s all-to-all exchange); [seed 004] gc-monitor in the tutorials' output.
 /// @code
 ///   emulator::device_spec small{.memory_per_tile = 1024};          // a 1.5 MB IPU for a test
 ///   double t = small.compute_seconds(2e12, 16);                      // 2 TFLOP at the fp16 peak
@@ -55,8 +56,8 @@ struct device_spec {
     double elementwise_worker_overhead_cycles = 26;  ///< a 1-D element-wise vertex's worker set-up [poplibs BinaryOp1D]
     double supervisor_overhead_cycles = 11;       ///< starting a vertex on a tile's workers [poplibs basicOpSupervisorOverhead]
     double sync_cycles = 90;                      ///< one BSP synchronisation inside an IPU [poplibs CTCLossPlan.cpp]
-    double memory_bandwidth = 47.5e12;            ///< In-Processor memory, bytes/s (a ceiling for memory-bound passes)
-    double exchange_bandwidth = 8e12;             ///< on-chip exchange, bytes/s: 4 bytes per tile-cycle (≈ 7.8 TB/s)
+    double memory_bandwidth = 47.5e12;            ///< In-Processor memory, bytes/s (a ceiling for memory-bound passes) [product]
+    double exchange_bandwidth = 8e12;             ///< on-chip exchange, bytes/s: 8 TB/s all-to-all [product] (≈ 4 bytes per tile-cycle)
     /// Cycles each layer pass costs beyond the model above: data rearrangement between layouts,
     /// casts, program control and the extra compute sets Poplar builds around a layer. Calibrated:
     /// chosen so that a dry run of ResNet-50 training (224 × 224, 16.16, micro-batch 18, 1 IPU per
