@@ -9,28 +9,13 @@
 
 #include "tessera/optim/checkpoint.hpp"
 #include "tessera/optim/sgd.hpp"
-
-namespace {
-struct small_model {
-    std::vector<float> w = std::vector<float>(6, 0.5f), b = std::vector<float>(2, -1.0f), gw = std::vector<float>(6, 0.0f),
-                       gb = std::vector<float>(2, 0.0f), running = std::vector<float>(2, 1.0f);
-    template <class F>
-    void visit_parameters(F&& f) {
-        f("layer.weight", std::span<float>(w), std::span<float>(gw));
-        f("layer.bias", std::span<float>(b), std::span<float>(gb));
-    }
-    template <class F>
-    void visit_buffers(F&& f) {
-        f("layer.running", std::span<float>(running));
-    }
-};
-}  // namespace
+#include "small_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     namespace optim = tessera::optim;
-    small_model model;
+    tessera_fuzz::small_model model(0.5f, -1.0f, 1.0f);
     optim::sgd sgd({.learning_rate = 0.1, .momentum = 0.9});
-    const small_model before;
+    const tessera_fuzz::small_model before = model;
     try {
         optim::load_checkpoint_bytes(std::vector<unsigned char>(data, data + size), "fuzz.ckpt", model, sgd);
     } catch (const optim::checkpoint_error&) {

@@ -11,6 +11,7 @@
 
 #include "tessera/optim/checkpoint.hpp"
 #include "tessera/optim/sgd.hpp"
+#include "small_model.hpp"
 
 namespace {
 void write(const std::filesystem::path& p, const std::vector<std::uint8_t>& bytes) {
@@ -41,19 +42,6 @@ std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& in) {
     deflateEnd(&s);
     return out;
 }
-struct small_model {
-    std::vector<float> w = std::vector<float>(6, 0.25f), b = std::vector<float>(2, 2.0f), gw = std::vector<float>(6, 0.0f),
-                       gb = std::vector<float>(2, 0.0f), running = std::vector<float>(2, 3.0f);
-    template <class F>
-    void visit_parameters(F&& f) {
-        f("layer.weight", std::span<float>(w), std::span<float>(gw));
-        f("layer.bias", std::span<float>(b), std::span<float>(gb));
-    }
-    template <class F>
-    void visit_buffers(F&& f) {
-        f("layer.running", std::span<float>(running));
-    }
-};
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +51,7 @@ int main(int argc, char** argv) {
     std::vector<std::uint8_t> record(3073, 7);
     record[0] = 3;
     write(dir / "cifar10" / "one_record.bin", record);
-    small_model m;
+    tessera_fuzz::small_model m(0.25f, 2.0f, 3.0f);
     tessera::optim::sgd sgd({.momentum = 0.9});
     sgd.prepare(m);
     std::filesystem::create_directories(dir / "checkpoint");

@@ -18,8 +18,11 @@
 #include "tessera/config/loss_scaling.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/host_input.hpp"
+#include "tessera/exec/ipu_kernel_pools.hpp"
+#include "tessera/exec/loss_scale_rule.hpp"
 #include "tessera/exec/partition.hpp"
 #include "tessera/exec/run_result.hpp"
+#include "tessera/exec/unit_network.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/kernels/thread_pool.hpp"
 #include "tessera/nn/layer.hpp"
@@ -44,110 +47,6 @@ struct class_labels {
     class_labels() = default;
     class_labels(std::vector<std::int32_t> c) : classes(std::move(c)), valid(classes.size()) {}  // implicit: all real
     class_labels(std::vector<std::int32_t> c, std::size_t real) : classes(std::move(c)), valid(real) {}
-};
-
-/// A network made of units that can run any contiguous range of them (nn::resnet: stem, blocks, head),
-/// with shape inference and a cost per unit.
-template <class N>
-concept UnitNetwork = nn::Numeric<typename N::precision> && std::copy_constructible<N> &&
-                      std::default_initializable<typename N::state> &&
-                      requires(N& n, const N& cn, std::size_t u, const tessera::tensor::shape& s,
-                               const nn::activation<typename N::precision>& x, typename N::state& st,
-                               const nn::context& ctx) {
-                          { cn.units() } -> std::convertible_to<std::size_t>;
-                          { cn.unit_name(u) } -> std::convertible_to<std::string>;
-                          { cn.unit_input_shape(u, s) } -> std::same_as<tessera::tensor::shape>;
-                          { cn.unit_output_shape(u, s) } -> std::same_as<tessera::tensor::shape>;
-                          { cn.unit_cost(u, s) } -> std::same_as<nn::cost>;
-                          { n.forward_units(u, u, x, st, ctx) } -> std::same_as<const nn::activation<typename N::precision>&>;
-                          { n.backward_units(u, u, x, st, ctx, true) } -> std::same_as<const nn::activation<typename N::precision>&>;
-                      };
-
-/// The parameters of units [first, last) of a network, as a parameter set an optimizer can step.
-template <UnitNetwork N>
-class unit_parameters {
-public:
-    unit_parameters(N& net, std::size_t first, std::size_t last) : m_net(&net), m_first(first), m_last(last) {}
-    template <class F>
-    void visit_parameters(F&& f) {
-        m_net->visit_unit_parameters(m_first, m_last, std::forward<F>(f));
-    }
-    template <class F>
-    void visit_buffers(F&& f) {
-        m_net->visit_unit_buffers(m_first, m_last, std::forward<F>(f));
-    }
-
-private:
-    N* m_net;
-    std::size_t m_first, m_last;
-};
-
-/// An optimizer for one stage: step(parameters, gradient scale) updates the values from the gradients.
-template <class O, class N>
-concept StageOptimizer = std::copy_constructible<O> && requires(O& o, unit_parameters<N>& p, double scale) {
-    o.step(p, scale);
-};
-
-/// How a staged network scales its loss: a fixed factor, or dynamically (PopTorch's automatic loss
-/// scaling): a step whose gradients overflow is skipped and the scale divided by `factor`; after
-/// `growth_interval` clean steps it is multiplied by `factor` (up to 2^32; growth never lowers a
-/// larger initial scale).
-struct loss_scale_rule {
-    double initial = 1.0;
-    bool dynamic = false;
-    double factor = 2.0;
-    std::size_t growth_interval = 2000;
-
-    /// The rule of a config::LossScaling policy.
-    template <config::LossScaling L>
-    [[nodiscard]] static constexpr loss_scale_rule of() noexcept {
-        loss_scale_rule r{.initial = L::initial_scale, .dynamic = L::is_dynamic};
-        if constexpr (L::is_dynamic) {
-            r.factor = L::factor;
-            r.growth_interval = L::growth_interval;
-        }
-        return r;
-    }
-};
-
-/// Kernel threads of a staged network: one pool per IPU, shared by the stages that IPU runs (they
-/// never run at the same time). A copy — another replica, running at the same time — starts pools of
-/// its own with the same sizes.
-class ipu_kernel_pools {
-public:
-    ipu_kernel_pools() = default;
-    /// `threads` per IPU (the IPU's own thread and threads - 1 workers); ipu_of_stage[s]: stage s's IPU.
-    ipu_kernel_pools(std::size_t threads, std::vector<std::size_t> ipu_of_stage)
-        : m_threads(threads), m_ipu_of_stage(std::move(ipu_of_stage)) {
-        if (threads == 0)
-            throw config::config_error("tessera::exec::staged_network: kernel threads per IPU must be at least 1, got 0");
-        if (threads == 1) return;
-        std::size_t ipus = 0;
-        for (const std::size_t i : m_ipu_of_stage) ipus = std::max(ipus, i + 1);
-        for (std::size_t i = 0; i < ipus; ++i) m_pools.push_back(std::make_unique<kernels::thread_pool>(threads));
-    }
-    ipu_kernel_pools(const ipu_kernel_pools& other) : ipu_kernel_pools(other.m_threads, other.m_ipu_of_stage) {}
-    ipu_kernel_pools& operator=(const ipu_kernel_pools& other) {
-        if (this != &other) *this = ipu_kernel_pools(other);
-        return *this;
-    }
-    ipu_kernel_pools(ipu_kernel_pools&&) noexcept = default;
-    ipu_kernel_pools& operator=(ipu_kernel_pools&&) noexcept = default;
-    ~ipu_kernel_pools() = default;
-
-    [[nodiscard]] std::size_t threads() const noexcept { return m_threads; }
-    /// The context of stage s: `base` with this stage's IPU's threads and pool (unchanged with one thread).
-    [[nodiscard]] nn::context context(std::size_t s, nn::context base) const {
-        if (m_pools.empty()) return base;
-        base.threads = m_threads;
-        base.pool = m_pools.at(m_ipu_of_stage.at(s)).get();
-        return base;
-    }
-
-private:
-    std::size_t m_threads = 1;
-    std::vector<std::size_t> m_ipu_of_stage;
-    std::vector<std::unique_ptr<kernels::thread_pool>> m_pools;
 };
 
 /// Stages of a UnitNetwork with a softmax cross-entropy loss and one optimizer per stage; labels are

@@ -1,0 +1,55 @@
+#pragma once
+// What a network must offer to be cut into pipeline stages, and the optimizer each stage steps.
+#include <concepts>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "tessera/nn/layer.hpp"
+#include "tessera/tensor/dense.hpp"
+
+namespace tessera::exec {
+
+/// A network made of units that can run any contiguous range of them (nn::resnet: stem, blocks, head),
+/// with shape inference and a cost per unit.
+template <class N>
+concept UnitNetwork = nn::Numeric<typename N::precision> && std::copy_constructible<N> &&
+                      std::default_initializable<typename N::state> &&
+                      requires(N& n, const N& cn, std::size_t u, const tessera::tensor::shape& s,
+                               const nn::activation<typename N::precision>& x, typename N::state& st,
+                               const nn::context& ctx) {
+                          { cn.units() } -> std::convertible_to<std::size_t>;
+                          { cn.unit_name(u) } -> std::convertible_to<std::string>;
+                          { cn.unit_input_shape(u, s) } -> std::same_as<tessera::tensor::shape>;
+                          { cn.unit_output_shape(u, s) } -> std::same_as<tessera::tensor::shape>;
+                          { cn.unit_cost(u, s) } -> std::same_as<nn::cost>;
+                          { n.forward_units(u, u, x, st, ctx) } -> std::same_as<const nn::activation<typename N::precision>&>;
+                          { n.backward_units(u, u, x, st, ctx, true) } -> std::same_as<const nn::activation<typename N::precision>&>;
+                      };
+
+/// The parameters of units [first, last) of a network, as a parameter set an optimizer can step.
+template <UnitNetwork N>
+class unit_parameters {
+public:
+    unit_parameters(N& net, std::size_t first, std::size_t last) : m_net(&net), m_first(first), m_last(last) {}
+    template <class F>
+    void visit_parameters(F&& f) {
+        m_net->visit_unit_parameters(m_first, m_last, std::forward<F>(f));
+    }
+    template <class F>
+    void visit_buffers(F&& f) {
+        m_net->visit_unit_buffers(m_first, m_last, std::forward<F>(f));
+    }
+
+private:
+    N* m_net;
+    std::size_t m_first, m_last;
+};
+
+/// An optimizer for one stage: step(parameters, gradient scale) updates the values from the gradients.
+template <class O, class N>
+concept StageOptimizer = std::copy_constructible<O> && requires(O& o, unit_parameters<N>& p, double scale) {
+    o.step(p, scale);
+};
+
+}  // namespace tessera::exec
