@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tessera/nn/layer.hpp"
+#include "tessera/optim/parameters.hpp"
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::exec {
@@ -27,24 +28,10 @@ concept UnitNetwork = nn::Numeric<typename N::precision> && std::copy_constructi
                           { n.backward_units(u, u, x, st, ctx, true) } -> std::same_as<const nn::activation<typename N::precision>&>;
                       };
 
-/// The parameters of units [first, last) of a network, as a parameter set an optimizer can step.
+/// The parameters of units [first, last) of a network, as a parameter set an optimizer can step
+/// (optim::unit_range over a UnitNetwork).
 template <UnitNetwork N>
-class unit_parameters {
-public:
-    unit_parameters(N& net, std::size_t first, std::size_t last) : m_net(&net), m_first(first), m_last(last) {}
-    template <class F>
-    void visit_parameters(F&& f) {
-        m_net->visit_unit_parameters(m_first, m_last, std::forward<F>(f));
-    }
-    template <class F>
-    void visit_buffers(F&& f) {
-        m_net->visit_unit_buffers(m_first, m_last, std::forward<F>(f));
-    }
-
-private:
-    N* m_net;
-    std::size_t m_first, m_last;
-};
+using unit_parameters = optim::unit_range<N>;
 
 /// An optimizer for one stage: step(parameters, gradient scale) updates the values from the gradients.
 template <class O, class N>
