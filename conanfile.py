@@ -1,4 +1,7 @@
-"""Conan 2 recipe: tessera is header-only and installs through its own CMake install."""
+"""Conan 2 recipe: tessera is header-only and installs through its own CMake install.
+
+tests/CMakeLists.txt checks this file as Conan uses it ("package: conan"): only exports_sources are
+copied, configured with package()'s variables, installed without compiling."""
 from conan import ConanFile
 from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
 
@@ -28,8 +31,7 @@ class TesseraConan(ConanFile):
 
     def package(self):
         cmake = CMake(self)
-        cmake.configure(variables={"TESSERA_BUILD_TESTS": "OFF", "TESSERA_BUILD_EXAMPLES": "OFF",
-                                   "TESSERA_BUILD_BENCHMARKS": "OFF"})
+        cmake.configure(variables={"TESSERA_BUILD_TESTS": "OFF", "TESSERA_BUILD_EXAMPLES": "OFF", "TESSERA_BUILD_PROGRAMS": "OFF", "TESSERA_BUILD_BENCHMARKS": "OFF"})
         cmake.install()
 
     def package_id(self):

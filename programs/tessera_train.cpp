@@ -24,14 +24,14 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     std::string split;
     for (const auto& s : r.split) split += (split.empty() ? "" : ",") + s;
     char line[2048];
-    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, eight_bit_io=%s, "
-                "epochs=%zu, gradient_accumulation=%zu, images=%zu, input_replica_group=%zu, instances=%zu, "
+    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, dry_run=%s, "
+                "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, input_replica_group=%zu, instances=%zu, "
                 "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', output_mode='%s', "
                 "precision='%s', recompute=%s, replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "split='%s', strategy='%s', workers=%zu)\n",
-                yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.eight_bit_io),
-                r.epochs, r.gradient_accumulation, r.images, r.input_replica_group, r.instances,
-                r.strategy == "single" ? std::size_t{1} : r.ipus_per_replica, r.loss_scaling.c_str(), r.lr,
+                yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
+                yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, r.input_replica_group, r.instances,
+                tessera::programs::stages_of(r), r.loss_scaling.c_str(), r.lr,
                 r.model.c_str(), r.optimizer.c_str(), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
                 static_cast<unsigned long long>(r.seed), split.c_str(), r.strategy.c_str(), r.workers);
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
                                "resnet50", "resnet101", "resnet152"}));
     std::vector<std::string> dataset{r.dataset};
-    app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic")->expected(1, 2);
+    app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic | imagenet (--dry-run only)")->expected(1, 2);
     app.add_option("--batch-size", r.batch_size, "the micro-batch")->check(CLI::PositiveNumber);
     app.add_option("--precision", r.precision, "32.32, 16.32 or 16.16")->check(CLI::IsMember({"32.32", "16.32", "16.16"}));
     app.add_option("--loss-scaling", r.loss_scaling, "none, static:F or dynamic");
@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
     app.add_option("--strategy", r.strategy, "single, sharded, pipelined or phased")
         ->check(CLI::IsMember({"single", "sharded", "pipelined", "phased"}));
     app.add_option("--schedule", r.schedule, "pipelined: gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
-    app.add_option("--ipus-per-replica", r.ipus_per_replica, "stages, one per IPU: 2 (single: 1)");
+    auto* ipus = app.add_option("--ipus-per-replica", r.ipus_per_replica,
+                                "stages, one per IPU (phased: one after another on one IPU); any count the model's "
+                                "units allow (single: 1)")->check(CLI::PositiveNumber);
     app.add_option("--split", r.split, "the unit starting each stage after the first (PopTorch's BeginBlock), "
                                        "e.g. layer3[0]; balanced by FLOPs when absent")->delimiter(',');
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
@@ -78,12 +80,21 @@ int main(int argc, char** argv) {
     app.add_option("--timeline", r.timeline, "write the SVG timeline of the last host call");
     app.add_option("--checkpoint", r.checkpoint, "write a checkpoint at the end of each epoch");
     app.add_option("--resume", r.resume, "resume from a checkpoint");
+    app.add_flag("--dry-run", r.dry_run, "print the modelled epoch, each IPU's memory and where the time goes; "
+                                         "nothing is trained and no data read (datasets by their shape)");
+    app.add_option("--host", r.host, "the modelled host: tutorial (the tutorials' Python loader), native (tessera's "
+                                     "C++ loader) or a JSON file of host_spec's fields");
     app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         const int code = app.exit(e);
         return code == 0 ? 0 : 2;
+    }
+    if (r.strategy == "single" && ipus->count() > 0 && r.ipus_per_replica != 1) {
+        std::fprintf(stderr, "tessera-train: error: --ipus-per-replica %zu needs a staged strategy; 'single' runs "
+                             "the whole model on one IPU (use --strategy pipelined, sharded or phased)\n", r.ipus_per_replica);
+        return 2;
     }
     r.dataset = dataset.front();
     if (dataset.size() > 1) r.data_dir = dataset[1];
@@ -97,7 +108,8 @@ int main(int argc, char** argv) {
     };
     try {
         const std::string line = namespace_line(r);
-        if (r.instances > 1 || programs::launched_by_mpirun()) {
+        // A dry run models --instances P host processes without starting them.
+        if (!r.dry_run && (r.instances > 1 || programs::launched_by_mpirun())) {
             // The rules on replicas and instances first: they need no processes to be broken.
             namespace cfg = tessera::config;
             (void)cfg::make_batching<cfg::dispatched_config<cfg::fp32, cfg::single, cfg::float_io>>(

@@ -60,9 +60,17 @@ struct train_request {
     std::string optimizer = "sgd";
     std::uint64_t seed = 42;
     std::string metrics_json, timeline, checkpoint, resume;
+    bool dry_run = false;                 ///< the modelled epoch only: nothing trained, no data read
+    std::string host = "tutorial";        ///< the modelled host: "tutorial", "native" or a host_spec JSON file
     std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)
     process_group processes{};            ///< not a flag: the ranks mpirun started (--instances)
 };
+
+/// The stage count of a request: --ipus-per-replica for the staged strategies (one stage per IPU;
+/// phased runs them one after another on one IPU), 1 for single.
+[[nodiscard]] inline std::size_t stages_of(const train_request& r) noexcept {
+    return r.strategy == "single" ? 1 : r.ipus_per_replica;
+}
 
 /// Runs the request with its precision's configurations (each precision is compiled in its own file).
 int train_fp32(const train_request& r);

@@ -33,7 +33,7 @@ if [[ "${1:-}" == "--stress" ]]; then
 fi
 
 echo "== tessera tests: Release with assertions"
-run_suite build/test -O2
+run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
   run_suite build/test-asan -O1 -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF

@@ -6,7 +6,8 @@
 //   cost.hpp, timing.hpp what each instruction costs on the modelled clock (passes through
 //                        emulator::pass_model); simulate() = one call without threads
 //   compile.hpp          graph compilation without threads: the schedule and costs a config makes
-//   dry_run.hpp          whole epochs on the modelled clock, host included, computing nothing
+//   dry_run.hpp          whole epochs on the modelled clock, host included, computing nothing;
+//                        breakdown.hpp: where a call's modelled time goes (compute, exchange, links, idle...)
 //   host_work.hpp        what a host call asks of the host; host_input.hpp: values or 8-bit pixels
 //   memory_plan.hpp      per-IPU memory plan (stash sized by the schedule, tensor locations, recomputation);
 //                        out_of_device_memory at compilation
@@ -19,6 +20,7 @@
 //   batch_feed.hpp       the data loader's combined batches as micro-batches with masks
 //   schedule_report.hpp, timeline.hpp, memory_report.hpp   text, SVG and JSON reports
 #include "tessera/exec/batch_feed.hpp"
+#include "tessera/exec/breakdown.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/compile.hpp"

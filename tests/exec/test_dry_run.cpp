@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,9 @@ using small_config = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradi
                                  cfg::device_iterations<2>, cfg::replication<2>, Io, Output>;
 
 const optim::sgd sgd({.learning_rate = 0.05, .momentum = 0.9});
+
+template <class C>
+struct config_tag {};
 
 double total(const emu::modelled_clock& clock, const std::string& prefix) {
     double t = 0;
@@ -160,4 +165,93 @@ TEST_CASE("instances reducing through their hosts pay the host links and the net
     }
     CHECK(hosts.seconds > links.seconds);
     CHECK(slower.seconds > hosts.seconds);
+}
+
+TEST_CASE("a dry run reports a plan that does not fit, with the fullest IPU's overshoot", "[exec][memory]") {
+    const net_t net(1, 10);
+    using c = small_config<cfg::float_io>;
+    const exec::session_options roomy{};
+    const auto fits = exec::dry_run<c>(net, sgd, sample, {.micro_batch = 4}, 96, roomy, 1, exec::over_budget::reported);
+    CHECK(fits.fits);
+    CHECK(fits.overshoot_bytes == 0);
+    const emu::device_spec tiny{.tiles = 1, .memory_per_tile = 1024};
+    const auto over = exec::dry_run<c>(net, sgd, sample, {.micro_batch = 4}, 96, {.device = tiny}, 1, exec::over_budget::reported);
+    CHECK_FALSE(over.fits);
+    // The overshoot, worked out from the items: the fullest IPU's on-chip bytes less its 1024-byte budget.
+    std::size_t fullest = 0;
+    for (const auto& ipu : over.memory.ipus) {
+        std::size_t on_chip = 0;
+        for (const auto& item : ipu.items)
+            if (item.where == exec::location::on_chip) on_chip += item.bytes;
+        fullest = std::max(fullest, on_chip);
+        CHECK(ipu.budget == 1024);
+    }
+    CHECK(over.overshoot_bytes == fullest - 1024);
+    // The same items as the plan a session checks (which refuses them), and the same clock as a plan that fits.
+    CHECK(over.memory.ipus.size() == fits.memory.ipus.size());
+    CHECK(over.memory.ipus[0].items.size() == fits.memory.ipus[0].items.size());
+    CHECK(over.calls == fits.calls);
+}
+
+TEST_CASE("a dry run's breakdown adds up to its epoch, and its layer passes are the critical IPU's", "[exec][cost]") {
+    const net_t net(1, 10);
+    using c = small_config<cfg::float_io>;
+    const auto e = exec::dry_run<c>(net, sgd, sample, {.micro_batch = 4}, 96, {.record_trace = true}, 1);
+    const auto& b = e.device_breakdown;
+    CHECK(b.total() == Approx(e.device_seconds).epsilon(1e-12));
+    CHECK(b.total() + (e.seconds - e.device_seconds) == Approx(e.seconds).epsilon(1e-12));
+    // The critical IPU's forward, backward and recompute intervals, times the calls, are the layer passes' parts.
+    double passes = 0, idle = 0;
+    for (const auto& ev : e.call_clocks[b.ipu].trace()) {
+        if (ev.kind == emu::activity::forward || ev.kind == emu::activity::backward || ev.kind == emu::activity::recompute)
+            passes += ev.end - ev.start;
+        if (ev.kind == emu::activity::idle) idle += ev.end - ev.start;
+    }
+    CHECK(b.compute + b.exchange + b.sync + b.pass_overhead == Approx(passes * double(e.calls)).epsilon(1e-9));
+    CHECK(b.idle == Approx(idle * double(e.calls)).epsilon(1e-9));
+    CHECK(b.compute > 0);
+    CHECK(b.exchange > 0);
+    CHECK(b.pass_overhead > 0);
+    // A 2-stage pipeline with G = 3 has a bubble; one IPU alone waits for no one.
+    CHECK(b.bubble_fraction > 0.05);
+    CHECK(b.bubble_fraction < 1.0);
+    using alone = cfg::config<cfg::gradient_accumulation<3>, cfg::device_iterations<2>, cfg::replication<2>>;
+    const auto one = exec::dry_run<alone>(net, sgd, sample, {.micro_batch = 4}, 96, {.record_trace = true}, 1);
+    CHECK(one.device_breakdown.idle == 0.0);
+    CHECK(one.device_breakdown.bubble_fraction == 0.0);
+    CHECK(one.device_breakdown.ipu_links == 0.0);
+    CHECK(one.device_breakdown.all_reduce > 0.0);
+    CHECK(exec::bottleneck_of(one.device_breakdown, 0.0) == "compute");
+    CHECK(exec::bottleneck_of(one.device_breakdown, 1e9) == "host");
+}
+
+TEST_CASE("a stage count given at run time compiles, costs and trains as the same count given as a type", "[exec][threads]") {
+    const net_t net(1, 10);
+    using fixed = cfg::config<cfg::pipelined<cfg::one_f_one_b, 3>, cfg::gradient_accumulation<5>, cfg::eight_bit_io>;
+    using counted = cfg::config<cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::gradient_accumulation<5>, cfg::eight_bit_io>;
+    const auto a = exec::dry_run<fixed>(net, sgd, sample, {.micro_batch = 4}, 80, {}, 1);
+    const auto b = exec::dry_run<counted>(net, sgd, sample, {.micro_batch = 4, .stages = 3}, 80, {}, 1);
+    CHECK(a.seconds == b.seconds);
+    CHECK(a.plan.program.instructions() == b.plan.program.instructions());
+    CHECK(b.plan.program.ipus == 3);
+    // Trained through threads, both end with the same weights bit for bit.
+    const auto dataset = bytes_dataset(40);
+    const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
+    const auto train = [&]<class C>(config_tag<C>, cfg::options counts) {
+        auto run = exec::training_model<C>(net, sgd, sample, counts, {.record_trace = false});
+        auto loader = data::make_data_loader<C>(dataset, counts, {});
+        for (auto& batch : loader)
+            tessera::test::within_deadline(120, "session call", [&] {
+                return run(exec::batch_feed<cfg::fp32, std::uint8_t>(batch, run.batching(), norm));
+            });
+        auto trained = run.model().network();  // a copy: visit_parameters is not const
+        std::vector<float> w;
+        trained.visit_parameters([&](std::string_view, auto value, auto) { w.insert(w.end(), value.begin(), value.end()); });
+        return w;
+    };
+    const auto wa = train(config_tag<fixed>{}, {.micro_batch = 4});
+    const auto wb = train(config_tag<counted>{}, {.micro_batch = 4, .stages = 3});
+    REQUIRE(wa.size() == wb.size());
+    CHECK(wa == wb);
+    CHECK(wa != std::vector<float>(wa.size(), 0.0f));
 }

@@ -2,8 +2,10 @@
 // Run-time counts: a config's dynamic counts filled from options, and every rule checked again with
 // the actual values, throwing a typed error that names them.
 #include <cstddef>
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tessera/config/config.hpp"
 #include "tessera/config/error.hpp"
@@ -20,6 +22,8 @@ struct options {
     std::optional<std::size_t> replicas{};        ///< replication<dynamic>
     std::optional<std::size_t> instances{};       ///< instances<dynamic>
     std::optional<std::size_t> input_group{};     ///< replication<R, dynamic>: replicas sharing an input slice
+    std::optional<std::size_t> stages{};          ///< sharded<dynamic>, pipelined<S, dynamic>, phased<dynamic>
+    std::vector<std::size_t> ipu_map{};           ///< the IPU of each stage (dynamic stages); empty: the strategy's default
 };
 
 /// The validated counts of one configuration, all known.
@@ -31,6 +35,8 @@ struct batching {
     std::size_t instances = 1;
     std::size_t input_group = 1;
     std::size_t stages = 1;
+    std::size_t ipus_per_replica = 1;
+    std::vector<std::size_t> ipu_of_stage{0};  ///< the IPU of each stage within its replica
     bool training = true;
 
     [[nodiscard]] constexpr std::size_t local_replicas() const noexcept { return replicas / instances; }
@@ -94,10 +100,29 @@ batching make_batching(const options& opts) {
     b.replicas = detail::resolve_count("replicas", C::replicas, opts.replicas);
     b.instances = detail::resolve_count("instances", C::instances, opts.instances);
     b.input_group = detail::resolve_count("input_group", C::input_group, opts.input_group);
-    b.stages = C::stages;
+    b.stages = detail::resolve_count("stages", C::stages, opts.stages);
     b.training = C::is_training;
-
     using detail::str;
+    using strategy = typename C::strategy;
+    b.ipu_of_stage.clear();
+    for (std::size_t s = 0; s < b.stages; ++s) b.ipu_of_stage.push_back(strategy::ipu_of_stage(s));
+    if (!opts.ipu_map.empty()) {
+        if (C::stages != dynamic && opts.ipu_map != b.ipu_of_stage)
+            throw config_error("tessera::config: the ipu_map is fixed by the config's strategy; make its stage count "
+                               "config::dynamic to give the map at run time");
+        if (opts.ipu_map.size() != b.stages)
+            throw config_error("tessera::config: the ipu_map names " + str(opts.ipu_map.size()) + " IPUs for " +
+                               str(b.stages) + " stages (one IPU per stage)");
+        b.ipu_of_stage = opts.ipu_map;
+    }
+    b.ipus_per_replica = *std::max_element(b.ipu_of_stage.begin(), b.ipu_of_stage.end()) + 1;
+    for (std::size_t ipu = 0; ipu < b.ipus_per_replica; ++ipu)
+        if (std::find(b.ipu_of_stage.begin(), b.ipu_of_stage.end(), ipu) == b.ipu_of_stage.end())
+            throw config_error("tessera::config: the ipu_map leaves IPU " + str(ipu) +
+                               " without a stage; number the IPUs 0, 1, ... without gaps");
+    if (strategy::kind == strategy_kind::single && b.stages != 1)
+        throw config_error("tessera::config: the single strategy has 1 stage, got " + str(b.stages));
+
     if (b.replicas % b.instances != 0)
         throw replication_error("tessera::config: " + str(b.replicas) + " replicas cannot be divided among " +
                                 str(b.instances) + " instances (every host process owns R / P whole replicas); "
@@ -123,9 +148,9 @@ batching make_batching(const options& opts) {
     if (opts.available_ipus && C::available_ipus != dynamic && *opts.available_ipus != C::available_ipus)
         throw config_error("tessera::config: available_ipus is fixed to " + str(C::available_ipus) +
                            " by the config, but options give " + str(*opts.available_ipus));
-    if (available != dynamic && b.replicas * C::ipus_per_replica > available)
-        throw replication_error("tessera::config: the configuration needs " + str(b.replicas * C::ipus_per_replica) +
-                                " IPUs (" + str(b.replicas) + " replicas × " + str(C::ipus_per_replica) +
+    if (available != dynamic && b.replicas * b.ipus_per_replica > available)
+        throw replication_error("tessera::config: the configuration needs " + str(b.replicas * b.ipus_per_replica) +
+                                " IPUs (" + str(b.replicas) + " replicas × " + str(b.ipus_per_replica) +
                                 " IPUs per replica) but the system has " + str(available));
     return b;
 }

@@ -26,7 +26,8 @@ constexpr bool input_groups_divide_local_replicas() {
 
 template <std::size_t Replicas, std::size_t IpusPerReplica, std::size_t Available>
 constexpr bool ipus_needed_fit_the_system() {
-    static_assert(Available == dynamic || Replicas == dynamic || Replicas * IpusPerReplica <= Available,
+    static_assert(Available == dynamic || Replicas == dynamic || IpusPerReplica == dynamic ||
+                      Replicas * IpusPerReplica <= Available,
                   "tessera::config: the configuration needs more IPUs than available_ipus<N> offers "
                   "(replication<R> × IPUs per replica); lower R or use fewer stages");
     return true;
@@ -34,7 +35,7 @@ constexpr bool ipus_needed_fit_the_system() {
 
 template <bool Applies, std::size_t Stages, std::size_t G>
 constexpr bool pipelined_training_needs_accumulation() {
-    static_assert(!Applies || G == dynamic || G >= 2 * Stages - 1,
+    static_assert(!Applies || G == dynamic || Stages == dynamic || G >= 2 * Stages - 1,
                   "tessera::config: pipelined training needs gradient_accumulation<G> with G >= 2*Stages - 1 "
                   "(the last forward and first backward stage are merged, so training runs 2*Stages - 1 "
                   "stages and each needs a micro-batch in flight); raise G or use fewer stages");
@@ -43,7 +44,7 @@ constexpr bool pipelined_training_needs_accumulation() {
 
 template <bool Applies, std::size_t Stages, std::size_t D>
 constexpr bool pipelined_inference_needs_device_iterations() {
-    static_assert(!Applies || D == dynamic || D >= Stages,
+    static_assert(!Applies || D == dynamic || Stages == dynamic || D >= Stages,
                   "tessera::config: pipelined inference needs device_iterations<D> with D >= Stages (each "
                   "stage needs a micro-batch in flight); raise D or use fewer stages");
     return true;

@@ -46,6 +46,37 @@ constexpr std::size_t ipus_of() {
     return max + 1;
 }
 
+/// The IPU map of a stage count given at run time: config::options::ipu_map, or this default
+/// (identity: stage s on IPU s; same: every stage on IPU 0).
+enum class default_map { identity, same };
+template <default_map Default>
+struct runtime_ipu_map {
+    static constexpr std::size_t size = dynamic;
+    static constexpr default_map fallback = Default;
+};
+
+template <std::size_t Stages>
+struct identity_map_of {
+    using type = decltype(identity_map<Stages>(std::make_index_sequence<Stages>{}));
+};
+template <>
+struct identity_map_of<dynamic> {
+    using type = runtime_ipu_map<default_map::identity>;
+};
+template <std::size_t Stages>
+struct same_map_of {
+    using type = decltype(zero_map<Stages>(std::make_index_sequence<Stages>{}));
+};
+template <>
+struct same_map_of<dynamic> {
+    using type = runtime_ipu_map<default_map::same>;
+};
+
+template <class Map>
+inline constexpr bool is_runtime_map = false;
+template <default_map D>
+inline constexpr bool is_runtime_map<runtime_ipu_map<D>> = true;
+
 /// Shared body of the strategies: the stage count, the map and its checks.
 template <std::size_t Stages, class Map>
 struct staged {
@@ -63,12 +94,29 @@ struct staged {
     [[nodiscard]] static constexpr std::size_t ipu_of_stage(std::size_t stage) noexcept { return Map::ipus[stage]; }
 };
 
+/// A stage count given at run time (config::options::stages), its IPU map too (options::ipu_map, or
+/// the strategy's default). The rules that need the count are checked by make_batching.
+template <class Map>
+struct staged<dynamic, Map> {
+    static_assert(is_runtime_map<Map>,
+                  "tessera::config: a strategy with a dynamic stage count takes its ipu_map at run time "
+                  "(config::options::ipu_map), not as a type");
+    using policy_category = category::strategy;
+    using map = Map;
+    static constexpr std::size_t stages = dynamic;
+    static constexpr std::size_t ipus_per_replica = dynamic;
+    /// The default map's IPU of `stage` (options::ipu_map replaces it at run time).
+    [[nodiscard]] static constexpr std::size_t ipu_of_stage(std::size_t stage) noexcept {
+        return Map::fallback == default_map::identity ? stage : 0;
+    }
+};
+
 }  // namespace detail
 
 template <std::size_t Stages>
-using identity_ipu_map = decltype(detail::identity_map<Stages>(std::make_index_sequence<Stages>{}));
+using identity_ipu_map = typename detail::identity_map_of<Stages>::type;
 template <std::size_t Stages>
-using same_ipu_map = decltype(detail::zero_map<Stages>(std::make_index_sequence<Stages>{}));
+using same_ipu_map = typename detail::same_map_of<Stages>::type;
 
 enum class strategy_kind { single, sharded, pipelined, phased };
 
@@ -126,5 +174,6 @@ concept Strategy = PolicyOf<S, category::strategy> && requires(std::size_t stage
 };
 
 static_assert(Strategy<single> && Strategy<sharded<2>> && Strategy<pipelined<gpipe, 4>> && Strategy<phased<3>>);
+static_assert(Strategy<sharded<dynamic>> && Strategy<pipelined<one_f_one_b, dynamic>> && Strategy<phased<dynamic>>);
 
 }  // namespace tessera::config

@@ -20,7 +20,7 @@ namespace tessera::dist {
 /// Collective: every rank calls it with the same `stages`. The communicators live as long as
 /// the returned value (and the sessions holding copies of it), within the dist::environment.
 /// @code
-///   exec::session_options settings{.across = dist::gradient_reduction(world, C::strategy::stages)};
+///   exec::session_options settings{.across = dist::gradient_reduction(world, batching.stages)};
 /// @endcode
 [[nodiscard]] inline exec::cross_process_reduction gradient_reduction(const communicator& comm, std::size_t stages) {
     auto comms = std::make_shared<std::vector<communicator>>();

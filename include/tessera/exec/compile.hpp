@@ -55,7 +55,7 @@ template <config::Config C, StagedModel M, class Progress = void (*)()>
 [[nodiscard]] compiled_plan compile_plan(const M& model, const config::batching& b, const session_options& settings,
                                          Progress progress = [] {}, compile_for purpose = compile_for::execution) {
     using strategy = typename C::strategy;
-    const std::size_t stages = strategy::stages;
+    const std::size_t stages = b.stages;
     if (model.stages() != stages)
         throw config::config_error("tessera::exec::session: the strategy has " + std::to_string(stages) +
                                    " stages, the model " + std::to_string(model.stages()));
@@ -68,7 +68,7 @@ template <config::Config C, StagedModel M, class Progress = void (*)()>
                                    "tessera::dist); without one the replicas of different processes would diverge");
     if (plan.across.reduce || purpose == compile_for::dry_run) plan.across.processes = b.instances;
     schedule_request request =
-        request_for<strategy>(micro_batches, C::is_training, b.local_replicas() * plan.across.processes);
+        request_for<strategy>(micro_batches, C::is_training, b.local_replicas() * plan.across.processes, b.ipu_of_stage);
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
     request.check_overflow =
         C::is_training && settings.dynamic_loss_scaling.value_or(C::precision::loss_scaling::is_dynamic);

@@ -11,6 +11,7 @@
 #include "tessera/config/error.hpp"
 #include "tessera/emulator/host_clock.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
+#include "tessera/exec/breakdown.hpp"
 #include "tessera/exec/compile.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/host_work.hpp"
@@ -21,6 +22,10 @@
 #include "tessera/exec/timing.hpp"
 
 namespace tessera::exec {
+
+/// What a dry run does with a plan that does not fit the IPUs' memory: throw
+/// emulator::out_of_device_memory as a session would, or report it (epoch_estimate::fits).
+enum class over_budget { throws, reported };
 
 /// What a dry run predicts for one epoch.
 struct epoch_estimate {
@@ -33,7 +38,12 @@ struct epoch_estimate {
     host_work host_per_call{};         ///< one call's host work (one process)
     compiled_plan plan{};              ///< the schedule and costs that were charged
     memory_plan memory{};              ///< per IPU of one replica
+    bool fits = true;                  ///< every IPU's on-chip items within its budget
+    std::size_t overshoot_bytes = 0;   ///< by how much the fullest IPU is over its budget (0 when it fits)
     std::vector<emulator::modelled_clock> call_clocks;  ///< one call of one replica, per IPU (recorded)
+    /// The epoch's seconds by what filled them (settings.record_trace: otherwise empty): the critical
+    /// IPU's call breakdown times the calls, and host_wait_seconds beside it, add up to `seconds`.
+    time_breakdown device_breakdown{};
 
     [[nodiscard]] double samples_per_second() const noexcept { return seconds > 0 ? double(samples) / seconds : 0.0; }
 };
@@ -52,12 +62,15 @@ struct epoch_estimate {
 /// @endcode
 template <config::Config C, StagedModel M>
 [[nodiscard]] epoch_estimate dry_run(const M& model, config::options options, std::size_t samples,
-                                     session_options settings = {}, std::size_t epochs = 2) {
+                                     session_options settings = {}, std::size_t epochs = 2,
+                                     over_budget memory = over_budget::throws) {
     const config::batching b = config::make_batching<C>(options);
     b.check_fits_dataset(samples);
     epoch_estimate e;
     e.plan = compile_plan<C>(model, b, settings, [] {}, compile_for::dry_run);
-    e.memory = plan_memory(e.plan.program, e.plan.costs, settings.device);
+    e.memory = lay_out_memory(e.plan.program, e.plan.costs, settings.device, memory == over_budget::throws);
+    e.overshoot_bytes = memory_overshoot(e.memory);
+    e.fits = e.overshoot_bytes == 0;
     const std::size_t iterations = C::is_training ? b.device_iterations : 1;
     e.call_clocks = simulate(e.plan.program, e.plan.costs, settings.device, iterations,
                              settings.outputs.value_or(output_selection::of<typename C::output_mode>()),
@@ -75,6 +88,9 @@ template <config::Config C, StagedModel M>
         e.host_wait_seconds = host.host_wait() - waited;
     }
     e.device_seconds = double(e.calls) * e.call_device_seconds;
+    if (settings.record_trace)
+        e.device_breakdown =
+            breakdown_of(e.call_clocks, e.plan.program, e.plan.costs, settings.device).scaled(double(e.calls));
     return e;
 }
 
@@ -87,13 +103,13 @@ template <config::Config C, StagedModel M>
 template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
 [[nodiscard]] epoch_estimate dry_run(const N& net, const O& optimizer, tessera::tensor::shape sample,
                                      config::options options, std::size_t samples, session_options settings = {},
-                                     std::size_t epochs = 2) {
+                                     std::size_t epochs = 2, over_budget memory = over_budget::throws) {
     const config::batching b = config::make_batching<C>(options);
     sample.n = b.micro_batch;
-    auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
     staged_network<N, O> model(net, std::move(first), sample, optimizer);
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
-    return dry_run<C>(model, options, samples, std::move(settings), epochs);
+    return dry_run<C>(model, options, samples, std::move(settings), epochs, memory);
 }
 
 }  // namespace tessera::exec

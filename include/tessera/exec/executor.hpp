@@ -27,6 +27,7 @@
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/cross_process.hpp"
+#include "tessera/exec/detail/function_ref.hpp"
 #include "tessera/exec/detail/slots.hpp"
 #include "tessera/exec/detail/wiring.hpp"
 #include "tessera/exec/memory_plan.hpp"
@@ -88,6 +89,15 @@ public:
     template <class Feed>
         requires MicroBatchFeed<Feed, M>
     run_result<tensor> run(std::span<M> models, Feed&& feed, std::size_t iterations, output_selection outputs) {
+        return run_fed(models, feed_function(feed), iterations, outputs);
+    }
+
+    /// What run() calls any feed through: one indirect call per micro-batch, and run_fed compiled
+    /// once per model type instead of once per feed type.
+    using feed_function = detail::function_ref<std::pair<input_t<M>, label>(std::size_t, std::size_t, std::size_t)>;
+
+    /// run() with the feed type-erased.
+    run_result<tensor> run_fed(std::span<M> models, feed_function feed, std::size_t iterations, output_selection outputs) {
         if (models.size() != m_replicas)
             throw config::config_error("tessera::exec::executor::run: " + std::to_string(models.size()) +
                                        " models for " + std::to_string(m_replicas) + " replicas");

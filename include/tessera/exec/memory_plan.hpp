@@ -50,8 +50,24 @@ struct memory_plan {
 /// Phased schedules keep one stage's weights (the largest) on chip and the rest in Streaming
 /// Memory, and stash activations off chip; cost_model::locations moves any kind of tensor off chip;
 /// recomputing stages stash only their inputs.
+/// lay_out_memory() makes the same plan without checking it (a dry run reports what does not fit).
+[[nodiscard]] memory_plan lay_out_memory(const schedule& sched, const cost_model& costs,
+                                         const emulator::device_spec& spec = {}, bool check = false);
+
 [[nodiscard]] inline memory_plan plan_memory(const schedule& sched, const cost_model& costs,
                                              const emulator::device_spec& spec = {}) {
+    return lay_out_memory(sched, costs, spec, true);
+}
+
+/// Bytes by which the fullest IPU's on-chip items exceed its budget (0: the plan fits).
+[[nodiscard]] inline std::size_t memory_overshoot(const memory_plan& plan) noexcept {
+    std::size_t over = 0;
+    for (const auto& p : plan.ipus) over = std::max(over, p.on_chip() > p.budget ? p.on_chip() - p.budget : 0);
+    return over;
+}
+
+inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec,
+                                  bool check) {
     costs.check(sched.stages);
     const bool training = sched.request.training;
     memory_plan plan;
@@ -103,6 +119,10 @@ struct memory_plan {
             p.items.push_back({"receive buffers (" + std::to_string(sched.channel_capacity) + " messages)",
                                io * sched.channel_capacity, emulator::memory_kind::io_buffers, location::on_chip});
 
+        if (!check) {
+            plan.ipus.push_back(std::move(p));
+            continue;
+        }
         // Account on arenas, largest first, so that the error names the largest items.
         std::vector<const memory_item*> by_size;
         for (const auto& item : p.items) by_size.push_back(&item);

@@ -13,16 +13,6 @@
 
 namespace tessera::exec {
 
-namespace detail {
-/// The IPU of each stage of a strategy policy.
-template <class Strategy>
-[[nodiscard]] std::vector<std::size_t> ipus_of_stages() {
-    std::vector<std::size_t> ipus;
-    for (std::size_t s = 0; s < Strategy::stages; ++s) ipus.push_back(Strategy::ipu_of_stage(s));
-    return ipus;
-}
-}  // namespace detail
-
 /// A training session of a unit network (nn::resnet) cut into the config's stages — by
 /// `settings.first_units`, or balanced by FLOPs — each stage with its own copy of `optimizer`.
 /// `sample`: the shape of one sample (its n is ignored; the micro-batch comes from the config/options).
@@ -38,7 +28,7 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     static_assert(C::is_training, "tessera::exec::training_model: the config is for inference (use inference_model)");
     const config::batching b = config::make_batching<C>(options);
     sample.n = b.micro_batch;
-    auto first = settings.first_units.empty() ? balanced_units(net, sample, C::strategy::stages) : settings.first_units;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
     // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
     // on overflow before each step's updates, and every stage skips an overflowing step together).
     loss_scale_rule rule = loss_scale_rule::of<typename C::precision::loss_scaling>();
@@ -47,7 +37,7 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     if (settings.loss_scale) rule.initial = *settings.loss_scale;
     staged_network<N, O> model(net, std::move(first), sample, optimizer, rule);
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
-    model.set_kernel_threads(settings.kernel_threads_per_ipu, detail::ipus_of_stages<typename C::strategy>());
+    model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
     return session<C, staged_network<N, O>>(model, options, settings);
 }
 
@@ -69,10 +59,10 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     options.gradient_accumulation.reset();
     const config::batching b = config::make_batching<I>(options);
     sample.n = b.micro_batch;
-    auto first = settings.first_units.empty() ? balanced_units(net, sample, I::strategy::stages) : settings.first_units;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
     staged_network<N, O> model(net, std::move(first), sample, optimizer);
     model.set_mode(nn::mode::eval);  // running statistics, as model.eval() in PyTorch
-    model.set_kernel_threads(settings.kernel_threads_per_ipu, detail::ipus_of_stages<typename I::strategy>());
+    model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
     return session<I, staged_network<N, O>>(model, options, settings);
 }
 

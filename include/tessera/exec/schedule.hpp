@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -141,15 +142,24 @@ struct schedule {
 [[nodiscard]] schedule make_schedule(const schedule_request& request);
 
 /// The request for strategy policy `S` (config::sharded<2>, config::pipelined<config::gpipe, 4>, ...).
+/// `ipu_of_stage`: the IPU of each stage; empty: S's own map (a dynamic stage count needs it given).
 template <config::Strategy S>
-[[nodiscard]] schedule_request request_for(std::size_t micro_batches, bool training = true, std::size_t replicas = 1) {
+[[nodiscard]] schedule_request request_for(std::size_t micro_batches, bool training = true, std::size_t replicas = 1,
+                                           std::span<const std::size_t> ipu_of_stage = {}) {
     schedule_request r;
     r.strategy = S::kind;
     if constexpr (S::kind == config::strategy_kind::pipelined)
         r.order = std::is_same_v<typename S::schedule, config::one_f_one_b> ? pipeline_order::one_f_one_b
                                                                             : pipeline_order::gpipe;
-    r.ipu_of_stage.clear();
-    for (std::size_t s = 0; s < S::stages; ++s) r.ipu_of_stage.push_back(S::ipu_of_stage(s));
+    if (!ipu_of_stage.empty()) {
+        r.ipu_of_stage.assign(ipu_of_stage.begin(), ipu_of_stage.end());
+    } else if constexpr (S::stages == config::dynamic) {
+        throw config::config_error("tessera::exec::request_for: the strategy's stage count is dynamic; give the IPU "
+                                   "of each stage (config::batching::ipu_of_stage)");
+    } else {
+        r.ipu_of_stage.clear();
+        for (std::size_t s = 0; s < S::stages; ++s) r.ipu_of_stage.push_back(S::ipu_of_stage(s));
+    }
     r.micro_batches = micro_batches;
     r.training = training;
     r.replicas = replicas;

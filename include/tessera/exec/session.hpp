@@ -146,7 +146,7 @@ private:
 
     static std::unique_ptr<executor<M>> compile(const M& model, const config::batching& b, const session_options& settings) {
         report::progress_bar bar(settings.progress ? *settings.progress : null_stream(), "Graph compilation",
-                                 C::strategy::stages + 3, {.redraw = settings.progress ? report::redraw_mode::automatic
+                                 b.stages + 3, {.redraw = settings.progress ? report::redraw_mode::automatic
                                                                                        : report::redraw_mode::never});
         compiled_plan plan = compile_plan<C>(model, b, settings, [&] { bar.update(); });
         bar.update();  // memory plan and threads: checked and started by the executor

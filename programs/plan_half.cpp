@@ -1,0 +1,9 @@
+// tessera-plan's search at precision half (one file per precision: they compile in parallel).
+#include "plan_search.hpp"
+
+namespace tessera::programs {
+void plan_half(const plan_request& q, const dataset_shape& shape, plan_outcome& out, const std::function<void()>& tick) {
+    search_precision<tessera::config::half>(q, shape, out, tick);
+}
+plan_candidate judge_half(const train_request& r, const dataset_shape& shape) { return judge<tessera::config::half>(r, shape); }
+}  // namespace tessera::programs

@@ -1,0 +1,282 @@
+#pragma once
+// tessera-plan's search: configurations of one model on N IPUs and a host, each judged by the dry
+// run tessera-train --dry-run makes, keeping the fastest that fit.
+//
+// The search in two phases (each phase's figures are the modelled clock's, nothing is guessed):
+//  1. the device: precision × strategy (and schedule) × stages × recomputation × micro-batch × G,
+//     replicas filling the IPUs, stages balanced by FLOPs. Each is compiled once, as a session would
+//     (rules broken: refused; memory over budget: "does not fit"), with one staged network per
+//     (precision, stages, micro-batch, recomputation) shared by every strategy and G (memoised). The
+//     candidates are ranked by their IPUs' images/s without the host;
+//  2. the host: for the best `refine` of them, D × I/O × loader (sync, async) × workers through the
+//     same dry run with the host; the fewest workers within 1 % of the most is kept.
+// The plans printed are dry-run again through tessera-train's own path (dry_run_request), so each
+// plan's command line with --dry-run gives the plan's figure.
+#include <tessera/tessera.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <type_traits>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train_datasets.hpp"
+#include "train_dry_run.hpp"
+#include "train_request.hpp"
+#include "train_runner.hpp"
+#include "train_settings.hpp"
+
+namespace tessera::programs {
+
+/// What tessera-plan was asked.
+struct plan_request {
+    train_request base;                    ///< model, dataset, images, host, optimizer...
+    std::size_t ipus = 16;                 ///< IPUs of the system
+    std::vector<std::string> precisions{"16.16", "16.32", "32.32"};
+    std::vector<std::string> strategies{"single", "sharded", "pipelined", "phased"};
+    std::vector<std::string> schedules{"1f1b", "gpipe"};
+    std::size_t max_batch_size = 32;       ///< largest micro-batch tried (powers of two from 1)
+    std::size_t max_stages = 8;            ///< most stages tried per replica
+    std::size_t max_samples_per_update = 0;  ///< micro-batch × G × R at most (0: no limit)
+    std::size_t top = 5;                   ///< plans printed
+    std::size_t refine = 24;               ///< device candidates whose host settings are searched
+};
+
+/// One configuration judged: its request (a tessera-train command line) and what the dry run said.
+struct plan_candidate {
+    train_request request;
+    double epoch_seconds = 0, images_per_second = 0, device_images_per_second = 0;
+    std::size_t max_ipu_memory_bytes = 0, overshoot_bytes = 0;
+    bool fits = true;
+    std::string bottleneck;
+    double bubble_fraction = 0;
+};
+
+/// The device candidates search_precision considers for one precision (sizes the progress bar).
+[[nodiscard]] inline std::size_t device_candidates(const plan_request& q) {
+    std::size_t n = 0, batch_sizes = 0;
+    for (std::size_t x = 1; x <= q.max_batch_size; x *= 2) ++batch_sizes;
+    for (std::size_t stages = 1; stages <= q.max_stages; ++stages)
+        for (const auto& strategy : q.strategies) {
+            if ((strategy == "single") != (stages == 1) || (strategy != "phased" && stages > q.ipus)) continue;
+            n += (strategy == "pipelined" ? q.schedules.size() : 1) * 2 * batch_sizes *
+                 (strategy == "pipelined" ? 4 : 5);
+        }
+    return n;
+}
+
+/// What the search saw: every candidate that fits, and the counts of those refused and why.
+struct plan_outcome {
+    std::vector<plan_candidate> device;   ///< phase 1: fitting candidates (host not yet searched)
+    std::vector<plan_candidate> plans;    ///< phase 2: best first
+    std::vector<plan_candidate> lost;     ///< phase 2's others, and phase 1's that were not refined
+    std::size_t considered = 0;
+    std::map<std::string, std::size_t> refused;  ///< "does not fit", "rule: ..." -> count
+};
+
+namespace detail {
+
+[[nodiscard]] inline std::vector<std::size_t> powers_of_two_to(std::size_t max) {
+    std::vector<std::size_t> v;
+    for (std::size_t x = 1; x <= max; x *= 2) v.push_back(x);
+    return v;
+}
+
+/// The G values tried: the least a pipeline allows and its multiples; 1, 2, 4, 8, 16 otherwise.
+[[nodiscard]] inline std::vector<std::size_t> accumulations(const std::string& strategy, std::size_t stages) {
+    if (strategy != "pipelined") return {1, 2, 4, 8, 16};
+    const std::size_t least = 2 * stages - 1;
+    return {least, 2 * least, 4 * least, 8 * least};
+}
+
+/// A refusal's kind for the counts: the rule's error, up to its first number (values vary).
+[[nodiscard]] inline std::string refusal_kind(const std::string& what) {
+    std::string s = what;
+    if (s.rfind("tessera::", 0) == 0)
+        if (auto colon = s.find(": "); colon != std::string::npos) s = s.substr(colon + 2);
+    const auto digit = s.find_first_of("0123456789");
+    if (digit != std::string::npos) s = s.substr(0, digit);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '(')) s.pop_back();
+    return "rule: " + s;
+}
+
+}  // namespace detail
+
+/// Both phases for precision P: every device candidate of `q`, then the host settings of the best
+/// `q.refine` of them; the results go to `out` (device: fitting candidates; plans: refined ones,
+/// unsorted). `tick()` is called once per candidate considered (the progress bar).
+template <class P>
+void search_precision(const plan_request& q, const dataset_shape& shape, plan_outcome& out,
+                      const std::function<void()>& tick) {
+    with_network<P>(q.base, shape.channels, shape.classes, [&](const auto& net) {
+        using net_t = std::remove_cvref_t<decltype(net)>;
+        using model_t = exec::staged_network<net_t, any_optimizer>;
+        const std::size_t images = epoch_images(q.base, shape);
+        // The memo: the staged network of the last (stages, micro-batch, recomputation) asked for;
+        // the search asks in that order, so each is built once (a network copy is hundreds of MB).
+        std::tuple<std::size_t, std::size_t, bool> key{0, 0, false};
+        std::optional<model_t> staged;
+        const auto model_for = [&](const train_request& r) -> const model_t& {
+            const std::size_t stages = stages_of(r);
+            if (!staged || key != std::tuple{stages, r.batch_size, r.recompute}) {
+                staged.reset();
+                tessera::tensor::shape sample = shape.sample();
+                sample.n = r.batch_size;
+                staged.emplace(net, exec::balanced_units(net, sample, stages), sample, optimizer_of(r));
+                if (r.recompute) staged->set_recompute(std::vector<bool>(stages, true));
+                key = {stages, r.batch_size, r.recompute};
+            }
+            return *staged;
+        };
+        // The dry run of `r` on the memoised network (what dry_run_request computes, without
+        // building the network again). Throws what a session would throw, but memory: reported.
+        const auto estimate = [&](const train_request& r, std::size_t epochs, bool breakdown = false) {
+            const auto& model = model_for(r);
+            const config::options counts = counts_of(r);
+            return config::dispatch_for<P>(choice_of(r), [&]<class C>() {
+                const config::batching b = config::make_batching<C>(counts);
+                exec::session_options settings = session_options_of(r, net, b, loader_options_of<C>(r, {}));
+                settings.record_trace = breakdown;
+                return exec::dry_run<C>(model, counts, images, settings, epochs, exec::over_budget::reported);
+            });
+        };
+        std::vector<plan_candidate> mine;
+        const std::size_t most = std::min(q.max_stages, net.units());
+        for (std::size_t stages = 1; stages <= most; ++stages)
+            for (const bool recompute : {false, true})
+                for (const std::size_t mb : detail::powers_of_two_to(q.max_batch_size))
+                    for (const auto& strategy : q.strategies) {
+                        if ((strategy == "single") != (stages == 1)) continue;
+                        const std::size_t per_replica = strategy == "phased" ? 1 : stages;
+                        if (per_replica > q.ipus) continue;  // not a configuration of this system
+                        const std::vector<std::string> schedules =
+                            strategy == "pipelined" ? q.schedules : std::vector<std::string>{"1f1b"};
+                        for (const auto& schedule : schedules)
+                            for (const std::size_t g : detail::accumulations(strategy, stages)) {
+                                train_request r = q.base;
+                                r.strategy = strategy, r.schedule = schedule, r.ipus_per_replica = stages;
+                                r.recompute = recompute, r.batch_size = mb, r.gradient_accumulation = g;
+                                r.device_iterations = 1, r.eight_bit_io = true, r.async_dataloader = true;
+                                r.split.clear();
+                                r.replicas = std::max<std::size_t>(1, q.ipus / per_replica);
+                                r.instances = 1;
+                                ++out.considered;
+                                tick();
+                                if (q.max_samples_per_update && mb * g * r.replicas > q.max_samples_per_update) {
+                                    ++out.refused["over --max-samples-per-update"];
+                                    continue;
+                                }
+                                try {
+                                    const auto e = estimate(r, 1);
+                                    if (!e.fits) {
+                                        ++out.refused["does not fit"];
+                                        continue;
+                                    }
+                                    plan_candidate c;
+                                    c.request = r;
+                                    c.device_images_per_second =
+                                        double(e.samples) / double(std::max<std::size_t>(e.calls, 1)) / e.call_device_seconds;
+                                    for (const auto& ipu : e.memory.ipus)
+                                        c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
+                                    mine.push_back(std::move(c));
+                                } catch (const config::config_error& e) {
+                                    ++out.refused[detail::refusal_kind(e.what())];
+                                } catch (const usage_error& e) {
+                                    ++out.refused[detail::refusal_kind(e.what())];
+                                }
+                            }
+                    }
+        std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) {
+            return a.device_images_per_second > b.device_images_per_second;
+        });
+        // The host phase: D × I/O × loader for the best, then the fewest workers within 1 % of the most
+        // (in the memo's order, so that each staged network is built once).
+        const std::size_t cores = host_of(q.base).cores;
+        for (std::size_t k = q.refine; k < mine.size(); ++k) out.device.push_back(std::move(mine[k]));
+        if (mine.size() > q.refine) mine.resize(q.refine);
+        std::stable_sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) {
+            return std::tuple{stages_of(a.request), a.request.batch_size, a.request.recompute} <
+                   std::tuple{stages_of(b.request), b.request.batch_size, b.request.recompute};
+        });
+        for (std::size_t k = 0; k < mine.size(); ++k) {
+            plan_candidate best = mine[k];
+            best.epoch_seconds = std::numeric_limits<double>::infinity(), best.images_per_second = 0;
+            exec::epoch_estimate best_e;
+            for (std::size_t d = 1; d <= 64; d *= 2)
+                for (const bool eight_bit : {true, false})
+                    for (const bool async : {true, false}) {
+                        train_request r = mine[k].request;
+                        r.device_iterations = d, r.eight_bit_io = eight_bit, r.async_dataloader = async;
+                        r.workers = cores;
+                        try {
+                            const auto e = estimate(r, 2);
+                            if (e.fits && e.samples_per_second() > best.images_per_second)
+                                best.request = r, best.epoch_seconds = e.seconds, best.images_per_second = e.samples_per_second(), best_e = e;
+                        } catch (const config::config_error&) {  // e.g. a combined batch over the dataset
+                        }
+                    }
+            if (best.images_per_second <= 0) continue;
+            // Workers: the fewest whose epoch is within 1 % of the most's, on the same host clock.
+            const auto epoch_with = [&](std::size_t workers) {
+                emulator::host_loading loading;  // as session_options_of makes it (exec::loading_of)
+                loading.async = best.request.async_dataloader, loading.workers = workers;
+                loading.instances = best.request.instances;
+                emulator::host_clock host(host_of(best.request), loading);
+                double start = 0;
+                for (int epoch = 0; epoch < 2; ++epoch) {
+                    start = host.now();
+                    for (std::size_t c = 0; c < best_e.calls; ++c)
+                        (void)host.call(best_e.host_per_call.prepare_seconds, best_e.host_per_call.feed_seconds,
+                                        best_e.call_device_seconds);
+                }
+                return host.now() - start;
+            };
+            const double fastest = epoch_with(cores);
+            for (std::size_t w = 1; w <= cores; w *= 2)
+                if (epoch_with(w) <= fastest * 1.01) {
+                    best.request.workers = w;
+                    break;
+                }
+            best.images_per_second = double(best_e.samples) / best.epoch_seconds;
+            const auto e = estimate(best.request, 2, true);  // what limits it
+            best.bottleneck = std::string(exec::bottleneck_of(e.device_breakdown, std::max(0.0, e.seconds - e.device_seconds)));
+            best.bubble_fraction = e.device_breakdown.bubble_fraction;
+            out.plans.push_back(std::move(best));
+        }
+    });
+}
+
+/// The figures of request `r` from tessera-train's own dry run (with the breakdown).
+template <class P>
+[[nodiscard]] plan_candidate judge(const train_request& r, const dataset_shape& shape) {
+    return with_network<P>(r, shape.channels, shape.classes, [&](const auto& net) {
+        return config::dispatch_for<P>(choice_of(r), [&]<class C>() {
+            const exec::epoch_estimate e = dry_run_request<C>(r, net, shape, true);
+            plan_candidate c;
+            c.request = r;
+            c.epoch_seconds = e.seconds, c.images_per_second = e.samples_per_second();
+            c.device_images_per_second = e.call_device_seconds > 0 ? double(e.samples) / double(e.calls) / e.call_device_seconds : 0;
+            c.fits = e.fits, c.overshoot_bytes = e.overshoot_bytes;
+            for (const auto& ipu : e.memory.ipus) c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
+            c.bottleneck = std::string(exec::bottleneck_of(e.device_breakdown, std::max(0.0, e.seconds - e.device_seconds)));
+            c.bubble_fraction = e.device_breakdown.bubble_fraction;
+            return c;
+        });
+    });
+}
+
+/// The search and the final dry runs of each precision, one file each (plan_fp32.cpp, ...).
+void plan_fp32(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
+void plan_mixed(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
+void plan_half(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
+plan_candidate judge_fp32(const train_request&, const dataset_shape&);
+plan_candidate judge_mixed(const train_request&, const dataset_shape&);
+plan_candidate judge_half(const train_request&, const dataset_shape&);
+
+}  // namespace tessera::programs

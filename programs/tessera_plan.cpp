@@ -1,0 +1,245 @@
+// tessera-plan: the fastest configurations of a model that fit N IPUs and a host, found by searching
+// with the modelled clock (tessera-train's dry run), each printed as its tessera-train command line.
+//   tessera-plan --model resnet50 --dataset imagenet --ipus 16 --host native [--json F] [--csv F] [--svg F]
+// Flags that shape the model's training (--optimizer, --images) are the plans' own; limits narrow
+// the search (--precisions, --strategies, --max-batch-size, --max-stages, --max-samples-per-update).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plan_search.hpp"
+
+namespace {
+
+namespace programs = tessera::programs;
+
+// The tessera-train command line of a request (every flag that differs from a run's defaults, and the
+// ones a reader needs to see).
+std::string command_of(const programs::train_request& r) {
+    std::string c = "tessera-train --model " + r.model + " --dataset " + r.dataset;
+    if (r.images) c += " --images " + std::to_string(r.images);
+    c += " --precision " + r.precision + " --strategy " + r.strategy;
+    if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
+    if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
+    if (r.recompute) c += " --recompute";
+    c += " --batch-size " + std::to_string(r.batch_size) + " --gradient-accumulation " +
+         std::to_string(r.gradient_accumulation) + " --device-iterations " + std::to_string(r.device_iterations) +
+         " --replicas " + std::to_string(r.replicas);
+    c += r.eight_bit_io ? " --eight-bit-io" : " --no-eight-bit-io";
+    c += r.async_dataloader ? " --async-dataloader" : " --no-async-dataloader";
+    c += " --workers " + std::to_string(r.workers) + " --host " + r.host + " --optimizer " + r.optimizer;
+    return c;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> v;
+    std::size_t at = 0;
+    while (at <= s.size()) {
+        const auto comma = s.find(',', at);
+        v.push_back(s.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+    }
+    return v;
+}
+
+void write_file(const std::string& path, const auto& write) {
+    if (path.empty()) return;
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    write(out);
+}
+
+// Epoch seconds against the fullest IPU's memory, every refined plan a dot, the plans printed ringed.
+void write_svg(std::ostream& out, const std::vector<programs::plan_candidate>& all, std::size_t top,
+               const std::string& title) {
+    const double w = 720, h = 440, left = 70, right = 20, topm = 40, bottom = 50;
+    tessera::report::svg_canvas svg(w, h);
+    svg.text(10, 22, title, 13);
+    double tmax = 0, mmax = 0;
+    for (const auto& c : all) tmax = std::max(tmax, c.epoch_seconds), mmax = std::max(mmax, double(c.max_ipu_memory_bytes));
+    if (tmax <= 0 || mmax <= 0) tmax = mmax = 1;
+    const auto x = [&](double bytes) { return left + bytes / mmax * (w - left - right); };
+    const auto y = [&](double s) { return h - bottom - s / tmax * (h - topm - bottom); };
+    svg.line(left, h - bottom, w - right, h - bottom, "#000");
+    svg.line(left, topm, left, h - bottom, "#000");
+    svg.text((left + w - right) / 2, h - 12, "largest IPU memory (MiB), up to " + programs::mib(std::size_t(mmax)), 11, "middle");
+    svg.text(14, topm - 8, "modelled epoch (s), up to " + std::to_string(int(tmax + 0.5)), 11);
+    for (std::size_t i = all.size(); i-- > 0;) {
+        const auto& c = all[i];
+        const bool chosen = i < top;
+        const double px = x(double(c.max_ipu_memory_bytes)), py = y(c.epoch_seconds), r = chosen ? 5 : 2.5;
+        svg.rect(px - r, py - r, 2 * r, 2 * r, chosen ? "#d62728" : "#4c72b0",
+                 (chosen ? "plan " + std::to_string(i + 1) + ": " : std::string()) + command_of(c.request));
+    }
+    svg.text(w - right, topm - 8, "red: the plans printed; blue: the other configurations searched", 10, "end");
+    svg.write(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    programs::plan_request q;
+    q.base.host = "tutorial";
+    std::string precisions = "16.16,16.32,32.32", strategies = "single,sharded,pipelined,phased", schedules = "1f1b,gpipe";
+    std::string json_path, csv_path, svg_path;
+    CLI::App app{"tessera-plan: the fastest configurations that fit, searched on the modelled clock"};
+    app.add_option("--model", q.base.model, "resnet20|32|44|56|110 or resnet18|34|50|101|152")
+        ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
+                               "resnet50", "resnet101", "resnet152"}));
+    app.add_option("--dataset", q.base.dataset, "fashion-mnist, cifar10, imagenet or synthetic (by shape)")
+        ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagenet", "synthetic"}));
+    app.add_option("--images", q.base.images, "training images per epoch (default: the dataset's)");
+    app.add_option("--ipus", q.ipus, "IPUs of the system")->check(CLI::PositiveNumber);
+    app.add_option("--host", q.base.host, "tutorial, native or a host_spec JSON file");
+    app.add_option("--optimizer", q.base.optimizer, "sgd or adamw (its state takes memory)")
+        ->check(CLI::IsMember({"sgd", "adamw"}));
+    app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");
+    app.add_option("--strategies", strategies, "allowed strategies, e.g. pipelined,single");
+    app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b");
+    app.add_option("--max-batch-size", q.max_batch_size, "largest micro-batch tried")->check(CLI::PositiveNumber);
+    app.add_option("--max-stages", q.max_stages, "most stages per replica tried")->check(CLI::PositiveNumber);
+    app.add_option("--max-samples-per-update", q.max_samples_per_update, "micro-batch x G x replicas at most");
+    app.add_option("--top", q.top, "plans printed")->check(CLI::PositiveNumber);
+    app.add_option("--refine", q.refine, "device candidates per precision whose host settings are searched")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--json", json_path, "write the plans as JSON");
+    app.add_option("--csv", csv_path, "write every refined configuration as CSV");
+    app.add_option("--svg", svg_path, "draw epoch time against memory, the plans marked");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return code == 0 ? 0 : 2;
+    }
+    try {
+        q.precisions = split_list(precisions), q.strategies = split_list(strategies), q.schedules = split_list(schedules);
+        for (const auto& p : q.precisions)
+            if (p != "32.32" && p != "16.32" && p != "16.16")
+                throw programs::usage_error("--precisions: '" + p + "' is not one of 32.32, 16.32, 16.16");
+        for (const auto& s : q.strategies)
+            if (s != "single" && s != "sharded" && s != "pipelined" && s != "phased")
+                throw programs::usage_error("--strategies: '" + s + "' is not one of single, sharded, pipelined, phased");
+        for (const auto& s : q.schedules)
+            if (s != "1f1b" && s != "gpipe") throw programs::usage_error("--schedules: '" + s + "' is not one of 1f1b, gpipe");
+        const programs::dataset_shape shape = programs::shape_of_dataset(q.base);
+        (void)programs::host_of(q.base);  // a bad host file: refused before searching
+
+        const std::size_t total = programs::device_candidates(q) * q.precisions.size();
+        const auto start = std::chrono::steady_clock::now();
+        programs::plan_outcome out;
+        {
+            tessera::report::progress_bar bar(std::cout, "Searching", total);
+            const std::function<void()> tick = [&] { bar.update(); };
+            for (const auto& p : q.precisions) {
+                programs::plan_request qp = q;
+                qp.base.precision = p;
+                if (p == "32.32") programs::plan_fp32(qp, shape, out, tick);
+                if (p == "16.32") programs::plan_mixed(qp, shape, out, tick);
+                if (p == "16.16") programs::plan_half(qp, shape, out, tick);
+            }
+        }
+        const double searched = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // Fastest first: images/s, which counts only the images an epoch trains on (drop_last), so a
+        // configuration does not win by dropping more of them.
+        std::sort(out.plans.begin(), out.plans.end(),
+                  [](const auto& a, const auto& b) { return a.images_per_second > b.images_per_second; });
+        // The plans printed: dry-run again through tessera-train's path, so their figures are its figures.
+        std::vector<programs::plan_candidate> plans;
+        for (std::size_t i = 0; i < out.plans.size() && plans.size() < q.top; ++i) {
+            const auto& r = out.plans[i].request;
+            plans.push_back(r.precision == "32.32"   ? programs::judge_fp32(r, shape)
+                            : r.precision == "16.32" ? programs::judge_mixed(r, shape)
+                                                     : programs::judge_half(r, shape));
+        }
+        std::printf("tessera-plan: %s on %s (%zu images of %zu x %zu x %zu), %zu IPUs, host %s\n", q.base.model.c_str(),
+                    q.base.dataset.c_str(), programs::epoch_images(q.base, shape), shape.channels, shape.height,
+                    shape.width, q.ipus, q.base.host.c_str());
+        std::size_t refused = 0;
+        for (const auto& [why, n] : out.refused) refused += n;
+        std::printf("searched %zu configurations in %.1f s: %zu fit, %zu refused\n", out.considered, searched,
+                    out.plans.size() + out.device.size(), refused);
+        if (plans.empty()) {
+            std::printf("no configuration fits: ");
+            for (const auto& [why, n] : out.refused) std::printf("%zu %s; ", n, why.c_str());
+            std::printf("\n");
+            return 1;
+        }
+        std::printf("%4s %10s %10s %12s %10s %7s  %s\n", "rank", "epoch s", "images/s", "IPU memory", "bottleneck", "bubble",
+                    "command");
+        for (std::size_t i = 0; i < plans.size(); ++i) {
+            const auto& c = plans[i];
+            std::printf("%4zu %10.2f %10.0f %12s %10s %6.1f%%  %s\n", i + 1, c.epoch_seconds, c.images_per_second,
+                        programs::mib(c.max_ipu_memory_bytes).c_str(), c.bottleneck.c_str(), 100.0 * c.bubble_fraction,
+                        command_of(c.request).c_str());
+        }
+        // Why the rest lost: refused (rules, memory) or slower, by what limits them.
+        std::map<std::string, std::size_t> lost = out.refused;
+        for (std::size_t i = plans.size(); i < out.plans.size(); ++i) {
+            const auto& b = out.plans[i].bottleneck;
+            ++lost[b == "host" ? "host-bound" : b == "bubble" ? "bubble" : b == "links" ? "link-bound" : "slower: " + b];
+        }
+        if (!out.device.empty()) lost["slower IPUs (host settings not searched)"] += out.device.size();
+        std::printf("why the rest lost:");
+        for (const auto& [why, n] : lost) std::printf(" %zu %s;", n, why.c_str());
+        std::printf("\n");
+
+        write_file(json_path, [&](std::ostream& o) {
+            tessera::report::json_writer j(o);
+            j.begin_object();
+            j.key("plans").begin_array();
+            for (std::size_t i = 0; i < plans.size(); ++i) {
+                const auto& c = plans[i];
+                j.begin_object().member("rank", i + 1).member("command", command_of(c.request));
+                j.member("modelled_epoch_seconds", c.epoch_seconds).member("images_per_second", c.images_per_second);
+                j.member("max_ipu_memory_bytes", c.max_ipu_memory_bytes).member("bottleneck", c.bottleneck);
+                j.member("bubble_fraction", c.bubble_fraction).member("precision", c.request.precision);
+                j.member("strategy", c.request.strategy).member("schedule", c.request.schedule);
+                j.member("ipus_per_replica", programs::stages_of(c.request)).member("replicas", c.request.replicas);
+                j.member("batch_size", c.request.batch_size).member("gradient_accumulation", c.request.gradient_accumulation);
+                j.member("device_iterations", c.request.device_iterations).member("eight_bit_io", c.request.eight_bit_io);
+                j.member("async_dataloader", c.request.async_dataloader).member("workers", c.request.workers);
+                j.member("recompute", c.request.recompute).end_object();
+            }
+            j.end_array();
+            j.member("considered", out.considered).member("search_seconds", searched);
+            j.key("refused").begin_object();
+            for (const auto& [why, n] : out.refused) j.member(why, n);
+            j.end_object();
+            j.key("lost").begin_object();
+            for (const auto& [why, n] : lost) j.member(why, n);
+            j.end_object();
+            j.end_object();
+            o << '\n';
+        });
+        write_file(csv_path, [&](std::ostream& o) {
+            o << "rank,epoch_seconds,images_per_second,max_ipu_memory_bytes,bottleneck,command\n";
+            for (std::size_t i = 0; i < out.plans.size(); ++i) {
+                const auto& c = out.plans[i];
+                o << i + 1 << ',' << c.epoch_seconds << ',' << c.images_per_second << ',' << c.max_ipu_memory_bytes << ','
+                  << c.bottleneck << ",\"" << command_of(c.request) << "\"\n";
+            }
+        });
+        write_file(svg_path, [&](std::ostream& o) {
+            write_svg(o, out.plans, std::min(q.top, out.plans.size()),
+                      "tessera-plan: " + q.base.model + " on " + q.base.dataset + ", " + std::to_string(q.ipus) + " IPUs");
+        });
+        return 0;
+    } catch (const programs::usage_error& e) {
+        std::fprintf(stderr, "tessera-plan: error: %s\n", e.what());
+        return 2;
+    } catch (const tessera::config::config_error& e) {
+        std::fprintf(stderr, "tessera-plan: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "tessera-plan: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,95 @@
+#pragma once
+// tessera-train --dry-run: the modelled epoch of a request, its memory and where its time goes,
+// with nothing trained and no data read (the dataset by its shape). tessera-plan searches with it.
+#include <tessera/tessera.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "train_datasets.hpp"
+#include "train_report.hpp"
+#include "train_request.hpp"
+#include "train_settings.hpp"
+
+namespace tessera::programs {
+
+/// The images an epoch of the request trains on: the dataset's, or --images of them.
+[[nodiscard]] inline std::size_t epoch_images(const train_request& r, const dataset_shape& shape) noexcept {
+    return r.images ? std::min(r.images, shape.images) : shape.images;
+}
+
+/// The dry run of request `r` with network `net` under configuration C, as a session would compile
+/// it (the same counts, cuts, host and loading as training). A plan that does not fit is reported
+/// (epoch_estimate::fits), not thrown; every other broken rule throws as training would.
+template <class C, class Net>
+[[nodiscard]] exec::epoch_estimate dry_run_request(const train_request& r, const Net& net, const dataset_shape& shape,
+                                                   bool breakdown = true) {
+    const config::options counts = counts_of(r);
+    const config::batching b = config::make_batching<C>(counts);
+    exec::session_options settings = session_options_of(r, net, b, loader_options_of<C>(r, {}));
+    settings.record_trace = breakdown;
+    return exec::dry_run<C>(net, optimizer_of(r), shape.sample(), counts, epoch_images(r, shape), settings, 2,
+                            exec::over_budget::reported);
+}
+
+/// Prints the dry run of `r` (and writes --metrics-json).
+template <class C, class Net>
+int report_dry_run(const train_request& r, const Net& net, const dataset_shape& shape) {
+    const exec::epoch_estimate e = dry_run_request<C>(r, net, shape);
+    const config::batching b = config::make_batching<C>(counts_of(r));
+    const std::size_t ipus = b.replicas * b.ipus_per_replica;
+    const auto& d = e.device_breakdown;
+    const double host_wait = std::max(0.0, e.seconds - e.device_seconds);
+    const std::string bottleneck(exec::bottleneck_of(d, host_wait));
+    std::printf("dry run: nothing trained, no data read (--dataset %s: %zu images of %zu x %zu x %zu)\n", r.dataset.c_str(),
+                epoch_images(r, shape), shape.channels, shape.height, shape.width);
+    std::printf("modelled epoch: %.3f s, %.0f images/s on %zu IPUs (%zu replicas x %zu IPUs) and their host (%s)\n",
+                e.seconds, e.samples_per_second(), ipus, b.replicas, b.ipus_per_replica, r.host.c_str());
+    for (const auto& ipu : e.memory.ipus) {
+        const std::size_t used = ipu.on_chip();
+        std::printf("IPU %zu memory: %s of %s%s, %s\n", ipu.ipu, mib(used).c_str(), mib(ipu.budget).c_str(),
+                    b.replicas > 1 ? " (each replica)" : "",
+                    used <= ipu.budget ? "fits" : ("does not fit: over by " + mib(used - ipu.budget)).c_str());
+    }
+    std::printf("where the epoch goes (s): compute %.3f, exchange %.3f, sync %.3f, pass overhead %.3f, update %.3f, "
+                "IPU links %.3f, all-reduce %.3f, host link %.3f, streaming %.3f, idle %.3f, waiting for the host %.3f\n",
+                d.compute, d.exchange, d.sync, d.pass_overhead, d.update, d.ipu_links, d.all_reduce, d.host_io, d.streaming,
+                d.idle, host_wait);
+    std::printf("bubble: %.1f%% of the IPUs' time; bottleneck: %s%s\n", 100.0 * d.bubble_fraction, bottleneck.c_str(),
+                e.fits ? "" : "; the configuration does not fit the IPUs' memory");
+    if (r.metrics_json.empty()) return 0;
+    std::ofstream out(r.metrics_json);
+    if (!out) throw std::runtime_error("cannot write " + r.metrics_json);
+    report::json_writer j(out);
+    j.begin_object();
+    write_configuration(j, r, epoch_images(r, shape));
+    j.key("modelled").begin_object();
+    j.member("epoch_seconds", e.seconds).member("images_per_second", e.samples_per_second());
+    j.member("images", e.samples).member("calls", e.calls).member("ipu_count", ipus);
+    j.member("fits", e.fits).member("overshoot_bytes", e.overshoot_bytes);
+    j.key("breakdown").begin_object();
+    j.member("compute", d.compute).member("exchange", d.exchange).member("sync", d.sync);
+    j.member("pass_overhead", d.pass_overhead).member("update", d.update).member("ipu_links", d.ipu_links);
+    j.member("all_reduce", d.all_reduce).member("host_io", d.host_io).member("streaming", d.streaming);
+    j.member("idle", d.idle).member("host_wait", host_wait);
+    j.end_object();
+    j.key("host_busy").begin_object();  // the host's own work per epoch (overlaps the IPUs when async)
+    j.member("host_prepare", double(e.calls) * e.host_per_call.prepare_seconds);
+    j.member("host_feed", double(e.calls) * e.host_per_call.feed_seconds);
+    j.end_object();
+    j.member("bubble_fraction", d.bubble_fraction).member("bottleneck", bottleneck);
+    j.key("ipus").begin_array();
+    for (const auto& ipu : e.memory.ipus)
+        j.begin_object().member("ipu", ipu.ipu).member("memory_bytes", ipu.on_chip()).member("capacity_bytes", ipu.budget).end_object();
+    j.end_array();
+    j.end_object();
+    j.end_object();
+    out << '\n';
+    return 0;
+}
+
+}  // namespace tessera::programs

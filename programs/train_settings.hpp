@@ -1,0 +1,115 @@
+#pragma once
+// From a request to what a session needs: its counts, loader, host and session options. Shared by
+// training, the dry run and tessera-plan, so that a plan's command line dry-runs as it was planned.
+#include <tessera/tessera.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "any_optimizer.hpp"
+#include "train_request.hpp"
+
+namespace tessera::programs {
+
+namespace cfg = tessera::config;
+
+inline exec::output_selection parse_output_mode(const std::string& s) {
+    if (s == "final") return {cfg::output_kind::final, 0};
+    if (s == "all") return {cfg::output_kind::all, 0};
+    if (s == "sum") return {cfg::output_kind::sum, 0};
+    if (s.rfind("every:", 0) == 0) {
+        std::size_t n = 0;
+        try {
+            n = std::stoul(s.substr(6));
+        } catch (const std::exception&) {
+        }
+        if (n == 0) throw usage_error("--output-mode every:N needs N > 0, got '" + s + "'");
+        return {cfg::output_kind::every_n, n};
+    }
+    throw usage_error("--output-mode '" + s + "' is not one of final, all, sum, every:N");
+}
+
+/// The loss scale a --loss-scaling value gives (empty: none, or dynamic's initial scale).
+inline std::optional<double> static_scale(const std::string& s) {
+    if (s == "none" || s == "dynamic") return std::nullopt;
+    if (s.rfind("static:", 0) == 0) {
+        double f = 0;
+        try {
+            f = std::stod(s.substr(7));
+        } catch (const std::exception&) {
+        }
+        if (!(f > 0) || !std::isfinite(f)) throw usage_error("--loss-scaling static:F needs a positive factor, got '" + s + "'");
+        return f;
+    }
+    throw usage_error("--loss-scaling '" + s + "' is not one of none, static:F, dynamic");
+}
+
+/// The host of --host: "tutorial" (the PopTorch tutorials' Python loader, calibrated on seed 000),
+/// "native" (tessera's own C++ loader, measured) or a JSON file of host_spec's fields.
+[[nodiscard]] inline emulator::host_spec host_of(const train_request& r) {
+    if (r.host == "tutorial") return emulator::tutorial_host();
+    if (r.host == "native") return emulator::native_host();
+    try {
+        return emulator::read_host_spec(r.host);
+    } catch (const emulator::host_spec_error& e) {
+        throw usage_error(std::string("--host: ") + e.what() + " (or give tutorial or native)");
+    }
+}
+
+/// The request's counts (every count of a dispatched configuration is dynamic).
+[[nodiscard]] inline config::options counts_of(const train_request& r) {
+    return {.micro_batch = r.batch_size, .gradient_accumulation = r.gradient_accumulation,
+            .device_iterations = r.device_iterations, .replicas = r.replicas, .instances = r.instances,
+            .input_group = r.input_replica_group, .stages = stages_of(r)};
+}
+
+/// The training loader's options of configuration C (8-bit I/O normalises on the device, float on the host).
+template <class C>
+[[nodiscard]] data::loader_options loader_options_of(const train_request& r, const data::normalization& norm) {
+    data::loader_options loading{.shuffle = true, .seed = r.seed, .num_workers = r.workers,
+                                 .mode = r.async_dataloader ? data::loader_mode::async : data::loader_mode::sync,
+                                 .rank = r.processes.rank, .augment = data::horizontal_flip{}};
+    if constexpr (!std::is_same_v<typename C::io_type, std::uint8_t>) loading.normalize = norm;
+    return loading;
+}
+
+/// The optimizer of --optimizer and --lr.
+[[nodiscard]] inline any_optimizer optimizer_of(const train_request& r) {
+    if (r.optimizer == "sgd") return optim::sgd({.learning_rate = r.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
+    if (r.optimizer == "adamw") return optim::adamw({.learning_rate = r.lr, .weight_decay = 0.05});
+    throw usage_error("--optimizer '" + r.optimizer + "' is not one of sgd, adamw");
+}
+
+/// The session options of a request for network `net` cut into `b.stages` stages: output mode, loss
+/// scaling, host and loading, the cuts (--split) and recomputation.
+template <class Net>
+[[nodiscard]] exec::session_options session_options_of(const train_request& r, const Net& net, const config::batching& b,
+                                                       const data::loader_options& loading) {
+    // Set member by member: GCC 12 warns (falsely) that a designated initializer leaves `across`
+    // uninitialised in some of the dispatched instantiations.
+    exec::session_options settings;
+    settings.record_trace = !r.timeline.empty();
+    settings.outputs = parse_output_mode(r.output_mode);
+    settings.loss_scale = static_scale(r.loss_scaling);
+    settings.dynamic_loss_scaling = r.loss_scaling == "dynamic";
+    settings.host = host_of(r);
+    settings.loading = exec::loading_of(loading);
+    settings.loading.instances = b.instances;
+    if (!r.split.empty()) {
+        settings.first_units.push_back(0);
+        for (const auto& name : r.split) settings.first_units.push_back(net.unit_index(name));
+        if (settings.first_units.size() != b.stages)
+            throw usage_error("--split names " + std::to_string(r.split.size()) + " cuts, the strategy has " +
+                              std::to_string(b.stages) + " stages (give " + std::to_string(b.stages - 1) + ")");
+    }
+    if (r.recompute) settings.recompute.assign(b.stages, true);
+    return settings;
+}
+
+}  // namespace tessera::programs
