@@ -12,7 +12,7 @@ scripts/install-deps.sh
 jobs=${TESSERA_JOBS:-$(nproc)}
 passed=0
 run_suite() {  # <build dir> <optimisation> <extra cmake args...>
-  local dir=$1 opt=$2; shift 2
+  local dir=$1 opt=$2 start=$SECONDS; shift 2
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="$opt" \
         -DTESSERA_BUILD_EXAMPLES=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
@@ -21,6 +21,7 @@ run_suite() {  # <build dir> <optimisation> <extra cmake args...>
   local n
   n=$(sed -n 's/.* 0 tests failed out of \([0-9]*\).*/\1/p' "$dir/ctest.log")
   passed=$((passed + ${n:-0}))
+  echo "== $dir: built and tested in $((SECONDS - start)) s"
 }
 
 if [[ "${1:-}" == "--stress" ]]; then
