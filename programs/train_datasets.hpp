@@ -33,6 +33,11 @@ struct dataset_shape {
     throw usage_error("--dataset '" + r.dataset + "' is not one of fashion-mnist, cifar10, imagenet, synthetic");
 }
 
+/// The images an epoch of the request trains on: the dataset's, or --images of them.
+[[nodiscard]] inline std::size_t epoch_images(const train_request& r, const dataset_shape& shape) noexcept {
+    return r.images ? std::min(r.images, shape.images) : shape.images;
+}
+
 /// A dataset's images in memory, 8-bit, with the normalisation of its channels.
 struct dataset_pair {
     data::in_memory_dataset<std::uint8_t> train, test;

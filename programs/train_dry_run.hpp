@@ -17,11 +17,6 @@
 
 namespace tessera::programs {
 
-/// The images an epoch of the request trains on: the dataset's, or --images of them.
-[[nodiscard]] inline std::size_t epoch_images(const train_request& r, const dataset_shape& shape) noexcept {
-    return r.images ? std::min(r.images, shape.images) : shape.images;
-}
-
 /// The dry run of request `r` with network `net` under configuration C, as a session would compile
 /// it (the same counts, cuts, host and loading as training). A plan that does not fit is reported
 /// (epoch_estimate::fits), not thrown; every other broken rule throws as training would.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
+#include <type_traits>
 #include <string_view>
 #include <string>
 #include <vector>
@@ -254,4 +256,56 @@ TEST_CASE("a stage count given at run time compiles, costs and trains as the sam
     REQUIRE(wa.size() == wb.size());
     CHECK(wa == wb);
     CHECK(wa != std::vector<float>(wa.size(), 0.0f));
+}
+
+TEST_CASE("property: random configurations give the same modelled clock in a dry run and through threads",
+          "[exec][threads][property]") {
+    // Strategy, schedule, stages, G, D, R, output mode, I/O and loader drawn from a seeded generator;
+    // each configuration runs 2 host calls through the threaded executor and as a dry run.
+    const net_t net(1, 10);
+    const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
+    std::mt19937 rng(2026);
+    const auto pick = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+    const std::vector<std::string> strategies{"single", "sharded", "pipelined", "pipelined", "phased"};
+    const std::vector<exec::output_selection> modes{{cfg::output_kind::final, 0}, {cfg::output_kind::all, 0},
+                                                   {cfg::output_kind::sum, 0}, {cfg::output_kind::every_n, 2}};
+    for (int trial = 0; trial < 12; ++trial) {
+        const std::string strategy = strategies[pick(strategies.size())];
+        const cfg::choice choice{.precision = "32.32", .strategy = strategy, .schedule = pick(2) ? "1f1b" : "gpipe",
+                                 .eight_bit_io = pick(2) == 1};
+        const std::size_t stages = strategy == "single" ? 1 : 2 + pick(2);
+        const std::size_t g = (strategy == "pipelined" ? 2 * stages - 1 : 1) + pick(3);
+        const cfg::options counts{.micro_batch = 2 + pick(2), .gradient_accumulation = g, .device_iterations = 1 + pick(2),
+                                  .replicas = 1 + pick(2), .instances = 1, .input_group = 1, .stages = stages};
+        exec::session_options settings{.record_trace = false};
+        settings.outputs = modes[pick(modes.size())];
+        settings.loading = {.async = pick(2) == 1, .workers = 1 + pick(2), .prefetch_depth = 1 + pick(3)};
+        INFO("trial " << trial << ": " << strategy << " " << choice.schedule << " S=" << stages << " G=" << g
+                      << " D=" << *counts.device_iterations << " R=" << *counts.replicas << " b=" << *counts.micro_batch
+                      << (choice.eight_bit_io ? " 8-bit" : " float") << (settings.loading.async ? " async" : " sync")
+                      << " workers=" << settings.loading.workers);
+        cfg::dispatch_for<cfg::fp32>(choice, [&]<class C>() {
+            const auto b = cfg::make_batching<C>(counts);
+            const auto dataset = bytes_dataset(2 * b.combined_batch());
+            const auto dry = exec::dry_run<C>(net, sgd, sample, counts, dataset.size(), settings, 1);
+            auto run = exec::training_model<C>(net, sgd, sample, counts, settings);
+            data::loader_options loading{};
+            if constexpr (!std::is_same_v<typename C::io_type, std::uint8_t>) loading.normalize = norm;
+            auto loader = data::make_data_loader<C>(dataset, counts, loading);
+            std::size_t calls = 0;
+            for (auto& batch : loader) {
+                const auto r = tessera::test::within_deadline(120, "session call", [&] {
+                    return run(exec::batch_feed<cfg::fp32, typename C::io_type>(
+                        batch, run.batching(),
+                        std::is_same_v<typename C::io_type, std::uint8_t> ? norm : data::normalization{}));
+                });
+                CHECK(r.modelled_seconds == Approx(dry.call_device_seconds).epsilon(1e-12));
+                ++calls;
+            }
+            CHECK(calls == dry.calls);
+            CHECK(run.host().now() == Approx(dry.seconds).epsilon(1e-12));
+            CHECK(run.host().host_wait() == Approx(dry.host_wait_seconds).epsilon(1e-12));
+            return 0;
+        });
+    }
 }

@@ -1,0 +1,91 @@
+// tessera-train's parts, each alone: request -> counts, stage count, output mode, loss scale, host,
+// dataset shape and session options (programs/train_settings.hpp, train_datasets.hpp).
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "train_datasets.hpp"
+#include "train_settings.hpp"
+
+namespace programs = tessera::programs;
+namespace cfg = tessera::config;
+
+TEST_CASE("a request's counts and stage count", "[programs]") {
+    programs::train_request r;
+    r.batch_size = 8, r.gradient_accumulation = 7, r.device_iterations = 3, r.replicas = 4, r.instances = 2;
+    r.input_replica_group = 2, r.strategy = "pipelined", r.ipus_per_replica = 4;
+    const cfg::options o = programs::counts_of(r);
+    CHECK(*o.micro_batch == 8);
+    CHECK(*o.gradient_accumulation == 7);
+    CHECK(*o.device_iterations == 3);
+    CHECK(*o.replicas == 4);
+    CHECK(*o.instances == 2);
+    CHECK(*o.input_group == 2);
+    CHECK(*o.stages == 4);
+    r.strategy = "single";  // one stage, whatever --ipus-per-replica says (tessera-train refuses it given)
+    CHECK(programs::stages_of(r) == 1);
+}
+
+TEST_CASE("output modes, loss scales and hosts are parsed or refused by name", "[programs]") {
+    const auto every = programs::parse_output_mode("every:3");
+    CHECK(every.kind == cfg::output_kind::every_n);
+    CHECK(every.period == 3);
+    CHECK(programs::parse_output_mode("sum").kind == cfg::output_kind::sum);
+    REQUIRE_THROWS_WITH(programs::parse_output_mode("every:0"), Catch::Contains("every:N needs N > 0"));
+    REQUIRE_THROWS_AS(programs::parse_output_mode("most"), programs::usage_error);
+    CHECK(programs::static_scale("static:128") == 128.0);
+    CHECK_FALSE(programs::static_scale("dynamic").has_value());
+    REQUIRE_THROWS_AS(programs::static_scale("static:0"), programs::usage_error);
+
+    programs::train_request r;
+    CHECK(programs::host_of(r).dispatch_seconds == tessera::emulator::tutorial_host().dispatch_seconds);
+    r.host = "native";
+    CHECK(programs::host_of(r).dispatch_seconds == tessera::emulator::native_host().dispatch_seconds);
+    r.host = "test_train_parts_host.json";
+    {
+        std::ofstream f(r.host);
+        f << tessera::emulator::to_json(tessera::emulator::host_spec{.cores = 7});
+    }
+    CHECK(programs::host_of(r).cores == 7);
+    std::remove(r.host.c_str());
+    REQUIRE_THROWS_WITH(programs::host_of(r), Catch::Contains("--host: ") && Catch::Contains("cannot read"));
+}
+
+TEST_CASE("datasets by shape, and the ones with no reader refused", "[programs]") {
+    programs::train_request r;
+    r.dataset = "imagenet";
+    const auto s = programs::shape_of_dataset(r);
+    CHECK(s.channels == 3);
+    CHECK(s.height == 224);
+    CHECK(s.images == 1'281'167);
+    CHECK(s.classes == 1000);
+    REQUIRE_THROWS_WITH(programs::load_dataset(r), Catch::Contains("--dataset imagenet has no reader"));
+    r.dataset = "cifar10";
+    CHECK(programs::shape_of_dataset(r).images == 50'000);
+    REQUIRE_THROWS_WITH(programs::load_dataset(r), Catch::Contains("needs the directory"));
+    r.dataset = "mnist";
+    REQUIRE_THROWS_WITH(programs::shape_of_dataset(r), Catch::Contains("is not one of"));
+    r.dataset = "synthetic", r.images = 100;
+    CHECK(programs::epoch_images(r, programs::shape_of_dataset(r)) == 100);
+}
+
+TEST_CASE("session options: cuts by name, recomputation per stage, the host's processes", "[programs]") {
+    const tessera::nn::resnet20<cfg::fp32> net(3, 10);
+    programs::train_request r;
+    r.strategy = "pipelined", r.ipus_per_replica = 3, r.split = {"layer2[0]", "layer3[0]"}, r.recompute = true;
+    r.replicas = 2, r.instances = 2, r.gradient_accumulation = 5, r.loss_scaling = "static:64";
+    using C = cfg::dispatched_config<cfg::fp32, cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::float_io>;
+    const cfg::batching b = cfg::make_batching<C>(programs::counts_of(r));
+    const auto settings = programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {}));
+    REQUIRE(settings.first_units.size() == 3);
+    CHECK(settings.first_units[1] == net.unit_index("layer2[0]"));
+    CHECK(settings.recompute == std::vector<bool>{true, true, true});
+    CHECK(settings.loading.instances == 2);
+    CHECK(settings.loss_scale == 64.0);
+    CHECK(settings.dynamic_loss_scaling == false);
+    r.split = {"layer3[0]"};
+    REQUIRE_THROWS_WITH(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})),
+                        Catch::Contains("--split names 1 cuts, the strategy has 3 stages (give 2)"));
+}
