@@ -5,6 +5,7 @@
 // loss scaling, G = 8, D = 4, 8-bit I/O, an async loader. A rule the configuration breaks, or a
 // value a flag does not allow, prints one line and exits with code 2.
 #include <CLI/CLI.hpp>
+#include <tessera/config.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -14,7 +15,6 @@
 
 #include "train_processes.hpp"
 #include "train_request.hpp"
-#include "train_runner.hpp"
 
 namespace {
 

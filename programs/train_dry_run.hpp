@@ -31,11 +31,9 @@ template <class C, class Net>
                             exec::over_budget::reported);
 }
 
-/// Prints the dry run of `r` (and writes --metrics-json).
-template <class C, class Net>
-int report_dry_run(const train_request& r, const Net& net, const dataset_shape& shape) {
-    const exec::epoch_estimate e = dry_run_request<C>(r, net, shape);
-    const config::batching b = config::make_batching<C>(counts_of(r));
+/// Prints dry run `e` of request `r` under batching `b` (and writes --metrics-json).
+inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, const config::batching& b,
+                         const dataset_shape& shape) {
     const std::size_t ipus = b.replicas * b.ipus_per_replica;
     const auto& d = e.device_breakdown;
     const double host_wait = std::max(0.0, e.seconds - e.device_seconds);
@@ -85,6 +83,12 @@ int report_dry_run(const train_request& r, const Net& net, const dataset_shape& 
     j.end_object();
     out << '\n';
     return 0;
+}
+
+/// The dry run of `r` with network `net` under configuration C, printed.
+template <class C, class Net>
+int report_dry_run(const train_request& r, const Net& net, const dataset_shape& shape) {
+    return print_dry_run(r, dry_run_request<C>(r, net, shape), config::make_batching<C>(counts_of(r)), shape);
 }
 
 }  // namespace tessera::programs

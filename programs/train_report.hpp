@@ -1,12 +1,17 @@
 #pragma once
 // What tessera-train prints and writes: sizes, the configuration (as text for checkpoints and as
-// JSON for --metrics-json), each IPU's memory.
+// JSON for --metrics-json), and at the end of training the test accuracy, both clocks' throughput,
+// each IPU's memory, --metrics-json and --timeline.
 #include <tessera/tessera.hpp>
 
 #include <cstddef>
 #include <cstdio>
+#include <fstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "train_loop.hpp"
 #include "train_request.hpp"
 
 namespace tessera::programs {
@@ -43,6 +48,53 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);
     j.member("optimizer", r.optimizer).member("seed", r.seed).member("images", images);
     j.end_object();
+}
+
+/// What a finished training run reports (rank 0): the test accuracy, images/s on this machine and
+/// on the modelled IPUs with their host, each IPU's memory; --metrics-json and --timeline
+/// (`timeline`: the last call's modelled clocks, when kept).
+inline void report_training(const train_request& r, std::size_t images, const config::batching& b,
+                            const exec::memory_plan& memory, const std::vector<epoch_metrics>& history,
+                            const exec::evaluation& test, const std::vector<emulator::modelled_clock>* timeline) {
+    double wall = 0, modelled = 0, trained = 0;
+    for (const auto& m : history) {
+        wall += m.wall_seconds, modelled += m.modelled_seconds;
+        trained += m.images_per_second * m.wall_seconds;
+    }
+    std::printf("test accuracy: %.2f%% of %zu images (loss %.3f)\n", 100.0 * test.accuracy(), test.samples, test.loss);
+    std::printf("throughput: %.0f images/s on this machine, %.0f images/s modelled on %zu IPUs and their host\n",
+                wall > 0 ? trained / wall : 0.0, modelled > 0 ? trained / modelled : 0.0, b.replicas * b.ipus_per_replica);
+    for (const auto& ipu : memory.ipus)
+        std::printf("IPU %zu memory: %s of %s%s\n", ipu.ipu, mib(ipu.on_chip()).c_str(), mib(ipu.budget).c_str(),
+                    b.replicas > 1 ? " (each replica)" : "");
+    if (!r.metrics_json.empty()) {
+        std::ofstream out(r.metrics_json);
+        if (!out) throw std::runtime_error("cannot write " + r.metrics_json);
+        report::json_writer j(out);
+        j.begin_object();
+        write_configuration(j, r, images);
+        j.key("epochs").begin_array();
+        for (std::size_t e = 0; e < history.size(); ++e) {
+            const auto& m = history[e];
+            j.begin_object().member("epoch", e + 1).member("loss", m.loss).member("accuracy", m.accuracy);
+            j.member("wall_seconds", m.wall_seconds).member("modelled_seconds", m.modelled_seconds);
+            j.member("images_per_second", m.images_per_second);
+            j.member("modelled_images_per_second", m.modelled_images_per_second).end_object();
+        }
+        j.end_array();
+        j.member("test_accuracy", test.accuracy()).member("test_loss", test.loss).member("test_images", test.samples);
+        j.key("ipus").begin_array();
+        for (const auto& ipu : memory.ipus)
+            j.begin_object().member("ipu", ipu.ipu).member("memory_bytes", ipu.on_chip()).member("budget_bytes", ipu.budget).end_object();
+        j.end_array();
+        j.end_object();
+        out << '\n';
+    }
+    if (!r.timeline.empty() && timeline) {
+        std::ofstream out(r.timeline);
+        if (!out) throw std::runtime_error("cannot write " + r.timeline);
+        out << exec::timeline_svg(*timeline);
+    }
 }
 
 }  // namespace tessera::programs

@@ -4,6 +4,7 @@
 #include "tessera/config/concepts.hpp"
 #include "tessera/config/config.hpp"
 #include "tessera/config/counts.hpp"
+#include "tessera/config/description.hpp"
 #include "tessera/config/dispatch.hpp"
 #include "tessera/config/error.hpp"
 #include "tessera/config/io.hpp"

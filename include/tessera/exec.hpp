@@ -14,11 +14,13 @@
 //   partition.hpp        balance_stages: contiguous stages minimising the bottleneck
 //   executor.hpp         runs a schedule on one thread per IPU: replicas, fixed-order all-reduce,
 //                        device iterations, output modes; failures reach the caller
-//   session.hpp          training_model<Config>(staged model) / inference_model<Config>(...)
+//   session.hpp          training_model<Config>(staged model) / inference_model<Config>(...);
+//                        basic_session.hpp: what a session does once compiled, one type per model
 //   staged_network.hpp   a unit network (nn::resnet) + optimizer as a staged model
 //   network_session.hpp  training_model<Config>(net, optimizer, sample shape, options)
 //   batch_feed.hpp       the data loader's combined batches as micro-batches with masks
 //   schedule_report.hpp, timeline.hpp, memory_report.hpp   text, SVG and JSON reports
+#include "tessera/exec/basic_session.hpp"
 #include "tessera/exec/batch_feed.hpp"
 #include "tessera/exec/breakdown.hpp"
 #include "tessera/exec/concepts.hpp"
@@ -33,6 +35,7 @@
 #include "tessera/exec/memory_plan.hpp"
 #include "tessera/exec/memory_report.hpp"
 #include "tessera/exec/network_session.hpp"
+#include "tessera/exec/non_finite_loss.hpp"
 #include "tessera/exec/partition.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/exec/schedule.hpp"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/config/config.hpp"
+#include "tessera/config/description.hpp"
 #include "tessera/config/error.hpp"
 
 namespace tessera::config {
@@ -66,6 +67,9 @@ struct batching {
 template <Config C>
 [[nodiscard]] batching make_batching(const options& opts = {});
 
+/// make_batching of the configuration `c` describes (one function for every configuration type).
+[[nodiscard]] inline batching make_batching(const description& c, const options& opts = {});
+
 // ---------------------------------------------------------------------------------------------
 // implementation
 
@@ -92,22 +96,25 @@ inline std::size_t resolve_count(const char* name, std::size_t fixed, const std:
 
 template <Config C>
 batching make_batching(const options& opts) {
+    return make_batching(description::of<C>(), opts);
+}
+
+inline batching make_batching(const description& c, const options& opts) {
     batching b;
-    b.micro_batch = detail::resolve_count("micro_batch", C::micro_batch, opts.micro_batch);
+    b.micro_batch = detail::resolve_count("micro_batch", c.micro_batch, opts.micro_batch);
     b.gradient_accumulation =
-        detail::resolve_count("gradient_accumulation", C::gradient_accumulation, opts.gradient_accumulation);
-    b.device_iterations = detail::resolve_count("device_iterations", C::device_iterations, opts.device_iterations);
-    b.replicas = detail::resolve_count("replicas", C::replicas, opts.replicas);
-    b.instances = detail::resolve_count("instances", C::instances, opts.instances);
-    b.input_group = detail::resolve_count("input_group", C::input_group, opts.input_group);
-    b.stages = detail::resolve_count("stages", C::stages, opts.stages);
-    b.training = C::is_training;
+        detail::resolve_count("gradient_accumulation", c.gradient_accumulation, opts.gradient_accumulation);
+    b.device_iterations = detail::resolve_count("device_iterations", c.device_iterations, opts.device_iterations);
+    b.replicas = detail::resolve_count("replicas", c.replicas, opts.replicas);
+    b.instances = detail::resolve_count("instances", c.instances, opts.instances);
+    b.input_group = detail::resolve_count("input_group", c.input_group, opts.input_group);
+    b.stages = detail::resolve_count("stages", c.stages, opts.stages);
+    b.training = c.training;
     using detail::str;
-    using strategy = typename C::strategy;
     b.ipu_of_stage.clear();
-    for (std::size_t s = 0; s < b.stages; ++s) b.ipu_of_stage.push_back(strategy::ipu_of_stage(s));
+    for (std::size_t s = 0; s < b.stages; ++s) b.ipu_of_stage.push_back(c.ipu_of_stage(s));
     if (!opts.ipu_map.empty()) {
-        if (C::stages != dynamic && opts.ipu_map != b.ipu_of_stage)
+        if (c.stages != dynamic && opts.ipu_map != b.ipu_of_stage)
             throw config_error("tessera::config: the ipu_map is fixed by the config's strategy; make its stage count "
                                "config::dynamic to give the map at run time");
         if (opts.ipu_map.size() != b.stages)
@@ -120,7 +127,7 @@ batching make_batching(const options& opts) {
         if (std::find(b.ipu_of_stage.begin(), b.ipu_of_stage.end(), ipu) == b.ipu_of_stage.end())
             throw config_error("tessera::config: the ipu_map leaves IPU " + str(ipu) +
                                " without a stage; number the IPUs 0, 1, ... without gaps");
-    if (strategy::kind == strategy_kind::single && b.stages != 1)
+    if (c.strategy == strategy_kind::single && b.stages != 1)
         throw config_error("tessera::config: the single strategy has 1 stage, got " + str(b.stages));
 
     if (b.replicas % b.instances != 0)
@@ -131,7 +138,7 @@ batching make_batching(const options& opts) {
         throw replication_error("tessera::config: the input group of " + str(b.input_group) + " replicas does not "
                                 "divide the " + str(b.local_replicas()) + " replicas of each instance");
     const std::size_t s = b.stages, g = b.gradient_accumulation, d = b.device_iterations;
-    if (C::strategy::kind == strategy_kind::pipelined) {
+    if (c.strategy == strategy_kind::pipelined) {
         if (b.training && g < 2 * s - 1)
             throw pipeline_depth_error("tessera::config: pipelined training with " + str(s) +
                                        " stages needs gradient_accumulation >= 2*" + str(s) + " - 1 = " +
@@ -144,9 +151,9 @@ batching make_batching(const options& opts) {
     if (!b.training && g != 1)
         throw config_error("tessera::config: inference needs gradient_accumulation = 1, got " + str(g) +
                            " (there are no gradients to accumulate)");
-    const std::size_t available = C::available_ipus != dynamic ? C::available_ipus : opts.available_ipus.value_or(dynamic);
-    if (opts.available_ipus && C::available_ipus != dynamic && *opts.available_ipus != C::available_ipus)
-        throw config_error("tessera::config: available_ipus is fixed to " + str(C::available_ipus) +
+    const std::size_t available = c.available_ipus != dynamic ? c.available_ipus : opts.available_ipus.value_or(dynamic);
+    if (opts.available_ipus && c.available_ipus != dynamic && *opts.available_ipus != c.available_ipus)
+        throw config_error("tessera::config: available_ipus is fixed to " + str(c.available_ipus) +
                            " by the config, but options give " + str(*opts.available_ipus));
     if (available != dynamic && b.replicas * b.ipus_per_replica > available)
         throw replication_error("tessera::config: the configuration needs " + str(b.replicas * b.ipus_per_replica) +

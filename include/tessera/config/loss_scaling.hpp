@@ -53,4 +53,26 @@ concept LossScaling = requires {
 static_assert(LossScaling<no_loss_scaling> && LossScaling<static_loss_scaling<1024.0>> &&
               LossScaling<dynamic_loss_scaling<>>);
 
+/// A loss scaling policy as values, for code that chooses it at run time: a fixed factor, or
+/// dynamic (PopTorch's automatic loss scaling): a step whose gradients overflow is skipped and the
+/// scale divided by `factor`; after `growth_interval` clean steps it is multiplied by `factor` (up
+/// to 2^32; growth never lowers a larger initial scale).
+struct loss_scale_rule {
+    double initial = 1.0;
+    bool dynamic = false;
+    double factor = 2.0;
+    std::size_t growth_interval = 2000;
+
+    /// The rule of a LossScaling policy.
+    template <LossScaling L>
+    [[nodiscard]] static constexpr loss_scale_rule of() noexcept {
+        loss_scale_rule r{.initial = L::initial_scale, .dynamic = L::is_dynamic};
+        if constexpr (L::is_dynamic) {
+            r.factor = L::factor;
+            r.growth_interval = L::growth_interval;
+        }
+        return r;
+    }
+};
+
 }  // namespace tessera::config

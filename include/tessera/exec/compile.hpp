@@ -8,6 +8,7 @@
 
 #include "tessera/config/batching.hpp"
 #include "tessera/config/config.hpp"
+#include "tessera/config/description.hpp"
 #include "tessera/config/error.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
@@ -26,40 +27,39 @@ struct compiled_plan {
     cross_process_reduction across;
 };
 
-/// What crosses the host link per micro-batch, as config C's I/O policy sends it: the input at its
-/// bytes per value (8-bit I/O: one, and the first IPU normalises it; float I/O to a 16-bit model:
-/// four, and the IPU casts), class labels as 32-bit integers, and per micro-batch the output mode
-/// sends, a loss and an accuracy (training) or the output (inference).
-template <config::Config C, StagedModel M>
-void describe_host_io(cost_model& costs, const config::batching& b) {
-    using io = typename C::io_policy;
-    const double values = double(costs.stages.front().input_bytes) / (C::precision::storage_bits / 8.0);
-    costs.io_bytes_per_value = io::bytes_per_value;
-    costs.infeed_bytes = static_cast<std::size_t>(values) * io::bytes_per_value;
-    if (io::is_eight_bit || io::bytes_per_value * 8 != std::size_t(C::precision::storage_bits))
+/// What crosses the host link per micro-batch, as configuration `c`'s I/O policy sends it: the input
+/// at its bytes per value (8-bit I/O: one, and the first IPU normalises it; float I/O to a 16-bit
+/// model: four, and the IPU casts), class labels as 32-bit integers, and per micro-batch the output
+/// mode sends, a loss and an accuracy (training) or the output (inference).
+template <StagedModel M>
+void describe_host_io(cost_model& costs, const config::batching& b, const config::description& c) {
+    const double values = double(costs.stages.front().input_bytes) / (c.storage_bits / 8.0);
+    costs.io_bytes_per_value = c.io_bytes_per_value;
+    costs.infeed_bytes = static_cast<std::size_t>(values) * c.io_bytes_per_value;
+    if (c.eight_bit_io || c.io_bytes_per_value * 8 != std::size_t(c.storage_bits))
         costs.infeed_passes.push_back(nn::pass::elementwise(nn::pass_phase::forward, values, 2));
-    if constexpr (C::is_training && std::is_same_v<typename M::label, class_labels>)
-        costs.label_bytes = b.micro_batch * sizeof(std::int32_t);
+    if (c.training && std::is_same_v<typename M::label, class_labels>) costs.label_bytes = b.micro_batch * sizeof(std::int32_t);
     costs.output_bytes_to_host = sizeof(float) * (ScoredModel<M> ? 2 : 1);
 }
 
-/// Compiles `model` for config C and batching `b`: checks the strategy against the model, makes the
-/// schedule (R replicas over all processes, the overflow vote of dynamic loss scaling) and the cost
-/// model. `progress()` is called once per step (sessions draw the "Graph compilation" bar with it).
-/// Sessions and dry runs compile through here, so a dry run costs exactly what a session would run.
 /// What a plan is compiled for: running (a multi-process config then needs its cross-process
 /// reduction) or a dry run (nothing is computed, so none is needed).
 enum class compile_for { execution, dry_run };
 
-template <config::Config C, StagedModel M, class Progress = void (*)()>
-[[nodiscard]] compiled_plan compile_plan(const M& model, const config::batching& b, const session_options& settings,
-                                         Progress progress = [] {}, compile_for purpose = compile_for::execution) {
-    using strategy = typename C::strategy;
+/// Compiles `model` for the configuration `c` describes and batching `b`: checks the strategy against
+/// the model, makes the schedule (R replicas over all processes, the overflow vote of dynamic loss
+/// scaling) and the cost model. `progress()` is called once per step (sessions draw the "Graph
+/// compilation" bar with it). Sessions and dry runs compile through here, so a dry run costs exactly
+/// what a session would run.
+template <StagedModel M, class Progress = void (*)()>
+[[nodiscard]] compiled_plan compile_plan(const config::description& c, const M& model, const config::batching& b,
+                                         const session_options& settings, Progress progress = [] {},
+                                         compile_for purpose = compile_for::execution) {
     const std::size_t stages = b.stages;
     if (model.stages() != stages)
         throw config::config_error("tessera::exec::session: the strategy has " + std::to_string(stages) +
                                    " stages, the model " + std::to_string(model.stages()));
-    const std::size_t micro_batches = C::is_training ? b.gradient_accumulation : b.device_iterations;
+    const std::size_t micro_batches = c.training ? b.gradient_accumulation : b.device_iterations;
     compiled_plan plan;
     plan.across = settings.across;
     if (b.instances > 1 && !plan.across.reduce && purpose == compile_for::execution)
@@ -67,14 +67,12 @@ template <config::Config C, StagedModel M, class Progress = void (*)()>
                                    " instances need a cross-process reduction (session_options::across, from "
                                    "tessera::dist); without one the replicas of different processes would diverge");
     if (plan.across.reduce || purpose == compile_for::dry_run) plan.across.processes = b.instances;
-    schedule_request request =
-        request_for<strategy>(micro_batches, C::is_training, b.local_replicas() * plan.across.processes, b.ipu_of_stage);
+    schedule_request request = request_for(c, micro_batches, b.local_replicas() * plan.across.processes, b.ipu_of_stage);
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
-    request.check_overflow =
-        C::is_training && settings.dynamic_loss_scaling.value_or(C::precision::loss_scaling::is_dynamic);
+    request.check_overflow = c.training && settings.dynamic_loss_scaling.value_or(c.loss_scaling.dynamic);
     plan.program = make_schedule(request);
     progress();
-    plan.costs.bits = C::precision::storage_bits;
+    plan.costs.bits = c.storage_bits;
     plan.costs.locations = settings.locations;
     plan.costs.processes = plan.across.processes;
     plan.costs.host_network_bandwidth = settings.host.reduce_through_hosts ? settings.host.network_bandwidth : 0.0;
@@ -82,8 +80,15 @@ template <config::Config C, StagedModel M, class Progress = void (*)()>
         plan.costs.stages.push_back(model.cost(s));
         progress();
     }
-    describe_host_io<C, M>(plan.costs, b);
+    describe_host_io<M>(plan.costs, b, c);
     return plan;
+}
+
+/// compile_plan for configuration type C.
+template <config::Config C, StagedModel M, class Progress = void (*)()>
+[[nodiscard]] compiled_plan compile_plan(const M& model, const config::batching& b, const session_options& settings,
+                                         Progress progress = [] {}, compile_for purpose = compile_for::execution) {
+    return compile_plan(config::description::of<C>(), model, b, settings, std::move(progress), purpose);
 }
 
 }  // namespace tessera::exec

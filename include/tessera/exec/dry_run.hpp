@@ -8,6 +8,7 @@
 
 #include "tessera/config/batching.hpp"
 #include "tessera/config/config.hpp"
+#include "tessera/config/description.hpp"
 #include "tessera/config/error.hpp"
 #include "tessera/emulator/host_clock.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
@@ -60,22 +61,21 @@ struct epoch_estimate {
 ///                               {.loading = {.async = true}});
 ///   std::printf("%.1f s, %.0f images/s\n", e.seconds, e.samples_per_second());
 /// @endcode
-template <config::Config C, StagedModel M>
-[[nodiscard]] epoch_estimate dry_run(const M& model, config::options options, std::size_t samples,
-                                     session_options settings = {}, std::size_t epochs = 2,
+template <StagedModel M>
+[[nodiscard]] epoch_estimate dry_run(const config::description& c, const M& model, const config::options& options,
+                                     std::size_t samples, const session_options& settings = {}, std::size_t epochs = 2,
                                      over_budget memory = over_budget::throws) {
-    const config::batching b = config::make_batching<C>(options);
+    const config::batching b = config::make_batching(c, options);
     b.check_fits_dataset(samples);
     epoch_estimate e;
-    e.plan = compile_plan<C>(model, b, settings, [] {}, compile_for::dry_run);
+    e.plan = compile_plan(c, model, b, settings, [] {}, compile_for::dry_run);
     e.memory = lay_out_memory(e.plan.program, e.plan.costs, settings.device, memory == over_budget::throws);
     e.overshoot_bytes = memory_overshoot(e.memory);
     e.fits = e.overshoot_bytes == 0;
-    const std::size_t iterations = C::is_training ? b.device_iterations : 1;
+    const std::size_t iterations = c.training ? b.device_iterations : 1;
     e.call_clocks = simulate(e.plan.program, e.plan.costs, settings.device, iterations,
-                             settings.outputs.value_or(output_selection::of<typename C::output_mode>()),
-                             settings.record_trace);
-    for (const auto& c : e.call_clocks) e.call_device_seconds = std::max(e.call_device_seconds, c.now());
+                             settings.outputs.value_or(output_selection{c.outputs, c.output_period}), settings.record_trace);
+    for (const auto& clock : e.call_clocks) e.call_device_seconds = std::max(e.call_device_seconds, clock.now());
     e.host_per_call = host_work_of(e.plan.costs, b, settings.host);
     e.calls = samples / b.instances / b.combined_batch();
     e.samples = e.calls * b.combined_batch() * b.instances;
@@ -94,22 +94,40 @@ template <config::Config C, StagedModel M>
     return e;
 }
 
-/// dry_run of a unit network (nn::resnet) cut into C's stages as training_model would cut it: at
-/// settings.first_units, or balanced by FLOPs.
+/// dry_run for configuration type C.
+template <config::Config C, StagedModel M>
+[[nodiscard]] epoch_estimate dry_run(const M& model, const config::options& options, std::size_t samples,
+                                     const session_options& settings = {}, std::size_t epochs = 2,
+                                     over_budget memory = over_budget::throws) {
+    return dry_run(config::description::of<C>(), model, options, samples, settings, epochs, memory);
+}
+
+/// dry_run of a unit network (nn::resnet) cut into the stages of the configuration `c` describes, as
+/// training_model would cut it: at settings.first_units, or balanced by FLOPs.
+template <UnitNetwork N, StageOptimizer<N> O>
+[[nodiscard]] epoch_estimate dry_run(const config::description& c, const N& net, const O& optimizer,
+                                     tessera::tensor::shape sample, const config::options& options, std::size_t samples,
+                                     const session_options& settings = {}, std::size_t epochs = 2,
+                                     over_budget memory = over_budget::throws) {
+    const config::batching b = config::make_batching(c, options);
+    sample.n = b.micro_batch;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
+    staged_network<N, O> model(net, std::move(first), sample, optimizer);
+    if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
+    return dry_run(c, model, options, samples, settings, epochs, memory);
+}
+
+/// dry_run of a unit network for configuration type C.
 /// @code
 ///   nn::resnet50<cfg::half> net(3, 1000);
 ///   auto e = exec::dry_run<cfg>(net, optim::sgd({.momentum = 0.9}), {1, 224, 224, 3}, {.micro_batch = 18}, 1'281'167);
 /// @endcode
 template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
 [[nodiscard]] epoch_estimate dry_run(const N& net, const O& optimizer, tessera::tensor::shape sample,
-                                     config::options options, std::size_t samples, session_options settings = {},
-                                     std::size_t epochs = 2, over_budget memory = over_budget::throws) {
-    const config::batching b = config::make_batching<C>(options);
-    sample.n = b.micro_batch;
-    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
-    staged_network<N, O> model(net, std::move(first), sample, optimizer);
-    if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
-    return dry_run<C>(model, options, samples, std::move(settings), epochs, memory);
+                                     const config::options& options, std::size_t samples,
+                                     const session_options& settings = {}, std::size_t epochs = 2,
+                                     over_budget memory = over_budget::throws) {
+    return dry_run(config::description::of<C>(), net, optimizer, sample, options, samples, settings, epochs, memory);
 }
 
 }  // namespace tessera::exec

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tessera/config/counts.hpp"
+#include "tessera/detail/function_ref.hpp"
 #include "tessera/config/error.hpp"
 #include "tessera/config/output_mode.hpp"
 #include "tessera/emulator/all_reduce.hpp"
@@ -27,7 +28,6 @@
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/cross_process.hpp"
-#include "tessera/exec/detail/function_ref.hpp"
 #include "tessera/exec/detail/slots.hpp"
 #include "tessera/exec/detail/wiring.hpp"
 #include "tessera/exec/memory_plan.hpp"
@@ -94,7 +94,7 @@ public:
 
     /// What run() calls any feed through: one indirect call per micro-batch, and run_fed compiled
     /// once per model type instead of once per feed type.
-    using feed_function = detail::function_ref<std::pair<input_t<M>, label>(std::size_t, std::size_t, std::size_t)>;
+    using feed_function = tessera::detail::function_ref<std::pair<input_t<M>, label>(std::size_t, std::size_t, std::size_t)>;
 
     /// run() with the feed type-erased.
     run_result<tensor> run_fed(std::span<M> models, feed_function feed, std::size_t iterations, output_selection outputs) {

@@ -7,11 +7,50 @@
 
 #include "tessera/config/batching.hpp"
 #include "tessera/config/config.hpp"
+#include "tessera/config/description.hpp"
+#include "tessera/config/loss_scaling.hpp"
 #include "tessera/exec/session.hpp"
 #include "tessera/exec/staged_network.hpp"
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::exec {
+
+namespace detail {
+
+/// The staged network a training session of `net` under configuration `c` runs: cut at
+/// settings.first_units (or balanced by FLOPs), the loss scaled as settings or the precision say,
+/// recomputation and kernel threads as settings say.
+template <UnitNetwork N, StageOptimizer<N> O>
+[[nodiscard]] staged_network<N, O> staged_for_training(const config::description& c, const N& net, const O& optimizer,
+                                                       tessera::tensor::shape sample, const config::batching& b,
+                                                       const session_options& settings) {
+    sample.n = b.micro_batch;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
+    // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
+    // on overflow before each step's updates, and every stage skips an overflowing step together).
+    loss_scale_rule rule = c.loss_scaling;
+    if (settings.dynamic_loss_scaling && *settings.dynamic_loss_scaling != rule.dynamic)
+        rule = *settings.dynamic_loss_scaling ? loss_scale_rule::of<config::dynamic_loss_scaling<>>() : loss_scale_rule{};
+    if (settings.loss_scale) rule.initial = *settings.loss_scale;
+    staged_network<N, O> model(net, std::move(first), sample, optimizer, rule);
+    if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
+    model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
+    return model;
+}
+
+/// The staged network an inference session of `net` runs: cut as in training, in evaluation mode.
+template <UnitNetwork N, StageOptimizer<N> O>
+[[nodiscard]] staged_network<N, O> staged_for_inference(const N& net, const O& optimizer, tessera::tensor::shape sample,
+                                                        const config::batching& b, const session_options& settings) {
+    sample.n = b.micro_batch;
+    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
+    staged_network<N, O> model(net, std::move(first), sample, optimizer);
+    model.set_mode(nn::mode::eval);  // running statistics, as model.eval() in PyTorch
+    model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
+    return model;
+}
+
+}  // namespace detail
 
 /// A training session of a unit network (nn::resnet) cut into the config's stages — by
 /// `settings.first_units`, or balanced by FLOPs — each stage with its own copy of `optimizer`.
@@ -26,19 +65,10 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
                                                                config::options options = {},
                                                                session_options settings = {}) {
     static_assert(C::is_training, "tessera::exec::training_model: the config is for inference (use inference_model)");
-    const config::batching b = config::make_batching<C>(options);
-    sample.n = b.micro_batch;
-    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
-    // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
-    // on overflow before each step's updates, and every stage skips an overflowing step together).
-    loss_scale_rule rule = loss_scale_rule::of<typename C::precision::loss_scaling>();
-    if (settings.dynamic_loss_scaling && *settings.dynamic_loss_scaling != rule.dynamic)
-        rule = *settings.dynamic_loss_scaling ? loss_scale_rule::of<config::dynamic_loss_scaling<>>() : loss_scale_rule{};
-    if (settings.loss_scale) rule.initial = *settings.loss_scale;
-    staged_network<N, O> model(net, std::move(first), sample, optimizer, rule);
-    if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
-    model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
-    return session<C, staged_network<N, O>>(model, options, settings);
+    constexpr config::description c = config::description::of<C>();
+    const config::batching b = config::make_batching(c, options);
+    return session<C, staged_network<N, O>>(detail::staged_for_training(c, net, optimizer, sample, b, settings), options,
+                                            settings);
 }
 
 /// The optimizer of an inference session: inference schedules have no update, so it never steps.
@@ -58,12 +88,8 @@ template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
     using I = typename C::for_inference;
     options.gradient_accumulation.reset();
     const config::batching b = config::make_batching<I>(options);
-    sample.n = b.micro_batch;
-    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
-    staged_network<N, O> model(net, std::move(first), sample, optimizer);
-    model.set_mode(nn::mode::eval);  // running statistics, as model.eval() in PyTorch
-    model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
-    return session<I, staged_network<N, O>>(model, options, settings);
+    return session<I, staged_network<N, O>>(detail::staged_for_inference(net, optimizer, sample, b, settings), options,
+                                            settings);
 }
 
 /// An inference session of a unit network without an optimizer (there is nothing to update).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/config/error.hpp"
+#include "tessera/config/description.hpp"
 #include "tessera/config/strategy.hpp"
 
 namespace tessera::exec {
@@ -162,6 +163,20 @@ template <config::Strategy S>
     }
     r.micro_batches = micro_batches;
     r.training = training;
+    r.replicas = replicas;
+    return r;
+}
+
+/// The request of the strategy configuration `c` describes, its stages on `ipu_of_stage` (one IPU each).
+[[nodiscard]] inline schedule_request request_for(const config::description& c, std::size_t micro_batches,
+                                                  std::size_t replicas, std::span<const std::size_t> ipu_of_stage) {
+    schedule_request r;
+    r.strategy = c.strategy;
+    if (c.strategy == config::strategy_kind::pipelined)
+        r.order = c.schedule_is_gpipe ? pipeline_order::gpipe : pipeline_order::one_f_one_b;
+    r.ipu_of_stage.assign(ipu_of_stage.begin(), ipu_of_stage.end());
+    r.micro_batches = micro_batches;
+    r.training = c.training;
     r.replicas = replicas;
     return r;
 }

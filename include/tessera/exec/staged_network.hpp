@@ -22,6 +22,7 @@
 #include "tessera/exec/loss_scale_rule.hpp"
 #include "tessera/exec/partition.hpp"
 #include "tessera/exec/run_result.hpp"
+#include "tessera/exec/non_finite_loss.hpp"
 #include "tessera/exec/unit_network.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/kernels/thread_pool.hpp"
@@ -30,12 +31,6 @@
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::exec {
-
-/// A loss that is not finite (NaN or infinite) where nothing would skip its step.
-class non_finite_loss : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
 
 /// Class indices of a micro-batch; samples from `valid` on are padding and count in neither the loss
 /// nor the loss gradient. Padded rows inside a micro-batch still enter batch-norm statistics in the

@@ -1,12 +1,14 @@
 #pragma once
 // resnet<Block, Stem, Layers...>: the ResNet family, with its blocks exposed for cutting into stages.
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "tessera/config/error.hpp"
+#include "tessera/detail/function_ref.hpp"
 #include "tessera/nn/linear.hpp"
 #include "tessera/nn/pooling.hpp"
 #include "tessera/nn/residual.hpp"
@@ -209,29 +211,16 @@ public:
     }
 
     /// Parameters of units [first, last) with torchvision's names ("conv1.weight", "layer3.8.bn2.bias", "fc.weight").
+    /// f(name, values, gradients). Every visitor goes through one function_ref, so the walk over the
+    /// layers is compiled once per network type, not once per visitor.
     template <class F>
     void visit_unit_parameters(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
-        check_range(first, last);
-        for (std::size_t u = first; u < last; ++u) {
-            if (u == 0)
-                m_stem.visit_parameters(f, prefix);
-            else if (u == units() - 1)
-                m_head.visit_parameters(f, prefix);
-            else
-                m_blocks[u - 1].visit_parameters(f, detail::join(prefix, m_param_names[u - 1]));
-        }
+        walk_parameters(first, last, parameter_visitor(f), prefix);
     }
+    /// Buffers (batch-norm running statistics) of units [first, last): f(name, values).
     template <class F>
     void visit_unit_buffers(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
-        check_range(first, last);
-        for (std::size_t u = first; u < last; ++u) {
-            if (u == 0)
-                m_stem.visit_buffers(f, prefix);
-            else if (u == units() - 1)
-                m_head.visit_buffers(f, prefix);
-            else
-                m_blocks[u - 1].visit_buffers(f, detail::join(prefix, m_param_names[u - 1]));
-        }
+        walk_buffers(first, last, buffer_visitor(f), prefix);
     }
     template <class F>
     void visit_parameters(F&& f, std::string_view prefix = {}) {
@@ -255,6 +244,33 @@ public:
     }
 
 private:
+    using parameter_visitor = tessera::detail::function_ref<void(std::string_view, std::span<typename P::weight_type>,
+                                                                 std::span<typename P::accumulate_type>)>;
+    using buffer_visitor = tessera::detail::function_ref<void(std::string_view, std::span<typename P::accumulate_type>)>;
+
+    void walk_parameters(std::size_t first, std::size_t last, parameter_visitor f, std::string_view prefix) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u) {
+            if (u == 0)
+                m_stem.visit_parameters(f, prefix);
+            else if (u == units() - 1)
+                m_head.visit_parameters(f, prefix);
+            else
+                m_blocks[u - 1].visit_parameters(f, detail::join(prefix, m_param_names[u - 1]));
+        }
+    }
+    void walk_buffers(std::size_t first, std::size_t last, buffer_visitor f, std::string_view prefix) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u) {
+            if (u == 0)
+                m_stem.visit_buffers(f, prefix);
+            else if (u == units() - 1)
+                m_head.visit_buffers(f, prefix);
+            else
+                m_blocks[u - 1].visit_buffers(f, detail::join(prefix, m_param_names[u - 1]));
+        }
+    }
+
     static std::vector<std::size_t> check_counts(std::vector<std::size_t> blocks) {
         if (blocks.empty() || blocks.size() > 8)
             throw config::config_error("tessera::nn::resnet: needs 1 to 8 stages of blocks, got " + std::to_string(blocks.size()));

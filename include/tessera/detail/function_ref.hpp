@@ -1,17 +1,18 @@
 #pragma once
-// A non-owning reference to a callable: one indirect call, no allocation (the executor's feed).
+// A non-owning reference to a callable: one indirect call, no allocation. Below every layer: the
+// executor takes its feed through one, the networks their visitors.
 #include <functional>
 #include <memory>
 #include <type_traits>
 #include <utility>
 
-namespace tessera::exec::detail {
+namespace tessera::detail {
 
 template <class Signature>
 class function_ref;
 
-/// Refers to a callable that outlives it (a function argument): the executor takes any feed through
-/// one of these, so its body is compiled once per model type instead of once per feed type.
+/// Refers to a callable that outlives it (a function argument): a function template that takes any
+/// callable through one of these is compiled once instead of once per callable type.
 template <class R, class... Args>
 class function_ref<R(Args...)> {
 public:
@@ -30,4 +31,4 @@ private:
     R (*m_call)(void*, Args...);
 };
 
-}  // namespace tessera::exec::detail
+}  // namespace tessera::detail
