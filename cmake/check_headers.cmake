@@ -1,10 +1,6 @@
-# Compiles every header under INCLUDE/tessera/LAYER (or the umbrella headers when LAYER is "umbrella")
-# on its own, so each includes what it uses. Inputs: CXX, INCLUDE, LAYER, FLAGS (a ;-list).
-if(LAYER STREQUAL "umbrella")
-  file(GLOB headers ${INCLUDE}/tessera/*.hpp)
-else()
-  file(GLOB_RECURSE headers ${INCLUDE}/tessera/${LAYER}/*.hpp)
-endif()
+# Compiles every header under INCLUDE/tessera/LAYER on its own, so each includes what it uses.
+# Inputs: CXX, INCLUDE, LAYER, FLAGS (a ;-list).
+file(GLOB_RECURSE headers ${INCLUDE}/tessera/${LAYER}/*.hpp)
 # tessera::dist's headers need MPI's (MPI_INCLUDES: its include directories, |-separated); without
 # MPI they are not part of the library and are skipped.
 set(mpi_flags "")

@@ -48,10 +48,12 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
                     b.replicas > 1 ? " (each replica)" : "",
                     used <= ipu.budget ? "fits" : ("does not fit: over by " + mib(used - ipu.budget)).c_str());
     }
+    const double host_prepare = std::min(e.host_prepare_seconds, host_wait), host_dispatch = host_wait - host_prepare;
     std::printf("where the epoch goes (s): compute %.3f, exchange %.3f, sync %.3f, pass overhead %.3f, update %.3f, "
-                "IPU links %.3f, all-reduce %.3f, host link %.3f, streaming %.3f, idle %.3f, waiting for the host %.3f\n",
+                "IPU links %.3f, all-reduce %.3f, host link %.3f, streaming %.3f, idle %.3f, waiting for the host %.3f "
+                "(for batches %.3f, for feeding and dispatch %.3f)\n",
                 d.compute, d.exchange, d.sync, d.pass_overhead, d.update, d.ipu_links, d.all_reduce, d.host_io, d.streaming,
-                d.idle, host_wait);
+                d.idle, host_wait, host_prepare, host_dispatch);
     std::printf("bubble: %.1f%% of the IPUs' time; bottleneck: %s%s\n", 100.0 * d.bubble_fraction, bottleneck.c_str(),
                 e.fits ? "" : "; the configuration does not fit the IPUs' memory");
     if (r.metrics_json.empty()) return 0;
@@ -69,6 +71,8 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     j.member("pass_overhead", d.pass_overhead).member("update", d.update).member("ipu_links", d.ipu_links);
     j.member("all_reduce", d.all_reduce).member("host_io", d.host_io).member("streaming", d.streaming);
     j.member("idle", d.idle).member("host_wait", host_wait);
+    // host_wait's two parts (not added again: the members above host_wait add up to epoch_seconds).
+    j.member("host_prepare", host_prepare).member("host_dispatch", host_dispatch);
     j.end_object();
     j.key("host_busy").begin_object();  // the host's own work per epoch (overlaps the IPUs when async)
     j.member("host_prepare", double(e.calls) * e.host_per_call.prepare_seconds);

@@ -23,9 +23,11 @@ TEST_CASE("host clock: a synchronous loader slower than the device makes the dev
         CHECK(t.device_start == Approx(3.6 * k + 2.6));
         CHECK(t.end == Approx(3.6 * (k + 1)));
         CHECK(t.host_wait == Approx(2.6));
+        CHECK(t.prepare_wait == Approx(2.0));  // the rest, 0.6 s, is feeding and dispatch
     }
     CHECK(clock.now() == Approx(10.8));
     CHECK(clock.host_wait() == Approx(7.8));
+    CHECK(clock.prepare_wait() == Approx(6.0));
     // Two workers split each batch.
     emu::host_clock two(host(0.1), {.async = false, .workers = 2});
     (void)two.call(2.0, 0.5, 1.0);
@@ -41,7 +43,9 @@ TEST_CASE("host clock: an async loader hides preparation within its prefetch dep
     for (int k = 1; k < 5; ++k) {
         const auto t = hidden.call(0.5, 0.2, 1.0);
         CHECK(t.host_wait == Approx(0.3));  // feeding and dispatch only
+        CHECK(t.prepare_wait == 0.0);
     }
+    CHECK(hidden.prepare_wait() == Approx(0.5));  // the first batch only
     CHECK(hidden.now() == Approx(0.8 + 1.0 + 4 * 1.3));
     // Preparing slower than the device (2 s): the worker sets the pace, 2 s per call.
     emu::host_clock bound(host(0.1), {.async = true, .workers = 1, .prefetch_depth = 3});

@@ -269,7 +269,13 @@ TEST_CASE("property: random configurations give the same modelled clock in a dry
     const std::vector<std::string> strategies{"single", "sharded", "pipelined", "pipelined", "phased"};
     const std::vector<exec::output_selection> modes{{cfg::output_kind::final, 0}, {cfg::output_kind::all, 0},
                                                    {cfg::output_kind::sum, 0}, {cfg::output_kind::every_n, 2}};
-    for (int trial = 0; trial < 12; ++trial) {
+    // Twelve trials in Release; four under the sanitizers, which run the same code paths more slowly.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    constexpr int trials = 4;
+#else
+    constexpr int trials = 12;
+#endif
+    for (int trial = 0; trial < trials; ++trial) {
         const std::string strategy = strategies[pick(strategies.size())];
         const cfg::choice choice{.precision = "32.32", .strategy = strategy, .schedule = pick(2) ? "1f1b" : "gpipe",
                                  .eight_bit_io = pick(2) == 1};

@@ -33,6 +33,7 @@ struct call_timing {
     double device_start = 0;  ///< the IPUs started it (after the loop fed it and dispatched the call)
     double end = 0;           ///< the IPUs finished it
     double host_wait = 0;     ///< seconds the IPUs sat idle between the previous call and this one
+    double prepare_wait = 0;  ///< of which they waited for the batch to be prepared (the rest: feeding and dispatch)
 };
 
 /// A sequence of host calls (an epoch, or several) on the modelled clock. Each call needs
@@ -85,6 +86,7 @@ public:
         t.device_start = taken + feed + m_spec.dispatch_seconds;
         t.end = t.device_start + device;
         t.host_wait = t.device_start - m_now;
+        t.prepare_wait = taken - m_now;
         m_now = t.end;
         m_calls.push_back(t);
         return t;
@@ -96,6 +98,12 @@ public:
     [[nodiscard]] double host_wait() const noexcept {
         double w = 0;
         for (const auto& c : m_calls) w += c.host_wait;
+        return w;
+    }
+    /// Of host_wait(), the seconds the IPUs waited for batches to be prepared (the rest is feeding and dispatch).
+    [[nodiscard]] double prepare_wait() const noexcept {
+        double w = 0;
+        for (const auto& c : m_calls) w += c.prepare_wait;
         return w;
     }
     [[nodiscard]] const std::vector<call_timing>& calls() const noexcept { return m_calls; }

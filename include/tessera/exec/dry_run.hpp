@@ -35,6 +35,7 @@ struct epoch_estimate {
     double seconds = 0;                ///< the modelled epoch: host and IPUs
     double device_seconds = 0;         ///< of which the IPUs ran calls
     double host_wait_seconds = 0;      ///< and waited for the host (data, feeding, dispatch)
+    double host_prepare_seconds = 0;   ///< of which for batches to be prepared (the rest: feeding and dispatch)
     double call_device_seconds = 0;    ///< one call on the IPUs
     host_work host_per_call{};         ///< one call's host work (one process)
     compiled_plan plan{};              ///< the schedule and costs that were charged
@@ -81,11 +82,12 @@ template <StagedModel M>
     e.samples = e.calls * b.combined_batch() * b.instances;
     emulator::host_clock host(settings.host, settings.loading);
     for (std::size_t epoch = 0; epoch < std::max<std::size_t>(epochs, 1); ++epoch) {
-        const double start = host.now(), waited = host.host_wait();
+        const double start = host.now(), waited = host.host_wait(), prepared = host.prepare_wait();
         for (std::size_t k = 0; k < e.calls; ++k)
             (void)host.call(e.host_per_call.prepare_seconds, e.host_per_call.feed_seconds, e.call_device_seconds);
         e.seconds = host.now() - start;
         e.host_wait_seconds = host.host_wait() - waited;
+        e.host_prepare_seconds = host.prepare_wait() - prepared;
     }
     e.device_seconds = double(e.calls) * e.call_device_seconds;
     if (settings.record_trace)

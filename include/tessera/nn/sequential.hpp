@@ -2,6 +2,7 @@
 // sequential<Layers...>: layers run one after another, each feeding the next.
 #include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "tessera/config/error.hpp"
+#include "tessera/detail/function_ref.hpp"
 #include "tessera/nn/layer.hpp"
 
 namespace tessera::nn {
@@ -123,18 +125,17 @@ public:
             });
         return *cur;
     }
-    /// Parameters of units [first, last), named as visit_parameters names them.
+    /// Parameters of units [first, last), named as visit_parameters names them: f(name, values,
+    /// gradients). Every visitor goes through one function_ref, so the walk over the layers is
+    /// compiled once per sequential type, not once per visitor.
     template <class F>
     void visit_unit_parameters(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
-        check_range(first, last);
-        for (std::size_t u = first; u < last; ++u)
-            at_unit(u, [&](auto& layer, auto) { layer.visit_parameters(f, detail::join(prefix, m_names[u])); });
+        walk_parameters(first, last, parameter_visitor(f), prefix);
     }
+    /// Buffers (batch-norm running statistics) of units [first, last): f(name, values).
     template <class F>
     void visit_unit_buffers(std::size_t first, std::size_t last, F&& f, std::string_view prefix = {}) {
-        check_range(first, last);
-        for (std::size_t u = first; u < last; ++u)
-            at_unit(u, [&](auto& layer, auto) { layer.visit_buffers(f, detail::join(prefix, m_names[u])); });
+        walk_buffers(first, last, buffer_visitor(f), prefix);
     }
 
     const activation<precision>& forward(const activation<precision>& x, state& st, const context& ctx) {
@@ -158,6 +159,21 @@ public:
     }
 
 private:
+    using parameter_visitor = tessera::detail::function_ref<void(
+        std::string_view, std::span<typename precision::weight_type>, std::span<typename precision::accumulate_type>)>;
+    using buffer_visitor = tessera::detail::function_ref<void(std::string_view, std::span<typename precision::accumulate_type>)>;
+
+    void walk_parameters(std::size_t first, std::size_t last, parameter_visitor f, std::string_view prefix) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u)
+            at_unit(u, [&](auto& layer, auto) { layer.visit_parameters(f, detail::join(prefix, m_names[u])); });
+    }
+    void walk_buffers(std::size_t first, std::size_t last, buffer_visitor f, std::string_view prefix) {
+        check_range(first, last);
+        for (std::size_t u = first; u < last; ++u)
+            at_unit(u, [&](auto& layer, auto) { layer.visit_buffers(f, detail::join(prefix, m_names[u])); });
+    }
+
     void check_unit(std::size_t u) const {
         if (u >= size)
             throw config::config_error("tessera::nn::sequential: unit " + std::to_string(u) +
