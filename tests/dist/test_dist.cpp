@@ -1,7 +1,5 @@
 // tessera::dist under mpirun -np 2: several processes train as one process with as many replicas.
-// Every rank runs this program; its main (below) starts MPI and agrees on the outcome.
-#define CATCH_CONFIG_RUNNER
-#define CATCH_CONFIG_CONSOLE_WIDTH 200  // long test names, wrapped without tripping Catch's column assertion
+// Every rank runs this program; its main (main.cpp) starts MPI and agrees on the outcome.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -17,13 +15,13 @@
 #include "tessera/exec.hpp"
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
+#include "world.hpp"
 
 using namespace tessera;
 namespace cfg = tessera::config;
+using tessera::test::world;
 
 namespace {
-
-const dist::communicator* world = nullptr;  // set by main for the test cases
 
 using net_t = nn::resnet<nn::basic_block<cfg::fp32, nn::padding_shortcut>, nn::cifar_stem<cfg::fp32>, 1, 1, 1>;
 constexpr std::size_t side = 8, classes = 4, micro = 4, G = 4, D = 2, calls = 3;
@@ -64,13 +62,13 @@ outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t 
     const config::options counts{.micro_batch = micro, .gradient_accumulation = G, .device_iterations = D,
                                  .replicas = replicas, .instances = instances, .input_group = 1};
     exec::session_options settings{.record_trace = false};
-    if (instances > 1) settings.across = dist::gradient_reduction(*world, Strategy::stages);
+    if (instances > 1) settings.across = dist::gradient_reduction(world(), Strategy::stages);
     const optim::sgd sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
     const net_t net(1, classes);
     auto run = exec::training_model<c>(net, sgd, {1, side, side, 1}, counts, settings);
     const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
     auto loader = data::make_data_loader<c>(dataset, counts,
-                                            {.rank = instances > 1 ? world->rank() : 0, .normalize = norm});
+                                            {.rank = instances > 1 ? world().rank() : 0, .normalize = norm});
     outcome o;
     for (auto& batch : loader) {
         const auto r = run(exec::batch_feed<cfg::fp32, float>(batch, run.batching()));
@@ -90,8 +88,8 @@ outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t 
 /// shard exactly what replica r read.
 template <class Strategy>
 void same_as_replicas() {
-    REQUIRE(world->size() == 2);
-    const std::size_t rank = world->rank();
+    REQUIRE(world().size() == 2);
+    const std::size_t rank = world().rank();
     const std::size_t per_call = micro * G * D * 2, n = per_call * calls, shard = n / 2;
     std::vector<std::size_t> identity(n), permuted(n);
     for (std::size_t i = 0; i < n; ++i) identity[i] = i;
@@ -122,7 +120,7 @@ void same_as_replicas() {
     if (rank == 0) CHECK(processes.buffers == reference.buffers);
     // And every rank holds the same weights.
     std::string bytes(reinterpret_cast<const char*>(processes.parameters.data()), processes.parameters.size() * sizeof(float));
-    CHECK_NOTHROW(world->check_same("weights", bytes));
+    CHECK_NOTHROW(world().check_same("weights", bytes));
 }
 
 }  // namespace
@@ -148,7 +146,7 @@ TEST_CASE("the ranks' shards are disjoint and cover the data", "[dist][shards]")
     const data::in_memory_dataset<std::uint8_t> dataset({1, 1, 2}, 1, std::move(values), std::move(labels), "ids");
     for (const bool drop_last : {false, true}) {
         data::data_loader<data::in_memory_dataset<std::uint8_t>, std::uint8_t> loader(
-            dataset, batch, {.shuffle = true, .seed = 7, .drop_last = drop_last, .rank = world->rank(), .size = world->size()});
+            dataset, batch, {.shuffle = true, .seed = 7, .drop_last = drop_last, .rank = world().rank(), .size = world().size()});
         std::vector<double> seen(n + 1, 0.0);  // the last entry: this rank's batches
         for (auto& b : loader) {
             seen[n] += 1;
@@ -156,51 +154,41 @@ TEST_CASE("the ranks' shards are disjoint and cover the data", "[dist][shards]")
                 if (b.mask()[row] != 0) seen[std::size_t(b.images()[2 * row]) * 256 + b.images()[2 * row + 1]] += 1;
         }
         const double own_batches = seen[n];
-        world->sum_in_rank_order(std::span<double>(seen));
-        CHECK(seen[n] == own_batches * double(world->size()));  // every rank has as many batches
+        world().sum_in_rank_order(std::span<double>(seen));
+        CHECK(seen[n] == own_batches * double(world().size()));  // every rank has as many batches
         std::size_t covered = 0;
         for (std::size_t i = 0; i < n; ++i) {
             CHECK(seen[i] <= 1.0);  // disjoint
             covered += seen[i] == 1.0 ? 1 : 0;
         }
         // All of it, or with drop_last each rank's whole combined batches (PopTorch's rule).
-        CHECK(covered == (drop_last ? batch * (n / (batch * world->size())) * world->size() : n));
+        CHECK(covered == (drop_last ? batch * (n / (batch * world().size())) * world().size() : n));
     }
 }
 
 TEST_CASE("broadcast_parameters gives every rank rank 0's weights", "[dist][broadcast]") {
     net_t net(1, classes);
-    std::mt19937_64 rng(1000 + world->rank());  // each rank its own initialisation
+    std::mt19937_64 rng(1000 + world().rank());  // each rank its own initialisation
     net.visit_parameters([&](std::string_view, auto value, auto) {
         for (auto& v : value) v = static_cast<float>(rng() % 1000) / 1000.0f;
     });
     const auto own = parameters_of(net);
-    dist::broadcast_parameters(*world, net);
+    dist::broadcast_parameters(world(), net);
     const auto after = parameters_of(net);
     std::string bytes(reinterpret_cast<const char*>(after.data()), after.size() * sizeof(float));
-    CHECK_NOTHROW(world->check_same("weights", bytes));
-    if (world->rank() == 0) CHECK(after == own);
-    if (world->rank() != 0) CHECK(after != own);
+    CHECK_NOTHROW(world().check_same("weights", bytes));
+    if (world().rank() == 0) CHECK(after == own);
+    if (world().rank() != 0) CHECK(after != own);
 }
 
 TEST_CASE("ranks started with different configurations are told which and how", "[dist][errors]") {
-    const std::string text = world->rank() == 0 ? "R=2 G=8" : "R=2 G=4";
+    const std::string text = world().rank() == 0 ? "R=2 G=8" : "R=2 G=4";
     try {
-        world->check_same("configuration", text);
+        world().check_same("configuration", text);
         FAIL("no error");
     } catch (const dist::dist_error& e) {
         CHECK_THAT(e.what(), Catch::Contains("rank 1 was started with a different configuration than rank 0") &&
                                  Catch::Contains("G=8") && Catch::Contains("G=4"));
     }
     CHECK_THROWS_WITH(dist::environment(), Catch::Contains("already initialised"));
-}
-
-int main(int argc, char** argv) {
-    dist::environment env(&argc, &argv);
-    const auto comm = env.world();
-    world = &comm;
-    const int failed = Catch::Session().run(argc, argv);
-    double failures = failed;  // every rank's verdict counts
-    comm.sum_in_rank_order(std::span<double>(&failures, 1));
-    return failures > 0 ? 1 : 0;
 }
