@@ -107,6 +107,10 @@ protected:
     basic_session(const config::description& c, const M& model, const config::options& options,
                   const session_options& settings)
         : basic_session(c, model, config::make_batching(c, options), settings) {}
+    // A session is a session<C, M>: never destroyed through this base (no virtual destructor).
+    ~basic_session() = default;
+    basic_session(basic_session&&) = default;
+    basic_session& operator=(basic_session&&) = default;
 
 private:
     basic_session(const config::description& c, const M& model, const config::batching& b, const session_options& settings)
