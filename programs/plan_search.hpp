@@ -53,6 +53,7 @@ struct plan_candidate {
     train_request request;
     double epoch_seconds = 0, images_per_second = 0, device_images_per_second = 0;
     std::size_t max_ipu_memory_bytes = 0, overshoot_bytes = 0;
+    std::size_t images = 0;  // trained per epoch: whole combined batches only (drop_last)
     bool fits = true;
     std::string bottleneck;
     double bubble_fraction = 0;
@@ -243,6 +244,7 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                     best.request.workers = w;
                     break;
                 }
+            best.images = best_e.samples;
             best.images_per_second = double(best_e.samples) / best.epoch_seconds;
             const auto e = estimate(best.request, 2, true);  // what limits it
             best.bottleneck = std::string(exec::bottleneck_of(e.device_breakdown, std::max(0.0, e.seconds - e.device_seconds)));
@@ -260,7 +262,7 @@ template <class P>
             const exec::epoch_estimate e = dry_run_request<C>(r, net, shape, true);
             plan_candidate c;
             c.request = r;
-            c.epoch_seconds = e.seconds, c.images_per_second = e.samples_per_second();
+            c.epoch_seconds = e.seconds, c.images_per_second = e.samples_per_second(), c.images = e.samples;
             c.device_images_per_second = e.call_device_seconds > 0 ? double(e.samples) / double(e.calls) / e.call_device_seconds : 0;
             c.fits = e.fits, c.overshoot_bytes = e.overshoot_bytes;
             for (const auto& ipu : e.memory.ipus) c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());

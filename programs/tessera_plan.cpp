@@ -172,12 +172,12 @@ int main(int argc, char** argv) {
             std::printf("\n");
             return 1;
         }
-        std::printf("%4s %10s %10s %12s %10s %7s  %s\n", "rank", "epoch s", "images/s", "IPU memory", "bottleneck", "bubble",
-                    "command");
+        std::printf("%4s %10s %10s %9s %12s %10s %7s  %s\n", "rank", "epoch s", "images/s", "images", "IPU memory",
+                    "bottleneck", "bubble", "command");
         for (std::size_t i = 0; i < plans.size(); ++i) {
             const auto& c = plans[i];
-            std::printf("%4zu %10.2f %10.0f %12s %10s %6.1f%%  %s\n", i + 1, c.epoch_seconds, c.images_per_second,
-                        programs::mib(c.max_ipu_memory_bytes).c_str(), c.bottleneck.c_str(), 100.0 * c.bubble_fraction,
+            std::printf("%4zu %10.2f %10.0f %9zu %12s %10s %6.1f%%  %s\n", i + 1, c.epoch_seconds, c.images_per_second,
+                        c.images, programs::mib(c.max_ipu_memory_bytes).c_str(), c.bottleneck.c_str(), 100.0 * c.bubble_fraction,
                         command_of(c.request).c_str());
         }
         // Why the rest lost: refused (rules, memory) or slower, by what limits them.
@@ -199,6 +199,7 @@ int main(int argc, char** argv) {
                 const auto& c = plans[i];
                 j.begin_object().member("rank", i + 1).member("command", command_of(c.request));
                 j.member("modelled_epoch_seconds", c.epoch_seconds).member("images_per_second", c.images_per_second);
+                j.member("images_per_epoch", c.images);
                 j.member("max_ipu_memory_bytes", c.max_ipu_memory_bytes).member("bottleneck", c.bottleneck);
                 j.member("bubble_fraction", c.bubble_fraction).member("precision", c.request.precision);
                 j.member("strategy", c.request.strategy).member("schedule", c.request.schedule);
@@ -220,10 +221,10 @@ int main(int argc, char** argv) {
             o << '\n';
         });
         write_file(csv_path, [&](std::ostream& o) {
-            o << "rank,epoch_seconds,images_per_second,max_ipu_memory_bytes,bottleneck,command\n";
+            o << "rank,epoch_seconds,images_per_second,images_per_epoch,max_ipu_memory_bytes,bottleneck,command\n";
             for (std::size_t i = 0; i < out.plans.size(); ++i) {
                 const auto& c = out.plans[i];
-                o << i + 1 << ',' << c.epoch_seconds << ',' << c.images_per_second << ',' << c.max_ipu_memory_bytes << ','
+                o << i + 1 << ',' << c.epoch_seconds << ',' << c.images_per_second << ',' << c.images << ',' << c.max_ipu_memory_bytes << ','
                   << c.bottleneck << ",\"" << command_of(c.request) << "\"\n";
             }
         });

@@ -1,6 +1,6 @@
 # tessera-plan as a user runs it, then each plan's command as tessera-train --dry-run:
 #  - the JSON schema (plans[].rank, command, modelled_epoch_seconds, images_per_second,
-#    max_ipu_memory_bytes, bottleneck; considered; refused);
+#    max_ipu_memory_bytes, bottleneck, images_per_epoch; considered; refused);
 #  - every plan's command dry-runs with exit code 0, fits, and gives the plan's epoch (the plan is
 #    never a configuration tessera refuses, and the planner and tessera-train are one model);
 #  - with BASELINE (tessera-train flags), the best plan is at least as fast as that configuration.
@@ -27,7 +27,8 @@ if(NOT kind STREQUAL "OBJECT")
 endif()
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
-  foreach(field IN ITEMS rank command modelled_epoch_seconds images_per_second max_ipu_memory_bytes bottleneck)
+  foreach(field IN ITEMS rank command modelled_epoch_seconds images_per_second max_ipu_memory_bytes bottleneck
+                     images_per_epoch)
     string(JSON v GET "${json}" plans ${i} ${field})
     if(v STREQUAL "")
       message(FATAL_ERROR "plans[${i}].${field} is empty")
@@ -51,6 +52,11 @@ foreach(i RANGE ${last})
   # The same figure: the same double, written by both programs and read back the same way.
   if(NOT planned STREQUAL epoch)
     message(FATAL_ERROR "plan ${i}: planned ${planned} s, its command dry-runs at ${epoch} s: ${command}")
+  endif()
+  string(JSON planned_images GET "${json}" plans ${i} images_per_epoch)
+  string(JSON images GET "${dry}" modelled images)
+  if(NOT planned_images EQUAL images)
+    message(FATAL_ERROR "plan ${i}: planned ${planned_images} images per epoch, its command trains ${images}: ${command}")
   endif()
   if(i EQUAL 0)
     set(best ${epoch})
