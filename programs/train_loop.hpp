@@ -6,6 +6,8 @@
 #include <tessera/tessera.hpp>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -20,7 +22,8 @@
 
 namespace tessera::programs {
 
-/// The metrics of one epoch.
+/// The metrics of one epoch: loss and accuracy over every replica (and rank); wall time from asking
+/// for the epoch's first batch to its last result, loading included.
 struct epoch_metrics {
     double loss = 0, accuracy = 0, wall_seconds = 0, modelled_seconds = 0, images_per_second = 0,
            modelled_images_per_second = 0;
@@ -39,6 +42,18 @@ inline void sum_over_processes(const process_group& g, std::span<double> values)
     for (float v : losses) l += v;
     return outputs.kind == config::output_kind::sum ? l / double(micro_batches)
                                                     : l / double(std::max<std::size_t>(losses.size(), 1));
+}
+
+/// One call's figures over all of its replicas: {mean loss, correct, scored samples}.
+template <class Tensor>
+[[nodiscard]] std::array<double, 3> call_figures(const exec::run_result<Tensor>& result,
+                                                 const exec::output_selection& outputs, std::size_t micro_batches) {
+    std::array<double, 3> f{0, 0, 0};
+    for (const auto& replica : result.losses) f[0] += call_loss(replica, outputs, micro_batches);
+    f[0] /= double(std::max<std::size_t>(result.losses.size(), 1));
+    for (const auto& replica : result.scores)
+        for (const auto& s : replica) f[1] += double(s.correct), f[2] += double(s.samples);
+    return f;
 }
 
 /// What train_epochs did: each epoch's metrics, whether --stop-after ended it, and the last call's
@@ -85,14 +100,17 @@ template <class Model, class Loader>
         char name[32];
         std::snprintf(name, sizeof name, "[Epoch %02zu]", epoch);
         report::progress_bar bar(console, name, calls);
-        double loss_sum = 0, hits = 0, seen = 0, wall = 0;
+        double loss_sum = 0, hits = 0, seen = 0;
         const double modelled_start = session.host().now();
         loader.seek(epoch - 1);  // an epoch's order depends on the seed and its number only
         std::size_t done = 0, ran = 0;
+        using wall_clock = std::chrono::steady_clock;
+        auto started = wall_clock::now();  // asking for the first batch: loading counts
         for (auto& batch : loader) {  // the loader's workers live across these epochs
             if (done < skip) {  // resumed: these calls ran before the checkpoint
                 ++done;
                 bar.update();
+                started = wall_clock::now();
                 continue;
             }
             session.set_learning_rate(schedule(step));
@@ -106,9 +124,7 @@ template <class Model, class Loader>
             }();
             step += r.device_iterations;
             ++done, ++ran, ++calls_run;
-            wall += result.wall_seconds;
-            double call[3] = {call_loss(result.losses.front(), outputs, micro_batches), 0, 0};  // then all ranks'
-            for (const auto& s : result.scores.front()) call[1] += double(s.correct), call[2] += double(s.samples);
+            std::array<double, 3> call = call_figures(result, outputs, micro_batches);  // then all ranks'
             sum_over_processes(group, call);
             loss_sum += call[0] / double(group.size);
             hits += call[1], seen += call[2];
@@ -128,6 +144,7 @@ template <class Model, class Loader>
                 return history;
             }
         }
+        const double wall = std::chrono::duration<double>(wall_clock::now() - started).count();
         skip = 0;
         bar.close();
         if (!r.checkpoint.empty() && lead)
