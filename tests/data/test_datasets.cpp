@@ -481,6 +481,42 @@ TEST_CASE("IDX reader: headers are not trusted (overflowing dimensions, rank 0)"
     REQUIRE_THROWS_WITH(data::read_idx(dir / "short.idx", 0), Catch::Contains("rank must be 1 to 8, got 0"));
 }
 
+TEST_CASE("IDX reader: a gzip file inflates no further than its header declares", "[data][idx][gzip][errors]") {
+    temp_dir dir;
+    // Two 28 x 28 images declared, then 200 MB of zeros: about 200 KB compressed, written in pieces.
+    const auto header = tessera_test::idx_bytes(0x0803, {2, 28, 28}, {});
+    {
+        gzFile f = gzopen((dir / "bomb-images.gz").string().c_str(), "wb9");
+        REQUIRE(f != nullptr);
+        gzwrite(f, header.data(), static_cast<unsigned>(header.size()));
+        const std::vector<std::uint8_t> zeros(1u << 20, 0);
+        for (int i = 0; i < 200; ++i) gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size()));
+        gzclose(f);
+    }
+    const auto compressed = tessera_test::read_bytes(dir / "bomb-images.gz");
+    CHECK(compressed.size() < 400'000);
+    // gunzip_prefix stops where it is told: the header and the declared values and one byte, no more.
+    const auto prefix = data::gunzip_prefix(compressed, "bomb-images.gz", 16 + 2 * 784 + 1);
+    CHECK(prefix.size() == 16 + 2 * 784 + 1);
+    CHECK(std::vector<std::uint8_t>(prefix.begin(), prefix.begin() + 16) == header);
+    const auto e = require_throws<data::count_mismatch_error>([&] { (void)data::read_idx(dir / "bomb-images.gz", 3); });
+    CHECK(e.offset() == 16);
+    CHECK(e.found() == "more than 1568 bytes of values");
+    CHECK_THAT(e.expected(), Catch::Contains("1568 bytes") && Catch::Contains("2x28x28"));
+    // A prefix longer than the stream is the whole stream, checked to its end (CRC and length).
+    tessera_test::write_gzip(dir / "small.gz", tessera_test::idx_bytes(0x0801, {3}, {1, 2, 3}));
+    const auto small = tessera_test::read_bytes(dir / "small.gz");
+    CHECK(data::gunzip_prefix(small, "small.gz", 1000) == tessera_test::idx_bytes(0x0801, {3}, {1, 2, 3}));
+    auto bad_crc = small;
+    bad_crc[bad_crc.size() - 6] ^= 0xFF;
+    CHECK_THROWS_AS(data::gunzip_prefix(bad_crc, "small.gz", 1000), data::corrupt_data_error);
+    // A header cut short inside the gzip stream is reported as such, at the offset where the data ends.
+    tessera_test::write_gzip(dir / "cut.gz", {0, 0, 8, 3, 0, 0});
+    const auto cut = require_throws<data::corrupt_data_error>([&] { (void)data::read_idx(dir / "cut.gz", 3); });
+    CHECK(cut.offset() == 6);
+    CHECK_THAT(cut.found(), Catch::Contains("inside the header"));
+}
+
 TEST_CASE("gzip reader: bounded output, concatenated members, no trailing garbage", "[data][gzip][errors]") {
     temp_dir dir;
     // A "bomb": 64 MiB of zeros compresses to ~64 KiB; a 1 MiB limit stops it with a clear error.
@@ -491,6 +527,7 @@ TEST_CASE("gzip reader: bounded output, concatenated members, no trailing garbag
     const auto e = require_throws<data::corrupt_data_error>([&] { (void)data::gunzip(compressed, "bomb.gz", 1u << 20); });
     CHECK_THAT(e.what(), Catch::Contains("inflates to more than 1048576 bytes"));
     CHECK(data::gunzip(compressed, "bomb.gz").size() == zeros.size());  // under the default limit
+    CHECK(data::gunzip(compressed, "bomb.gz", SIZE_MAX).size() == zeros.size());  // no limit: no wrap to 0
     // Two members, as `cat a.gz b.gz` makes: both are read, in order.
     tessera_test::write_gzip(dir / "a.gz", {1, 2, 3});
     tessera_test::write_gzip(dir / "b.gz", {4, 5});

@@ -39,14 +39,15 @@ namespace tessera::data {
 /// file tessera reads inflates to 150 MB; a "gzip bomb" stops here instead of exhausting memory).
 inline constexpr std::size_t default_inflate_limit = std::size_t{4} << 30;
 
-/// Inflates a complete gzip file: one member, or several concatenated (as `cat a.gz b.gz` makes and
-/// gzip -d reads). A stream that ends early (truncated file) or fails to decode (corrupted data, bad
-/// CRC or length trailer), bytes after the last member that are not another member, or output
-/// beyond `limit` bytes throw corrupt_data_error with the compressed offset where zlib stopped.
-/// `name` is used in messages (usually the file path).
-[[nodiscard]] inline std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& compressed,
-                                                      const std::string& name,
-                                                      std::size_t limit = default_inflate_limit) {
+namespace detail {
+
+/// What inflate_gzip does on reaching `limit` bytes: throw (a whole file must fit) or stop (a prefix).
+enum class at_limit { refuse, stop };
+
+/// gunzip and gunzip_prefix: inflates members until the input ends or, with at_limit::stop, until
+/// `limit` bytes are out. Output beyond `limit` (at_limit::refuse) is found by inflating one byte more.
+[[nodiscard]] inline std::vector<std::uint8_t> inflate_gzip(const std::vector<std::uint8_t>& compressed,
+                                                            const std::string& name, std::size_t limit, at_limit mode) {
     if (!is_gzip(compressed))
         throw bad_magic_error(name, 0, "no gzip header", "the gzip magic number 1f 8b");
     z_stream stream{};
@@ -70,7 +71,10 @@ inline constexpr std::size_t default_inflate_limit = std::size_t{4} << 30;
             remaining -= take;
         }
         const std::size_t before = out.size();
-        const std::size_t room = std::min(chunk, limit - before + 1);  // one byte more than allowed: the bomb's tell
+        const std::size_t allowed = limit - before;  // out.size() <= limit here
+        if (allowed == 0 && mode == at_limit::stop) break;
+        // Refusing: one byte more than allowed is the bomb's tell (chunk is at most 1 MiB: no overflow).
+        const std::size_t room = allowed < chunk ? allowed + (mode == at_limit::refuse ? 1 : 0) : chunk;
         out.resize(before + room);
         stream.next_out = out.data() + before;
         stream.avail_out = static_cast<uInt>(room);
@@ -100,6 +104,27 @@ inline constexpr std::size_t default_inflate_limit = std::size_t{4} << 30;
     }
     inflateEnd(&stream);
     return out;
+}
+
+}  // namespace detail
+
+/// Inflates a complete gzip file: one member, or several concatenated (as `cat a.gz b.gz` makes and
+/// gzip -d reads). A stream that ends early (truncated file) or fails to decode (corrupted data, bad
+/// CRC or length trailer), bytes after the last member that are not another member, or output
+/// beyond `limit` bytes (any limit, SIZE_MAX included) throw corrupt_data_error with the compressed
+/// offset where zlib stopped. `name` is used in messages (usually the file path).
+[[nodiscard]] inline std::vector<std::uint8_t> gunzip(const std::vector<std::uint8_t>& compressed,
+                                                      const std::string& name,
+                                                      std::size_t limit = default_inflate_limit) {
+    return detail::inflate_gzip(compressed, name, limit, detail::at_limit::refuse);
+}
+
+/// The first `n` inflated bytes of a gzip file (all of them when it inflates to fewer), without
+/// inflating further: a reader learns from a header how much the file may hold before inflating it.
+/// Errors as gunzip's for what is read; when the whole stream fits in `n`, it is checked to its end.
+[[nodiscard]] inline std::vector<std::uint8_t> gunzip_prefix(const std::vector<std::uint8_t>& compressed,
+                                                             const std::string& name, std::size_t n) {
+    return detail::inflate_gzip(compressed, name, n, detail::at_limit::stop);
 }
 
 /// The content of a file, inflated when it is gzip-compressed (by its magic number, not its name).

@@ -1,5 +1,6 @@
 #pragma once
 // The IDX file format of (Fashion-)MNIST: big-endian header, then unsigned bytes; gzip or plain.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -34,56 +35,92 @@ namespace detail {
 }
 }  // namespace detail
 
-/// Reads an IDX file of unsigned bytes with `rank` dimensions (3 for images, 1 for labels), gzip-
-/// compressed or not. Errors: missing_file_error, bad_magic_error (expects 0x000008<rank>),
-/// corrupt_data_error (bad gzip, header cut short), count_mismatch_error (payload size differs
-/// from what the header declares).
-[[nodiscard]] inline idx_array parse_idx(std::vector<std::uint8_t> bytes, const std::string& name, std::size_t rank);
+namespace detail {
 
-[[nodiscard]] inline idx_array read_idx(const std::filesystem::path& path, std::size_t rank) {
-    if (rank == 0 || rank > 8)
-        throw std::invalid_argument("tessera::data::read_idx: rank must be 1 to 8, got " + std::to_string(rank));
-    return parse_idx(read_maybe_gzip(path), path.string(), rank);
+/// What the header at the start of an IDX file declares.
+struct idx_header {
+    std::vector<std::size_t> dims;
+    std::size_t header_bytes = 0;  // 4 + 4 x rank
+    std::size_t count = 0;         // values declared (dims' product)
+};
+
+/// "3x28x28": the declared dimensions, for messages.
+[[nodiscard]] inline std::string dims_text(const std::vector<std::size_t>& dims) {
+    std::string text = std::to_string(dims.front());
+    for (std::size_t d = 1; d < dims.size(); ++d) {
+        text += 'x';  // appended separately: GCC 12 at -O3 warns (-Wrestrict) on "x" + std::string
+        text += std::to_string(dims[d]);
+    }
+    return text;
 }
 
-/// read_idx on bytes already read (and inflated); `name` is used in messages.
-[[nodiscard]] inline idx_array parse_idx(std::vector<std::uint8_t> bytes, const std::string& name, std::size_t rank) {
+/// The header at the start of `bytes` (the whole file, or at least its header): bad_magic_error for
+/// another magic number, corrupt_data_error when the bytes end inside it, count_mismatch_error when
+/// the declared count overflows (`values` says what follows the header, for the message).
+[[nodiscard]] inline idx_header read_idx_header(const std::vector<std::uint8_t>& bytes, const std::string& name,
+                                                std::size_t rank, const std::string& values) {
     if (rank == 0 || rank > 8)
-        throw std::invalid_argument("tessera::data::parse_idx: rank must be 1 to 8, got " + std::to_string(rank));
+        throw std::invalid_argument("tessera::data::read_idx: rank must be 1 to 8, got " + std::to_string(rank));
     const auto expected_magic = static_cast<std::uint32_t>(0x0800u | rank);
-    const std::string expected_text =
-        detail::hex32(expected_magic) + " (IDX of unsigned bytes with " + std::to_string(rank) + " dimensions)";
     if (bytes.size() < 4)
         throw corrupt_data_error(name, bytes.size(), "the end of the data after " + std::to_string(bytes.size()) + " bytes",
                                  "a 4-byte IDX magic number");
-    const std::uint32_t magic = detail::big_endian32(bytes.data());
-    if (magic != expected_magic) throw bad_magic_error(name, 0, "magic number " + detail::hex32(magic), expected_text);
-    idx_array out;
-    out.header_bytes = 4 + 4 * rank;
-    if (bytes.size() < out.header_bytes)
+    const std::uint32_t magic = big_endian32(bytes.data());
+    if (magic != expected_magic)
+        throw bad_magic_error(name, 0, "magic number " + hex32(magic),
+                              hex32(expected_magic) + " (IDX of unsigned bytes with " + std::to_string(rank) + " dimensions)");
+    idx_header h;
+    h.header_bytes = 4 + 4 * rank;
+    if (bytes.size() < h.header_bytes)
         throw corrupt_data_error(name, bytes.size(), "the end of the data inside the header",
-                                 std::to_string(out.header_bytes) + " header bytes");
+                                 std::to_string(h.header_bytes) + " header bytes");
     std::size_t count = 1;
     bool overflow = false;
     for (std::size_t d = 0; d < rank; ++d) {
-        out.dims.push_back(detail::big_endian32(bytes.data() + 4 + 4 * d));
-        overflow = overflow || (out.dims.back() != 0 && count > std::numeric_limits<std::size_t>::max() / out.dims.back());
-        if (!overflow) count *= out.dims.back();
+        h.dims.push_back(big_endian32(bytes.data() + 4 + 4 * d));
+        const std::size_t room = std::numeric_limits<std::size_t>::max() - h.header_bytes;
+        overflow = overflow || (h.dims.back() != 0 && count > room / h.dims.back());
+        if (!overflow) count *= h.dims.back();
     }
-    const std::size_t present = bytes.size() - out.header_bytes;
-    if (overflow || present != count) {
-        std::string declared = std::to_string(out.dims[0]);
-        for (std::size_t d = 1; d < rank; ++d) {
-            declared += 'x';  // appended separately: GCC 12 at -O3 warns (-Wrestrict) on "x" + std::string
-            declared += std::to_string(out.dims[d]);
-        }
-        throw count_mismatch_error(name, out.header_bytes, std::to_string(present) + " bytes of values",
-                                   (overflow ? std::string("more bytes than memory can address") : std::to_string(count) + " bytes") +
-                                       ", as the header declares " + declared);
-    }
-    bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(out.header_bytes));
-    out.values = std::move(bytes);
-    return out;
+    if (overflow)
+        throw count_mismatch_error(name, h.header_bytes, values,
+                                   "more bytes than memory can address, as the header declares " + dims_text(h.dims));
+    h.count = count;
+    return h;
+}
+
+}  // namespace detail
+
+/// read_idx on bytes already read (and inflated); `name` is used in messages.
+[[nodiscard]] inline idx_array parse_idx(std::vector<std::uint8_t> bytes, const std::string& name, std::size_t rank) {
+    const auto present = [&](std::size_t header) { return std::to_string(bytes.size() - std::min(header, bytes.size())) + " bytes of values"; };
+    const detail::idx_header h = detail::read_idx_header(bytes, name, rank, present(4 + 4 * rank));
+    if (bytes.size() - h.header_bytes != h.count)
+        throw count_mismatch_error(name, h.header_bytes, present(h.header_bytes),
+                                   std::to_string(h.count) + " bytes, as the header declares " + detail::dims_text(h.dims));
+    bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(h.header_bytes));
+    return {h.dims, std::move(bytes), h.header_bytes};
+}
+
+/// Reads an IDX file of unsigned bytes with `rank` dimensions (3 for images, 1 for labels), gzip-
+/// compressed or not. Errors: missing_file_error, bad_magic_error (expects 0x000008<rank>),
+/// corrupt_data_error (bad gzip, header cut short), count_mismatch_error (payload size differs
+/// from what the header declares). A gzip file is inflated no further than its header declares and
+/// one byte more: a small file that declares two images but inflates to gigabytes is refused after a
+/// few kilobytes.
+[[nodiscard]] inline idx_array read_idx(const std::filesystem::path& path, std::size_t rank) {
+    if (rank == 0 || rank > 8)
+        throw std::invalid_argument("tessera::data::read_idx: rank must be 1 to 8, got " + std::to_string(rank));
+    auto bytes = read_file(path);
+    if (!is_gzip(bytes)) return parse_idx(std::move(bytes), path.string(), rank);
+    const std::string name = path.string();
+    const detail::idx_header h =
+        detail::read_idx_header(gunzip_prefix(bytes, name, 4 + 4 * rank), name, rank, "values of any size");
+    auto plain = gunzip_prefix(bytes, name, h.header_bytes + h.count + 1);
+    if (plain.size() > h.header_bytes + h.count)
+        throw count_mismatch_error(name, h.header_bytes, "more than " + std::to_string(h.count) + " bytes of values",
+                                   std::to_string(h.count) + " bytes, as the header declares " + detail::dims_text(h.dims));
+    return parse_idx(std::move(plain), name, rank);
 }
 
 /// An image dataset from an IDX image file (N x H x W) and an IDX label file (N), e.g. MNIST.
