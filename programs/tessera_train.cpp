@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     app.add_option("--strategy", r.strategy, "single, sharded, pipelined or phased")
         ->check(CLI::IsMember({"single", "sharded", "pipelined", "phased"}));
-    app.add_option("--schedule", r.schedule, "pipelined: gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
+    auto* schedule = app.add_option("--schedule", r.schedule, "pipelined: gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
     auto* ipus = app.add_option("--ipus-per-replica", r.ipus_per_replica,
                                 "stages, one per IPU (phased: one after another on one IPU); any count the model's "
                                 "units allow (single: 1)")->check(CLI::PositiveNumber);
@@ -77,14 +77,15 @@ int main(int argc, char** argv) {
     app.add_option("--optimizer", r.optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
     app.add_option("--seed", r.seed, "shuffling, augmentation and synthetic data");
     app.add_option("--metrics-json", r.metrics_json, "write the metrics as JSON");
-    app.add_option("--timeline", r.timeline, "write the SVG timeline of the last host call");
-    app.add_option("--checkpoint", r.checkpoint, "write a checkpoint at the end of each epoch");
-    app.add_option("--resume", r.resume, "resume from a checkpoint");
+    auto* timeline = app.add_option("--timeline", r.timeline, "write the SVG timeline of the last host call");
+    auto* checkpoint = app.add_option("--checkpoint", r.checkpoint, "write a checkpoint at the end of each epoch");
+    auto* resume = app.add_option("--resume", r.resume, "resume from a checkpoint");
     app.add_flag("--dry-run", r.dry_run, "print the modelled epoch, each IPU's memory and where the time goes; "
-                                         "nothing is trained and no data read (datasets by their shape)");
+                                         "nothing is trained and no data read (datasets by their shape); --epochs, "
+                                         "--lr and --seed change nothing in it");
     app.add_option("--host", r.host, "the modelled host: tutorial (the tutorials' Python loader), native (tessera's "
                                      "C++ loader) or a JSON file of host_spec's fields");
-    app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
+    auto* stop_after = app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -96,6 +97,19 @@ int main(int argc, char** argv) {
                              "the whole model on one IPU (use --strategy pipelined, sharded or phased)\n", r.ipus_per_replica);
         return 2;
     }
+    // A flag that would change nothing is refused rather than silently ignored.
+    if (r.strategy != "pipelined" && schedule->count() > 0) {
+        std::fprintf(stderr, "tessera-train: error: --schedule %s orders a pipeline's micro-batches, and '%s' has no "
+                             "pipeline (use --strategy pipelined)\n", r.schedule.c_str(), r.strategy.c_str());
+        return 2;
+    }
+    if (r.dry_run)
+        for (const auto* flag : {timeline, checkpoint, resume, stop_after})
+            if (flag->count() > 0) {
+                std::fprintf(stderr, "tessera-train: error: %s has nothing to do in a dry run, which trains nothing\n",
+                             flag->get_name().c_str());
+                return 2;
+            }
     r.dataset = dataset.front();
     if (dataset.size() > 1) r.data_dir = dataset[1];
     // Several instances: the ranks mpirun started (train_processes.cpp); an error on any rank ends them all.

@@ -91,6 +91,13 @@ template <class Model, class Loader>
     std::size_t step = 0, first_epoch = 1, skip = 0, calls_run = 0;
     if (!r.resume.empty()) {
         const auto at = exec::load_session(r.resume, session, fingerprint);
+        // Inside an epoch, P processes have each read their part of its order; another P reads others.
+        if (at.calls > 0 && at.instances != r.instances)
+            throw usage_error("--resume: " + r.resume + " stopped " + std::to_string(at.calls) + " calls into epoch " +
+                              std::to_string(at.epoch + 1) + " of a run with " + std::to_string(at.instances) +
+                              " instances, and this run has " + std::to_string(r.instances) +
+                              ", which would read the rest of the epoch in another order: resume it with --instances " +
+                              std::to_string(at.instances) + ", or from a checkpoint written at the end of an epoch");
         first_epoch = at.epoch + 1, skip = at.calls, step = at.steps;
         if (lead)
             std::printf("resumed from %s: epoch %zu, %zu calls into it, %zu updates done\n", r.resume.c_str(),
@@ -134,9 +141,13 @@ template <class Model, class Loader>
             if (!r.timeline.empty()) history.last = std::move(result);
             if (r.stop_after != 0 && calls_run == r.stop_after) {  // stop here, resumable
                 bar.close();
-                if (!r.checkpoint.empty() && lead)
+                if (!r.checkpoint.empty() && lead) {
+                    const bool whole = done == calls;  // the epoch's last call: the checkpoint of its end
                     exec::save_session(r.checkpoint, session,
-                                       {.epoch = epoch - 1, .calls = done, .steps = step, .seed = r.seed}, fingerprint);
+                                       {.epoch = whole ? epoch : epoch - 1, .calls = whole ? 0 : done, .steps = step,
+                                        .seed = r.seed, .instances = r.instances},
+                                       fingerprint);
+                }
                 if (lead)
                     std::printf("stopped after %zu calls%s\n", calls_run,
                                 r.checkpoint.empty() ? "" : (", checkpoint " + r.checkpoint).c_str());
@@ -148,7 +159,8 @@ template <class Model, class Loader>
         skip = 0;
         bar.close();
         if (!r.checkpoint.empty() && lead)
-            exec::save_session(r.checkpoint, session, {.epoch = epoch, .calls = 0, .steps = step, .seed = r.seed},
+            exec::save_session(r.checkpoint, session,
+                               {.epoch = epoch, .calls = 0, .steps = step, .seed = r.seed, .instances = r.instances},
                                fingerprint);
         epoch_metrics m;
         m.loss = loss_sum / double(std::max<std::size_t>(ran, 1));

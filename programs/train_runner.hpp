@@ -70,6 +70,7 @@ int train_network(const train_request& r, const Net& first, const dataset_pair& 
     const config::batching b = config::make_batching<C>(counts);  // rules broken: a typed error, before loading
     const auto train_set = r.images ? ds.train.subset(0, std::min(r.images, ds.train.size())) : ds.train;
     const data::loader_options loading = loader_options_of<C>(r, ds.norm);
+    if (loading.drop_last) b.check_fits_dataset(train_set.size());  // before the session sizes its buffers
     exec::session_options settings = session_options_of(r, prototype, b, loading);
     settings.progress = group.lead() ? &std::cout : nullptr;
     if (group.several()) settings.across = group.gradient_reduction(b.stages);

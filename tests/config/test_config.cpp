@@ -155,6 +155,21 @@ TEST_CASE("make_batching names the values of a broken rule", "[config]") {
                          Catch::Message("tessera::config: the configuration needs 8 IPUs (4 replicas × 2 IPUs per "
                                         "replica) but the system has 4"));
     CHECK_NOTHROW(cfg::make_batching<big>({.micro_batch = 1, .available_ipus = 8}));
+
+    // Counts whose product a size_t cannot hold are refused before anything is sized by them.
+    using counted = cfg::config<cfg::gradient_accumulation<cfg::dynamic>, cfg::device_iterations<cfg::dynamic>,
+                                cfg::replication<cfg::dynamic>>;
+    const std::size_t huge = std::size_t{1} << 62;
+    CHECK_THROWS_MATCHES(cfg::make_batching<counted>({.micro_batch = 4, .gradient_accumulation = huge, .device_iterations = 8,
+                                                      .replicas = 1}),
+                         cfg::batch_error,
+                         Catch::Message("tessera::config: micro_batch × device_iterations × gradient_accumulation × "
+                                        "replicas = 4 × 8 × 4611686018427387904 × 1 samples per call is more than a "
+                                        "size_t can count"));
+    CHECK_NOTHROW(cfg::make_batching<counted>({.micro_batch = 1, .gradient_accumulation = huge, .device_iterations = 2,
+                                               .replicas = 1}));  // 2^63 still counts
+    using wide = cfg::config<cfg::replication<cfg::dynamic>, cfg::sharded<4>>;
+    CHECK_THROWS_AS(cfg::make_batching<wide>({.micro_batch = 1, .replicas = huge}), cfg::replication_error);
 }
 
 TEST_CASE("a batch must be one combined batch and fit the dataset", "[config]") {

@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "tessera/config.hpp"
@@ -37,6 +39,15 @@ static_assert(optim::ParameterSet<toy_params>);
 
 std::filesystem::path temp_path(const std::string& name) {
     return std::filesystem::temp_directory_path() / ("tessera_test_" + std::to_string(::getpid()) + "_" + name);
+}
+
+/// Files named "<path>.tmp..." in path's directory: save_checkpoint's temporary files left behind.
+std::size_t temporary_files_beside(const std::filesystem::path& path) {
+    std::size_t n = 0;
+    const std::string prefix = path.filename().string() + ".tmp";
+    for (const auto& e : std::filesystem::directory_iterator(path.parent_path()))
+        n += e.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+    return n;
 }
 
 }  // namespace
@@ -237,7 +248,7 @@ TEST_CASE("checkpoints resume training exactly", "[optim][checkpoint]") {
     std::mt19937 rng_a(1);
     run_steps(a, opt_a, rng_a, 3);
     optim::save_checkpoint(path, a, opt_a, {{"epoch", 3.0}});
-    REQUIRE_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+    REQUIRE(temporary_files_beside(path) == 0);
     std::mt19937 rng_b = rng_a;
     run_steps(a, opt_a, rng_a, 3);
 
@@ -351,6 +362,41 @@ TEST_CASE("checkpoints with valid checksums but a wrong structure are refused, a
     CHECK(buffers == 0);
     CHECK(o.a == std::vector<float>{1, 2});
     std::filesystem::remove(path);
+}
+
+TEST_CASE("two writers of one checkpoint path never mix their files; a failed rename is a checkpoint_error",
+          "[optim][checkpoint]") {
+    const auto path = temp_path("two_writers.ckpt");
+    // Each writer saves its own values many times at once with the other: every file that lands is
+    // whole (its checksums hold) and one writer's, and no temporary file is left.
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 2; ++w)
+        writers.emplace_back([&path, w] {
+            toy_params p;
+            std::fill(p.a.begin(), p.a.end(), float(w + 1));
+            optim::sgd opt(optim::sgd_options{});
+            for (int i = 0; i < 50; ++i) optim::save_checkpoint(path, p, opt, {{"writer", double(w + 1)}});
+        });
+    for (auto& t : writers) t.join();
+    toy_params loaded;
+    optim::sgd opt(optim::sgd_options{});
+    std::map<std::string, double> scalars;
+    optim::load_checkpoint(path, loaded, opt, &scalars);
+    const double writer = scalars.at("writer");
+    CHECK((writer == 1.0 || writer == 2.0));
+    CHECK(std::all_of(loaded.a.begin(), loaded.a.end(), [&](float v) { return v == float(writer); }));
+    CHECK(temporary_files_beside(path) == 0);
+    std::filesystem::remove(path);
+
+    // A path that is a directory with a file in it: the rename fails, named, and nothing is left beside it.
+    const auto dir = temp_path("occupied.ckpt");
+    std::filesystem::create_directories(dir / "inside");
+    toy_params p;
+    CHECK_THROWS_AS(optim::save_checkpoint(dir, p, opt), optim::checkpoint_error);
+    REQUIRE_THROWS_WITH(optim::save_checkpoint(dir, p, opt),
+                        Catch::Contains("cannot rename") && Catch::Contains(dir.string()));
+    CHECK(temporary_files_beside(dir) == 0);
+    std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("corrupt, truncated, foreign and mismatched checkpoints are refused", "[optim][checkpoint]") {

@@ -1,8 +1,10 @@
 #pragma once
 // Run-time counts: a config's dynamic counts filled from options, and every rule checked again with
 // the actual values, throwing a typed error that names them.
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -129,6 +131,22 @@ inline batching make_batching(const description& c, const options& opts) {
                                " without a stage; number the IPUs 0, 1, ... without gaps");
     if (c.strategy == strategy_kind::single && b.stages != 1)
         throw config_error("tessera::config: the single strategy has 1 stage, got " + str(b.stages));
+    // The samples of one call over every process, and the IPUs, must be countable before anything is sized by them.
+    const auto fits = [](std::initializer_list<std::size_t> factors) {
+        std::size_t product = 1;
+        for (const std::size_t f : factors) {
+            if (f != 0 && product > std::numeric_limits<std::size_t>::max() / f) return false;
+            product *= f;
+        }
+        return true;
+    };
+    if (!fits({b.micro_batch, b.device_iterations, b.gradient_accumulation, b.replicas}))
+        throw batch_error("tessera::config: micro_batch × device_iterations × gradient_accumulation × replicas = " +
+                          str(b.micro_batch) + " × " + str(b.device_iterations) + " × " + str(b.gradient_accumulation) +
+                          " × " + str(b.replicas) + " samples per call is more than a size_t can count");
+    if (!fits({b.replicas, b.ipus_per_replica}))
+        throw replication_error("tessera::config: " + str(b.replicas) + " replicas × " + str(b.ipus_per_replica) +
+                                " IPUs per replica is more IPUs than a size_t can count");
 
     if (b.replicas % b.instances != 0)
         throw replication_error("tessera::config: " + str(b.replicas) + " replicas cannot be divided among " +

@@ -18,6 +18,7 @@ struct run_position {
     std::size_t calls = 0;   ///< host calls done in it
     std::size_t steps = 0;   ///< weight updates done in all (learning-rate schedules count them)
     std::uint64_t seed = 0;  ///< the run's seed (shuffling, augmentation)
+    std::size_t instances = 1;  ///< host processes that ran it: each reads its own part of an epoch's order
 };
 
 namespace detail {
@@ -48,6 +49,7 @@ void save_session(const std::filesystem::path& path, const Session& run, const r
     scalars["session.steps"] = double(position.steps);
     scalars["session.seed.high"] = double(position.seed >> 32);
     scalars["session.seed.low"] = double(position.seed & 0xFFFFFFFFu);
+    scalars["session.instances"] = double(position.instances);
     const auto scaling = model.loss_scaling_state();
     for (std::size_t s = 0; s < scaling.scale.size(); ++s) {
         scalars["stage" + std::to_string(s) + ".loss_scale"] = scaling.scale[s];
@@ -90,6 +92,8 @@ template <class Session>
     position.steps = static_cast<std::size_t>(get("session.steps"));
     position.seed = (static_cast<std::uint64_t>(get("session.seed.high")) << 32) |
                     static_cast<std::uint64_t>(get("session.seed.low"));
+    const auto instances = scalars.find("session.instances");  // absent in checkpoints of one process before it
+    position.instances = instances == scalars.end() ? 1 : static_cast<std::size_t>(instances->second);
     model.set_loss_scaling_state(scaling);
     run.load_weights(model);  // every replica: weights, buffers, optimizers, loss scaling
     return position;

@@ -1,11 +1,11 @@
 #pragma once
 // Model and optimiser state on disk: a versioned, checksummed file, replaced atomically.
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <utility>
 #include <filesystem>
 #include <map>
 #include <span>
@@ -13,8 +13,11 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -108,8 +111,10 @@ void restore(const std::map<std::string, entry, std::less<>>& entries, const std
 /// Writes params (values and buffers such as batch-norm running statistics), the optimiser's state
 /// and step count, and `scalars` (e.g. the loss scaler's state, the epoch) to `path`.
 /// Layout: magic "TESSCKPT", version, flags, payload size, payload CRC-32, header CRC-32, then entries
-/// (kind, type, name, count, raw little-endian values). The file is written to "<path>.tmp", flushed
-/// to disk and renamed over `path`, so a crash leaves either the old or the new checkpoint.
+/// (kind, type, name, count, raw little-endian values). The file is written to a temporary file of its
+/// own beside `path` ("<path>.tmp.XXXXXX": two writers of one path never share one), flushed to disk,
+/// renamed over `path`, and the directory flushed, so a crash leaves either the old or the new
+/// checkpoint. Any failure throws checkpoint_error and leaves no temporary file.
 template <ParameterSet S, class Optimizer>
 void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& optimizer,
                      const std::map<std::string, double>& scalars = {}) {
@@ -143,21 +148,42 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
     header.pod(detail::crc(body.m_bytes.data(), body.m_bytes.size()));
     header.pod(detail::crc(header.m_bytes.data(), header.m_bytes.size()));
 
-    std::filesystem::path tmp = path;
-    tmp += ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (f == nullptr)
-        throw checkpoint_error("tessera::optim::save_checkpoint: cannot create " + tmp.string() + ": " + std::strerror(errno));
+    std::string tmp = path.string() + ".tmp.XXXXXX";
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0)
+        throw checkpoint_error("tessera::optim::save_checkpoint: cannot create a temporary file beside " + path.string() +
+                               ": " + std::strerror(errno));
+    const auto discard = [&](const std::string& what) {
+        std::error_code ignored;
+        std::filesystem::remove(tmp, ignored);
+        throw checkpoint_error("tessera::optim::save_checkpoint: " + what);
+    };
+    (void)::fchmod(fd, 0644);  // mkstemp makes it 0600; a checkpoint is an ordinary file
+    std::FILE* f = ::fdopen(fd, "wb");
+    if (f == nullptr) {
+        ::close(fd);
+        discard("cannot write " + tmp + ": " + std::strerror(errno));
+    }
     const bool ok = std::fwrite(header.m_bytes.data(), 1, header.m_bytes.size(), f) == header.m_bytes.size() &&
                     std::fwrite(body.m_bytes.data(), 1, body.m_bytes.size(), f) == body.m_bytes.size() &&
                     std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
     const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) {
-        std::error_code ignored;
-        std::filesystem::remove(tmp, ignored);
-        throw checkpoint_error("tessera::optim::save_checkpoint: writing " + tmp.string() + " failed");
-    }
-    std::filesystem::rename(tmp, path);  // atomic on POSIX file systems
+    if (!ok || !closed) discard("writing " + tmp + " failed");
+    std::error_code renamed;
+    std::filesystem::rename(tmp, path, renamed);  // atomic on POSIX file systems
+    if (renamed) discard("cannot rename " + tmp + " to " + path.string() + ": " + renamed.message());
+    // The rename is durable once the directory that holds the name is on disk.
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (dfd < 0)
+        throw checkpoint_error("tessera::optim::save_checkpoint: wrote " + path.string() + " but cannot open its directory " +
+                               dir.string() + " to flush it: " + std::strerror(errno));
+    const bool synced = ::fsync(dfd) == 0 || errno == EINVAL;  // EINVAL: a file system without directory sync
+    const int sync_errno = errno;
+    ::close(dfd);
+    if (!synced)
+        throw checkpoint_error("tessera::optim::save_checkpoint: wrote " + path.string() + " but flushing its directory " +
+                               dir.string() + " failed: " + std::strerror(sync_errno));
 }
 
 /// Reads a checkpoint written by save_checkpoint into params (and their buffers), the optimiser and
