@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <random>
 #include <thread>
 #include <vector>
@@ -89,4 +92,38 @@ TEST_CASE("all_reduce's combine hook sees the sum once, before the buffers recei
     CHECK(calls == 1);
     CHECK(a == std::vector<float>{40, 60});
     CHECK(b == a);
+}
+
+TEST_CASE("abort() does not wait for a combine that waits for other processes", "[emulator][threads]") {
+    // The combine stands for a cross-process reduction whose other rank is slow: it returns only when
+    // released. A local failure calls abort() meanwhile: abort() returns and the replica waiting for
+    // the result leaves at once, while the combine is still waiting; released, the replica that ran
+    // it learns of the abort too, and neither buffer receives a result.
+    std::promise<void> entered, release;
+    const auto released = release.get_future().share();
+    emu::all_reduce_group<float> group(2, [&](std::span<float>) {
+        entered.set_value();
+        released.wait();
+    });
+    std::vector<std::vector<float>> data{{1, 2}, {3, 4}};
+    std::atomic<int> aborted{0}, finished{0};
+    std::vector<std::jthread> replicas;
+    for (std::size_t r = 0; r < 2; ++r)
+        replicas.emplace_back([&, r] {
+            try {
+                (void)group.reduce(r, data[r]);  // the last to arrive runs the combine
+            } catch (const emu::collective_aborted&) {
+                ++aborted;
+            }
+            ++finished;
+        });
+    tessera::test::within_deadline(60, "abort during a combine", [&] {
+        entered.get_future().wait();
+        group.abort();  // blocked on the group's lock while the combine ran, before it ran unlocked
+        while (finished.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    release.set_value();
+    replicas.clear();  // joins
+    CHECK(aborted == 2);
+    CHECK(data == std::vector<std::vector<float>>{{1, 2}, {3, 4}});
 }

@@ -30,7 +30,8 @@ class all_reduce_group {
 public:
     /// Sums over the participants, then, if given, `combine` runs once on the sum (in the last
     /// arriving thread, the others waiting) before every buffer receives the result: the hook for a
-    /// reduction across processes (tessera::dist), which must itself be deterministic.
+    /// reduction across processes (tessera::dist), which must itself be deterministic. It runs
+    /// without the group's lock: abort() during it wakes the waiters at once.
     explicit all_reduce_group(std::size_t participants, std::function<void(std::span<T>)> combine = {})
         : m_buffers(participants), m_arrived_flags(participants), m_combine(std::move(combine)) {
         if (participants == 0)
@@ -62,14 +63,18 @@ public:
                     for (std::size_t r = 1; r < m_buffers.size(); ++r) sum += m_buffers[r][i];
                     m_result[i] = sum;
                 }
+                // combine may wait for other processes: never under the lock abort() takes, so a local
+                // failure wakes this group's waiters at once. The others wait for the generation.
+                lock.unlock();
                 try {
                     m_combine(std::span<T>(m_result));
                 } catch (...) {
-                    m_aborted = true;  // the waiters must not wait for a result that will not come
-                    lock.unlock();
-                    m_cv.notify_all();
+                    abort();  // the waiters must not wait for a result that will not come
                     throw;
                 }
+                lock.lock();
+                // Aborted meanwhile: the waiters have gone and their buffers may be gone with them.
+                if (m_aborted) throw collective_aborted("tessera::emulator::all_reduce_group: aborted");
                 for (auto& b : m_buffers) std::copy(m_result.begin(), m_result.end(), b.begin());
             } else {
                 for (std::size_t i = 0; i < m_size; ++i) {
