@@ -22,6 +22,42 @@ inline std::string mib(std::size_t bytes) {
     return b;
 }
 
+/// What was compiled, read from the configuration type `C` and the session made from it (not from
+/// the flags): precision, strategy and schedule, stages and where they start, I/O, output mode, loss
+/// scale, recomputation. tessera-train prints it after "Graph compilation".
+template <config::Config C, class Model, class Net>
+[[nodiscard]] std::string compiled_text(const exec::basic_session<Model>& session, const exec::session_options& settings,
+                                        const Net& net) {
+    using strategy = typename C::strategy;
+    std::string text = "compiled: " + std::string(C::precision::name) + ", " + std::string(strategy::name);
+    if constexpr (strategy::kind == config::strategy_kind::pipelined) text += " " + std::string(strategy::schedule::name);
+    const std::size_t stages = session.batching().stages;
+    text += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages");
+    if (!settings.first_units.empty()) {
+        text += " from";
+        for (std::size_t s = 0; s < settings.first_units.size(); ++s)
+            text += (s == 0 ? " " : ", ") + net.unit_name(settings.first_units[s]);
+    }
+    text += C::io_policy::is_eight_bit ? ", 8-bit I/O" : ", float I/O";
+    const exec::output_selection outputs = session.outputs();
+    text += ", output mode ";
+    switch (outputs.kind) {
+        case config::output_kind::final: text += "final"; break;
+        case config::output_kind::all: text += "all"; break;
+        case config::output_kind::sum: text += "sum"; break;
+        case config::output_kind::every_n: text += "every " + std::to_string(outputs.period); break;
+    }
+    const auto scale = session.model().loss_scaling_state().scale;
+    char figure[64];
+    std::snprintf(figure, sizeof figure, ", loss scale %g%s", scale.empty() ? 1.0 : double(scale.front()),
+                  settings.dynamic_loss_scaling.value_or(false) ? " (dynamic)" : "");
+    text += figure;
+    std::size_t recomputed = 0;
+    for (const bool r : settings.recompute) recomputed += r ? 1 : 0;
+    if (recomputed > 0) text += ", recomputation on " + std::to_string(recomputed) + " of " + std::to_string(stages) + " stages";
+    return text;
+}
+
 /// What a checkpoint must have been made for: everything that shapes the weights and the data order.
 inline std::string configuration_text(const train_request& r, std::size_t images) {
     std::string split;
