@@ -32,7 +32,7 @@ struct process_group {
     [[nodiscard]] bool several() const noexcept { return size > 1; }
 };
 
-/// tessera-train's flags (defaults: the README's main job). See tessera_train.cpp for their help.
+/// tessera-train's flags (defaults: the main job of README and docs/training.md). See tessera_train.cpp for their help.
 struct train_request {
     std::string model = "resnet20";
     std::string dataset = "fashion-mnist";

@@ -197,7 +197,7 @@ TEST_CASE("a loss that is not finite stops training with an error that says wher
     CHECK(what.find("(not finite)") != std::string::npos);
 }
 
-TEST_CASE("README's sequential example learns as written: layers start initialised", "[exec][threads]") {
+TEST_CASE("the sequential example of docs/configurations.md learns as written: layers start initialised", "[exec][threads]") {
     // Two classes a linear probe separates: the bright half of the image is the left or the right one.
     std::vector<std::uint8_t> values;
     std::vector<data::label_t> labels;
@@ -209,7 +209,7 @@ TEST_CASE("README's sequential example learns as written: layers start initialis
         labels.push_back(right ? 1 : 0);
     }
     const data::in_memory_dataset<std::uint8_t> halves({1, 28, 28}, 2, std::move(values), std::move(labels), "halves");
-    // As README.md writes it (with two classes):
+    // As docs/configurations.md writes it (with two classes):
     using c = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<8>>;
     auto net = nn::sequential(nn::conv2d<cfg::fp32>(1, 8, {3, 3, 1, 1}), nn::batch_norm_relu<cfg::fp32>(8),
                               nn::linear<cfg::fp32>(28 * 28 * 8, 2)).named({"conv", "bn", "fc"});
