@@ -4,7 +4,7 @@
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (at -Og: GCC 12 compiles them
 # at -O1 in about twice the time, for tests that run a little faster), then the threaded tests under
 # ThreadSanitizer (-O1), then the libFuzzer targets of the file readers, each for a bounded time
-# (TESSERA_FUZZ_SECONDS, 20 by default).
+# (TESSERA_FUZZ_SECONDS, 12 by default).
 # Installs missing Debian packages first.
 # Usage: scripts/test.sh [--quick | --stress [N]]   (--quick: Release only; --stress: TSan, each test up to N times)
 set -euo pipefail
@@ -36,14 +36,14 @@ if [[ "${1:-}" == "--stress" ]]; then
 fi
 
 echo "== tessera tests: Release with assertions"
-run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O1
+run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O1 -DTESSERA_EXAMPLES_FLAGS=-O0
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
   run_suite build/test-asan -Og -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
   echo "== tessera tests: ThreadSanitizer (threaded suites)"
   run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
-  echo "== tessera tests: fuzzing the readers (libFuzzer, ${TESSERA_FUZZ_SECONDS:-20} s per target)"
+  echo "== tessera tests: fuzzing the readers (libFuzzer, ${TESSERA_FUZZ_SECONDS:-12} s per target)"
   CXX=clang++-14 run_suite build/test-fuzz -O1 -DTESSERA_FUZZ=ON -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF \
-    -DTESSERA_FUZZ_SECONDS="${TESSERA_FUZZ_SECONDS:-20}"
+    -DTESSERA_FUZZ_SECONDS="${TESSERA_FUZZ_SECONDS:-12}"
 fi
 echo "tessera tests: $passed passed, 0 failed"
