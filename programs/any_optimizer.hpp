@@ -36,6 +36,8 @@ public:
     void set_learning_rate(double lr) {
         std::visit([&](auto& o) { o.set_learning_rate(lr); }, m_opt);
     }
+    /// "sgd" or "adamw": the optimizer held.
+    [[nodiscard]] const char* name() const noexcept { return m_opt.index() == 0 ? "sgd" : "adamw"; }
     [[nodiscard]] std::size_t state_values_per_parameter() const {
         return std::visit([](const auto& o) { return o.state_values_per_parameter(); }, m_opt);
     }

@@ -22,14 +22,19 @@ inline std::string mib(std::size_t bytes) {
     return b;
 }
 
-/// What was compiled, read from the configuration type `C` and the session made from it (not from
-/// the flags): precision, strategy and schedule, stages and where they start, I/O, output mode, loss
-/// scale, recomputation. tessera-train prints it after "Graph compilation".
-template <config::Config C, class Model, class Net>
+/// What was compiled, read from the configuration type `C`, the network, the optimizer and the
+/// session made from them (not from the flags): precision, parameters, optimizer, strategy and
+/// schedule, stages and where they start, I/O, output mode, loss scale, recomputation.
+/// tessera-train prints it after "Graph compilation".
+template <config::Config C, class Model, class Net, class Optimizer>
 [[nodiscard]] std::string compiled_text(const exec::basic_session<Model>& session, const exec::session_options& settings,
-                                        const Net& net) {
+                                        Net& net, const Optimizer& optimizer) {
     using strategy = typename C::strategy;
-    std::string text = "compiled: " + std::string(C::precision::name) + ", " + std::string(strategy::name);
+    std::size_t parameters = 0;
+    net.visit_parameters([&](std::string_view, auto values, auto) { parameters += values.size(); });
+    std::string text = "compiled: " + std::string(C::precision::name) + ", " + std::to_string(parameters) +
+                       " parameters, " + optimizer.name() + " (" + std::to_string(optimizer.state_values_per_parameter()) +
+                       " state values per parameter), " + std::string(strategy::name);
     if constexpr (strategy::kind == config::strategy_kind::pipelined) text += " " + std::string(strategy::schedule::name);
     const std::size_t stages = session.batching().stages;
     text += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages");

@@ -75,8 +75,9 @@ int train_network(const train_request& r, const Net& first, const dataset_pair& 
     settings.progress = group.lead() ? &std::cout : nullptr;
     if (group.several()) settings.across = group.gradient_reduction(b.stages);
 
-    auto session = exec::training_model<C>(prototype, optimizer_of(r), sample, counts, settings);
-    if (group.lead()) std::printf("%s\n", compiled_text<C>(session, settings, prototype).c_str());
+    const any_optimizer optimizer = optimizer_of(r);
+    auto session = exec::training_model<C>(prototype, optimizer, sample, counts, settings);
+    if (group.lead()) std::printf("%s\n", compiled_text<C>(session, settings, prototype, optimizer).c_str());
     auto loader = data::make_data_loader<C>(train_set, counts, loading);
     // The test split: 100 images a micro-batch, D = the stage count (pipelined inference needs D >= S).
     const test_session_factory<Net> make_test_session = [&](const Net& trained) {
