@@ -161,8 +161,9 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
     (void)::fchmod(fd, 0644);  // mkstemp makes it 0600; a checkpoint is an ordinary file
     std::FILE* f = ::fdopen(fd, "wb");
     if (f == nullptr) {
+        const int error = errno;
         ::close(fd);
-        discard("cannot write " + tmp + ": " + std::strerror(errno));
+        discard("cannot write " + tmp + ": " + std::strerror(error));
     }
     const bool ok = std::fwrite(header.m_bytes.data(), 1, header.m_bytes.size(), f) == header.m_bytes.size() &&
                     std::fwrite(body.m_bytes.data(), 1, body.m_bytes.size(), f) == body.m_bytes.size() &&
