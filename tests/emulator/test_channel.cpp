@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <atomic>
+#include <deque>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -23,6 +25,10 @@ TEST_CASE("payload_bytes: member, contiguous range, or sizeof", "[emulator]") {
     CHECK(emu::payload_bytes(std::vector<float>(10)) == 40);
     CHECK(emu::payload_bytes(std::string("abc")) == 3);
     CHECK(emu::payload_bytes(std::int64_t{7}) == 8);
+    CHECK(emu::payload_bytes(std::array<double, 3>{}) == 24);
+    // Not contiguous (no data()): counted as the object itself.
+    CHECK(emu::payload_bytes(std::deque<float>(5)) == sizeof(std::deque<float>));
+    CHECK(emu::payload_bytes(std::vector<bool>(5)) == sizeof(std::vector<bool>));
 }
 
 TEST_CASE("channel is FIFO, bounded and counts messages and bytes", "[emulator]") {

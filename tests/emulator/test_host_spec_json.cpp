@@ -1,4 +1,5 @@
 // host_spec as JSON: every field read, unknown, missing and mistyped fields refused by name; presets.
+#include <filesystem>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -53,7 +54,11 @@ TEST_CASE("a host file with an unknown, missing or mistyped field is refused by 
     REQUIRE_THROWS_AS(emu::host_spec_from_json(R"({"cores": 8, "cores": 9})"), emu::host_spec_error);
     REQUIRE_THROWS_WITH(emu::host_spec_from_json("{\"cores\": [1]}"), Catch::Contains("nested"));
     REQUIRE_THROWS_WITH(emu::host_spec_from_json("{\"cores\": 1"), Catch::Contains("expected '}'"));
-    REQUIRE_THROWS_WITH(emu::read_host_spec("/nonexistent/host.json"), Catch::Contains("cannot read '/nonexistent/host.json'"));
+    REQUIRE_THROWS_WITH(emu::read_host_spec("/nonexistent/host.json"),
+                        Catch::Contains("cannot read '/nonexistent/host.json' (a file that cannot be opened)"));
+    // A directory opens for reading on Linux; it is refused before its "size" is believed.
+    const auto dir = std::filesystem::temp_directory_path().string();
+    REQUIRE_THROWS_WITH(emu::read_host_spec(dir), Catch::Contains("cannot read '" + dir + "' (not a regular file)"));
 }
 
 TEST_CASE("the native host prepares a value faster than the tutorial's Python loader", "[emulator][host]") {

@@ -6,12 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "tessera/data/error.hpp"
+#include "tessera/detail/file_bytes.hpp"
 
 namespace tessera::data {
 
@@ -20,13 +20,9 @@ namespace tessera::data {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
         throw missing_file_error(path.string(), 0, "no such file", "a readable regular file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw missing_file_error(path.string(), 0, "a file that cannot be opened", "a readable file");
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec) throw missing_file_error(path.string(), 0, "a file whose size cannot be read", "a readable file");
-    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-    if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-        throw missing_file_error(path.string(), 0, "a read error", std::to_string(size) + " readable bytes");
+    std::vector<std::uint8_t> bytes;
+    if (const auto failure = tessera::detail::read_whole_file(path.string(), bytes))
+        throw missing_file_error(path.string(), 0, tessera::detail::describe(*failure), "a readable file");
     return bytes;
 }
 

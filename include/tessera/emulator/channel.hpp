@@ -5,13 +5,14 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <optional>
-#include <ranges>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 #include "tessera/emulator/error.hpp"
 
@@ -25,8 +26,11 @@ concept SizedPayload = requires(const T& v) {
 
 /// A contiguous sized range of trivially copyable elements (std::vector<float>, std::string, ...).
 template <class T>
-concept TrivialContiguousRange = std::ranges::contiguous_range<T> && std::ranges::sized_range<T> &&
-                                 std::is_trivially_copyable_v<std::ranges::range_value_t<T>>;
+concept TrivialContiguousRange = requires(const T& v) {
+    { std::data(v) } -> std::convertible_to<const void*>;
+    { std::size(v) } -> std::convertible_to<std::size_t>;
+} && std::is_pointer_v<decltype(std::data(std::declval<const T&>()))> &&
+    std::is_trivially_copyable_v<std::remove_pointer_t<decltype(std::data(std::declval<const T&>()))>>;
 
 /// Bytes a message carries: payload_bytes() if it has one, the elements of a contiguous range of
 /// trivially copyable values, otherwise sizeof(T).
@@ -35,7 +39,7 @@ template <class T>
     if constexpr (SizedPayload<T>) {
         return static_cast<std::size_t>(v.payload_bytes());
     } else if constexpr (TrivialContiguousRange<T>) {
-        return std::ranges::size(v) * sizeof(std::ranges::range_value_t<T>);
+        return std::size(v) * sizeof(*std::data(v));
     } else {
         return sizeof(T);
     }

@@ -1,14 +1,15 @@
 #pragma once
 // host_spec as a JSON file: a user's own host for the modelled clock (tessera-train --host FILE.json).
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <variant>
 
 #include "tessera/emulator/host_spec.hpp"
+#include "tessera/detail/file_bytes.hpp"
 #include "tessera/report/json_object.hpp"
 
 namespace tessera::emulator {
@@ -87,11 +88,11 @@ inline host_spec host_spec_from_json(std::string_view text, std::string_view sou
 }
 
 inline host_spec read_host_spec(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw host_spec_error("tessera::emulator::read_host_spec: cannot read '" + path + "'");
-    std::stringstream text;
-    text << in.rdbuf();
-    return host_spec_from_json(text.str(), path);
+    std::vector<std::uint8_t> bytes;
+    if (const auto failure = tessera::detail::read_whole_file(path, bytes))
+        throw host_spec_error("tessera::emulator::read_host_spec: cannot read '" + path + "' (" +
+                              tessera::detail::describe(*failure) + ")");
+    return host_spec_from_json(std::string(bytes.begin(), bytes.end()), path);
 }
 
 inline std::string to_json(const host_spec& h) {

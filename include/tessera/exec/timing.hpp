@@ -3,11 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "tessera/emulator/device_spec.hpp"
@@ -192,7 +189,15 @@ private:
     };
     std::sort(all.begin(), all.end(), [&](const auto& a, const auto& b) { return at(a).seq < at(b).seq; });
     const std::size_t M = sched.request.micro_batches, count = iterations * M;
-    std::map<std::tuple<std::size_t, std::size_t, bool>, std::deque<double>> in_flight;
+    // Arrival times of the values in flight on each link, (sender, receiver, gradient?), in FIFO order.
+    struct fifo {
+        std::vector<double> arrivals;
+        std::size_t head = 0;
+    };
+    std::vector<fifo> in_flight(sched.ipus * sched.ipus * 2);
+    const auto link_of = [&](std::size_t from, std::size_t to, bool gradient) -> fifo& {
+        return in_flight[(from * sched.ipus + to) * 2 + (gradient ? 1 : 0)];
+    };
     for (std::size_t it = 0; it < iterations; ++it) {
         for (std::size_t k = 0; k < all.size(); ++k) {
             const auto [ipu, pc] = all[k];
@@ -211,10 +216,10 @@ private:
             switch (in.op) {
                 case opcode::recv_act:
                 case opcode::recv_grad: {
-                    auto& q = in_flight[{in.peer, ipu, in.op == opcode::recv_grad}];
-                    if (q.empty()) throw std::logic_error("tessera::exec::simulate: receive before its send: " + to_string(in));
-                    clock.wait_until(q.front(), record ? "wait " + to_string(in) : std::string());
-                    q.pop_front();
+                    auto& q = link_of(in.peer, ipu, in.op == opcode::recv_grad);
+                    if (q.head == q.arrivals.size())
+                        throw std::logic_error("tessera::exec::simulate: receive before its send: " + to_string(in));
+                    clock.wait_until(q.arrivals[q.head++], record ? "wait " + to_string(in) : std::string());
                     break;
                 }
                 case opcode::outfeed:
@@ -223,7 +228,7 @@ private:
                 default: charges.apply(clock, ipu, pc); break;
             }
             if (in.op == opcode::send_act || in.op == opcode::send_grad)
-                in_flight[{ipu, in.peer, in.op == opcode::send_grad}].push_back(clock.now());
+                link_of(ipu, in.peer, in.op == opcode::send_grad).arrivals.push_back(clock.now());
         }
     }
     for (auto& c : clocks) c.host_sync();
