@@ -41,6 +41,10 @@ public:
     [[nodiscard]] std::size_t state_values_per_parameter() const {
         return std::visit([](const auto& o) { return o.state_values_per_parameter(); }, m_opt);
     }
+    /// How the optimizer held stores updated 16-bit weights.
+    [[nodiscard]] optim::weight_rounding rounding() const {
+        return std::visit([](const auto& o) { return o.options().rounding; }, m_opt);
+    }
 
 private:
     std::variant<optim::sgd, optim::adamw> m_opt;

@@ -28,13 +28,13 @@ std::string namespace_line(const tessera::programs::train_request& r) {
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, input_replica_group=%zu, instances=%zu, "
                 "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', output_mode='%s', "
                 "precision='%s', recompute=%s, replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
-                "split='%s', strategy='%s', workers=%zu)\n",
+                "split='%s', stochastic_rounding=%s, strategy='%s', workers=%zu)\n",
                 yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, r.input_replica_group, r.instances,
                 tessera::programs::stages_of(r), r.loss_scaling.c_str(), r.lr,
                 r.model.c_str(), r.optimizer.c_str(), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
-                static_cast<unsigned long long>(r.seed), split.c_str(), r.strategy.c_str(), r.workers);
+                static_cast<unsigned long long>(r.seed), split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(), r.workers);
     return line;
 }
 
@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
     app.add_option("--split", r.split, "the unit starting each stage after the first (PopTorch's BeginBlock), "
                                        "e.g. layer3[0]; balanced by FLOPs when absent")->delimiter(',');
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
+    app.add_flag("--stochastic-rounding,!--no-stochastic-rounding", r.stochastic_rounding,
+                 "round updated 16-bit weights up or down with probability proportional to the "
+                 "distance, as the IPU's stochastic rounding does (keyed by --seed; 16.16 only)");
     app.add_flag("--eight-bit-io,!--no-eight-bit-io", r.eight_bit_io, "send 8-bit images, normalised on the device");
     app.add_flag("--async-dataloader,!--no-async-dataloader", r.async_dataloader, "prepare batches ahead");
     app.add_option("--workers", r.workers, "loader workers")->check(CLI::PositiveNumber);
@@ -82,7 +85,7 @@ int main(int argc, char** argv) {
     auto* resume = app.add_option("--resume", r.resume, "resume from a checkpoint");
     app.add_flag("--dry-run", r.dry_run, "print the modelled epoch, each IPU's memory and where the time goes; "
                                          "nothing is trained and no data read (datasets by their shape); --epochs, "
-                                         "--lr and --seed change nothing in it");
+                                         "--lr, --seed and --stochastic-rounding change nothing in it");
     app.add_option("--host", r.host, "the modelled host: tutorial (the tutorials' Python loader), native (tessera's "
                                      "C++ loader) or a JSON file of host_spec's fields");
     auto* stop_after = app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
@@ -101,6 +104,11 @@ int main(int argc, char** argv) {
     if (r.strategy != "pipelined" && schedule->count() > 0) {
         std::fprintf(stderr, "tessera-train: error: --schedule %s orders a pipeline's micro-batches, and '%s' has no "
                              "pipeline (use --strategy pipelined)\n", r.schedule.c_str(), r.strategy.c_str());
+        return 2;
+    }
+    if (r.stochastic_rounding && r.precision != "16.16") {
+        std::fprintf(stderr, "tessera-train: error: --stochastic-rounding rounds 16-bit weights, and precision %s keeps "
+                             "its weights in fp32, stored exactly (use --precision 16.16)\n", r.precision.c_str());
         return 2;
     }
     if (r.dry_run)

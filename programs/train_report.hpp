@@ -60,6 +60,7 @@ template <config::Config C, class Model, class Net, class Optimizer>
     std::size_t recomputed = 0;
     for (const bool r : settings.recompute) recomputed += r ? 1 : 0;
     if (recomputed > 0) text += ", recomputation on " + std::to_string(recomputed) + " of " + std::to_string(stages) + " stages";
+    if (optimizer.rounding().stochastic) text += ", stochastic rounding of weights";
     return text;
 }
 
@@ -71,7 +72,8 @@ inline std::string configuration_text(const train_request& r, std::size_t images
            " " + r.precision + " " + r.loss_scaling + " G=" + std::to_string(r.gradient_accumulation) +
            " D=" + std::to_string(r.device_iterations) + " R=" + std::to_string(r.replicas) + " " + r.strategy + " " +
            r.schedule + " ipus=" + std::to_string(r.ipus_per_replica) + " split=" + split + " " + r.optimizer +
-           " lr=" + std::to_string(r.lr) + " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed);
+           " lr=" + std::to_string(r.lr) + " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed) +
+           (r.stochastic_rounding ? " stochastic-rounding" : "");
 }
 
 /// The "configuration" member of --metrics-json: every flag that shapes the run.
@@ -84,7 +86,8 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("gradient_accumulation", r.gradient_accumulation).member("device_iterations", r.device_iterations);
     j.member("replicas", r.replicas).member("instances", r.instances).member("strategy", r.strategy);
     j.member("schedule", r.schedule).member("ipus_per_replica", stages_of(r)).member("split", split);
-    j.member("recompute", r.recompute).member("eight_bit_io", r.eight_bit_io);
+    j.member("recompute", r.recompute).member("stochastic_rounding", r.stochastic_rounding);
+    j.member("eight_bit_io", r.eight_bit_io);
     j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host);
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);
     j.member("optimizer", r.optimizer).member("seed", r.seed).member("images", images);

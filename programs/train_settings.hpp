@@ -79,10 +79,12 @@ template <class C>
     return loading;
 }
 
-/// The optimizer of --optimizer and --lr.
+/// The optimizer of --optimizer, --lr and --stochastic-rounding (keyed by --seed).
 [[nodiscard]] inline any_optimizer optimizer_of(const train_request& r) {
-    if (r.optimizer == "sgd") return optim::sgd({.learning_rate = r.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
-    if (r.optimizer == "adamw") return optim::adamw({.learning_rate = r.lr, .weight_decay = 0.05});
+    const optim::weight_rounding rounding{.stochastic = r.stochastic_rounding, .seed = r.seed};
+    if (r.optimizer == "sgd")
+        return optim::sgd({.learning_rate = r.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true, .rounding = rounding});
+    if (r.optimizer == "adamw") return optim::adamw({.learning_rate = r.lr, .weight_decay = 0.05, .rounding = rounding});
     throw usage_error("--optimizer '" + r.optimizer + "' is not one of sgd, adamw");
 }
 

@@ -7,3 +7,4 @@
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/schedule.hpp"
 #include "tessera/optim/sgd.hpp"
+#include "tessera/optim/weight_rounding.hpp"

@@ -3,3 +3,4 @@
 #include "tessera/tensor/bfloat16.hpp"
 #include "tessera/tensor/convert.hpp"
 #include "tessera/tensor/half.hpp"
+#include "tessera/tensor/stochastic_rounding.hpp"

@@ -20,6 +20,7 @@
 #include "tessera/nn/linear.hpp"
 #include "tessera/nn/loss.hpp"
 #include "tessera/nn/sequential.hpp"
+#include "tessera/optim/sgd.hpp"
 
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
@@ -125,4 +126,87 @@ TEMPLATE_TEST_CASE("a sequential model trains through pipelined sessions bit for
     CHECK(got == reference(net, 2, G, 2));
     net_t untouched = net;
     CHECK(got != parameters_and_buffers(untouched));  // it did train
+}
+
+namespace {
+
+// The same layers at 16.16: half weights, activations and inputs, float gradients.
+using H = cfg::half;
+auto make_half_net() {
+    auto net = nn::sequential(nn::conv2d<H>(channels, 8, {3, 3, 1, 1}), nn::batch_norm_relu<H>(8),
+                              nn::conv2d<H>(8, 8, {3, 3, 2, 1}), nn::batch_norm<H>(8), nn::relu<H>(),
+                              nn::linear<H>(4 * 4 * 8, classes));
+    net.named({"conv1", "bn1", "conv2", "bn2", "relu2", "fc"});
+    std::mt19937_64 rng(5);
+    net.initialize(rng);
+    return net;
+}
+using half_net_t = decltype(make_half_net());
+
+std::pair<nn::activation<H>, std::vector<std::int32_t>> half_images(std::size_t r, std::size_t d, std::size_t m) {
+    auto [x, y] = images(r, d, m);
+    auto h = tessera::tensor::make_nhwc<tessera::half>(tessera::tensor::shape_of(x));
+    std::copy(x.begin(), x.end(), h.begin());
+    return {std::move(h), std::move(y)};
+}
+
+// As reference() above, for the 16.16 network and any optimizer; every replica's network.
+template <class Opt>
+std::vector<half_net_t> half_reference(const half_net_t& initial, std::size_t R, std::size_t G, std::size_t D,
+                                               const Opt& optimizer) {
+    std::vector<half_net_t> nets(R, initial);
+    std::vector<Opt> opts(R, optimizer);
+    const nn::context ctx{};
+    for (std::size_t d = 0; d < D; ++d) {
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t m = 0; m < G; ++m) {
+                auto [x, y] = half_images(r, d, m);
+                half_net_t::state st;
+                nn::softmax_cross_entropy<H> loss;
+                (void)loss(nets[r].forward(x, st, ctx), y);
+                (void)nets[r].backward(loss.gradient(), st, ctx, false);
+            }
+        std::vector<std::vector<std::span<float>>> g(R);
+        for (std::size_t r = 0; r < R; ++r) nets[r].visit_parameters([&](std::string_view, auto, auto gr) { g[r].push_back(gr); });
+        for (std::size_t p = 0; p < g[0].size(); ++p)
+            for (std::size_t k = 0; k < g[0][p].size(); ++k) {
+                float sum = g[0][p][k];
+                for (std::size_t r = 1; r < R; ++r) sum += g[r][p][k];
+                for (std::size_t r = 0; r < R; ++r) g[r][p][k] = sum;
+            }
+        for (std::size_t r = 0; r < R; ++r) {
+            opts[r].step(nets[r], static_cast<double>(1.0f / static_cast<float>(G * R)));
+            nets[r].visit_parameters([](std::string_view, auto, auto gr) { std::fill(gr.begin(), gr.end(), 0.0f); });
+        }
+    }
+    return nets;
+}
+
+std::vector<float> parameters_only(half_net_t& net) {
+    std::vector<float> all;
+    net.visit_parameters([&](std::string_view, auto value, auto) { all.insert(all.end(), value.begin(), value.end()); });
+    return all;
+}
+
+}  // namespace
+
+TEST_CASE("16.16 with stochastic rounding of weights: a pipeline trains bit for bit as the whole network",
+          "[exec][nn][session][threads][rounding]") {
+    namespace optim = tessera::optim;
+    constexpr std::size_t G = 4, D = 3, R = 2;
+    using c = cfg::config<H, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<G>,
+                          cfg::device_iterations<D>, cfg::replication<R>, cfg::all>;
+    const half_net_t net = make_half_net();
+    const optim::sgd stochastic({.learning_rate = 0.05, .momentum = 0.9, .rounding = {.stochastic = true, .seed = 9}});
+    auto run = exec::training_model<c>(net, stochastic, {1, side, side, channels}, {.micro_batch = batch});
+    (void)tessera::test::within_deadline(300, "16.16 session", [&] { return run(half_images); });
+    half_net_t trained = run.model().network();
+    const auto got = parameters_and_buffers(trained);
+    auto expected = half_reference(net, R, G, D, stochastic);
+    CHECK(got == parameters_and_buffers(expected[0]));
+    // The replicas rounded alike: their weights stay equal (their batch-norm statistics saw other data).
+    CHECK(parameters_only(expected[0]) == parameters_only(expected[1]));
+    // Rounding to nearest gives other weights: the stochastic rounding did round.
+    const optim::sgd nearest({.learning_rate = 0.05, .momentum = 0.9});
+    CHECK(parameters_only(trained) != parameters_only(half_reference(net, R, G, D, nearest)[0]));
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/optim/parameters.hpp"
+#include "tessera/optim/weight_rounding.hpp"
 
 namespace tessera::optim {
 
@@ -18,6 +19,7 @@ struct adamw_options {
     double beta2 = 0.999;
     double eps = 1e-8;
     double weight_decay = 1e-2;
+    weight_rounding rounding{};  ///< how updated 16-bit weights are stored
 };
 
 /// p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
@@ -32,6 +34,7 @@ public:
     }
 
     [[nodiscard]] adamw_options& options() noexcept { return m_options; }
+    [[nodiscard]] const adamw_options& options() const noexcept { return m_options; }
     [[nodiscard]] double learning_rate() const noexcept { return m_options.learning_rate; }
     void set_learning_rate(double lr) noexcept { m_options.learning_rate = lr; }
     [[nodiscard]] std::uint64_t steps() const noexcept { return m_steps; }
@@ -57,15 +60,17 @@ public:
         const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(m_options.beta2, t)));
         const float eps = static_cast<float>(m_options.eps), gs = static_cast<float>(grad_scale);
         std::size_t i = 0;
-        params.visit_parameters([&](std::string_view, auto value, auto grad) {
+        params.visit_parameters([&](std::string_view name, auto value, auto grad) {
             using W = typename decltype(value)::value_type;
             auto [m, v] = moments(i++, value.size());
+            const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
             for (std::size_t k = 0; k < value.size(); ++k) {
                 const float g = static_cast<float>(grad[k]) * gs;
                 m[k] = b1 * m[k] + (1 - b1) * g;
                 v[k] = b2 * v[k] + (1 - b2) * g * g;
                 const float p = static_cast<float>(value[k]) * decay;
-                value[k] = kernels::detail::store_as<W>(p - lr * (m[k] * c1) / (std::sqrt(v[k] * c2) + eps));
+                value[k] = detail::store_weight<W>(p - lr * (m[k] * c1) / (std::sqrt(v[k] * c2) + eps),
+                                                   m_options.rounding, stream, k);
             }
         });
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/optim/parameters.hpp"
+#include "tessera/optim/weight_rounding.hpp"
 
 namespace tessera::optim {
 
@@ -18,12 +19,14 @@ struct sgd_options {
     double dampening = 0.0;
     double weight_decay = 0.0;
     bool nesterov = false;
+    weight_rounding rounding{};  ///< how updated 16-bit weights are stored
 };
 
 /// For each parameter p with gradient g (times grad_scale, e.g. 1/loss scale):
 ///   g += weight_decay·p;  b = momentum·b + (1 − dampening)·g  (b = g on the first step);
 ///   g = nesterov ? g + momentum·b : b;  p −= learning_rate·g.
-/// The momentum buffers are fp32 whatever the weight type; 16-bit weights are updated in fp32 and rounded.
+/// The momentum buffers are fp32 whatever the weight type; 16-bit weights are updated in fp32 and
+/// rounded as `options.rounding` says (to nearest by default).
 /// @code
 ///   optim::sgd opt({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
 ///   opt.step(model);
@@ -40,6 +43,7 @@ public:
     }
 
     [[nodiscard]] sgd_options& options() noexcept { return m_options; }
+    [[nodiscard]] const sgd_options& options() const noexcept { return m_options; }
     [[nodiscard]] double learning_rate() const noexcept { return m_options.learning_rate; }
     void set_learning_rate(double lr) noexcept { m_options.learning_rate = lr; }
     [[nodiscard]] std::uint64_t steps() const noexcept { return m_steps; }
@@ -61,9 +65,10 @@ public:
         const float gs = static_cast<float>(grad_scale);
         const bool first = m_steps == 0;
         std::size_t i = 0;
-        params.visit_parameters([&](std::string_view, auto value, auto grad) {
+        params.visit_parameters([&](std::string_view name, auto value, auto grad) {
             using W = typename decltype(value)::value_type;
             std::vector<float>* b = mom > 0 ? &buffer(i, value.size()) : nullptr;
+            const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
             ++i;
             for (std::size_t k = 0; k < value.size(); ++k) {
                 const float p = static_cast<float>(value[k]);
@@ -73,7 +78,7 @@ public:
                     v = first ? g : mom * v + damp * g;
                     g = m_options.nesterov ? g + mom * v : v;
                 }
-                value[k] = kernels::detail::store_as<W>(p - lr * g);
+                value[k] = detail::store_weight<W>(p - lr * g, m_options.rounding, stream, k);
             }
         });
         ++m_steps;

@@ -1,0 +1,61 @@
+#pragma once
+// Stochastic rounding to binary16, as the IPU's floating-point unit does when its `esr` bit is set
+// (PopTorch's opts.Precision.enableStochasticRounding): a float between two neighbouring halves
+// becomes the upper one with probability proportional to its distance from the lower one, so the
+// rounding is exact in expectation. The random bits come from a counter-based generator: a pure
+// function of (seed, stream, counter), so a result does not depend on thread count or order.
+#include <bit>
+#include <cstdint>
+
+#include "tessera/tensor/half.hpp"
+
+namespace tessera::tensor {
+
+/// SplitMix64's finaliser (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
+/// OOPSLA 2014): a bijection of 64-bit words whose every output bit depends on every input bit.
+[[nodiscard]] constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/// 64 random bits for element `counter` of stream `stream` under `seed`: the three words are mixed in
+/// turn, each offset by the golden-ratio increment SplitMix64 steps by.
+[[nodiscard]] constexpr std::uint64_t counter_bits(std::uint64_t seed, std::uint64_t stream,
+                                                   std::uint64_t counter) noexcept {
+    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+    return mix64(mix64(mix64(seed + golden) ^ (stream + 2 * golden)) ^ (counter + 3 * golden));
+}
+
+/// `value` rounded to one of the two halves around it: up (away from zero) with probability
+/// (|value| − |lower|) / (|upper| − |lower|), decided by `random` (64 uniform bits). Halves stay
+/// themselves; NaN and infinities convert as round-to-nearest converts them, and so do magnitudes
+/// at or above 65520 (to infinity). Between 65504 and 65520 the upper neighbour is infinity.
+[[nodiscard]] constexpr half round_to_half_stochastic(float value, std::uint64_t random) noexcept {
+    const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
+    const std::uint32_t abs = x & 0x7FFF'FFFFu;
+    if (abs >= 0x477F'F000u) return half(value);  // NaN, infinity, and what rounds to infinity anyway
+    if (abs == 0) return half(value);
+    const bool sign = (x >> 31) != 0;
+    const int biased = static_cast<int>(abs >> 23);
+    // value = m · 2^(e − 23), m with its implicit bit (float subnormals: biased exponent 0, no bit).
+    const std::uint64_t m = biased == 0 ? (abs & 0x7F'FFFFu) : ((abs & 0x7F'FFFFu) | 0x80'0000u);
+    const int e = biased == 0 ? -126 : biased - 127;
+    // The halves around it are multiples of 2^(max(e, −14) − 10): drop d bits of m.
+    const int d = 13 + (e < -14 ? -14 - e : 0);
+    std::uint64_t q;  // the multiple chosen, in units of that spacing
+    if (d >= 64) {
+        q = 0;  // below 2^-64: would round up with probability < 2^-40; taken as zero
+    } else {
+        const std::uint64_t below = random & ((std::uint64_t{1} << d) - 1);
+        q = (m + below) >> d;
+    }
+    const int spacing_exp = (e < -14 ? -14 : e) - 10;
+    // q · 2^spacing_exp is a half (q ≤ 2^11), so the conversion below is exact: build it as a float.
+    float magnitude = static_cast<float>(q);
+    magnitude = spacing_exp >= 0 ? magnitude * static_cast<float>(std::uint64_t{1} << spacing_exp)
+                                 : magnitude / static_cast<float>(std::uint64_t{1} << -spacing_exp);
+    return half(sign ? -magnitude : magnitude);
+}
+
+}  // namespace tessera::tensor
