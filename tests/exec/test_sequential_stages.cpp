@@ -26,15 +26,17 @@ namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 namespace nn = tessera::nn;
 using P = cfg::fp32;
+using H = cfg::half;  // 16.16: half weights, activations and inputs, float gradients
 
 namespace {
 
 constexpr std::size_t batch = 2, side = 8, channels = 3, classes = 5;
 
+template <class Q = P>
 auto make_net() {
-    auto net = nn::sequential(nn::conv2d<P>(channels, 8, {3, 3, 1, 1}), nn::batch_norm_relu<P>(8),
-                              nn::conv2d<P>(8, 8, {3, 3, 2, 1}), nn::batch_norm<P>(8), nn::relu<P>(),
-                              nn::linear<P>(4 * 4 * 8, classes));
+    auto net = nn::sequential(nn::conv2d<Q>(channels, 8, {3, 3, 1, 1}), nn::batch_norm_relu<Q>(8),
+                              nn::conv2d<Q>(8, 8, {3, 3, 2, 1}), nn::batch_norm<Q>(8), nn::relu<Q>(),
+                              nn::linear<Q>(4 * 4 * 8, classes));
     net.named({"conv1", "bn1", "conv2", "bn2", "relu2", "fc"});
     std::mt19937_64 rng(5);
     net.initialize(rng);
@@ -46,17 +48,20 @@ using tessera::test::parameters_and_buffers;
 using tessera::test::plain_sgd;
 const tessera::test::random_images images{batch, side, channels, classes, 7};
 
-// R replicas of the whole network, G micro-batches each per update, gradients summed in replica order.
-std::vector<float> reference(const net_t& initial, std::size_t R, std::size_t G, std::size_t D) {
-    std::vector<net_t> nets(R, initial);
-    std::vector<plain_sgd> opts(R);
+// R replicas of the whole network, G micro-batches each per update from `feed`, gradients summed in
+// replica order, then each replica's copy of `optimizer` steps; returns every replica's network.
+template <class Net, class Feed, class Opt = plain_sgd>
+std::vector<Net> trained_replicas(const Net& initial, std::size_t R, std::size_t G, std::size_t D, const Feed& feed,
+                                  const Opt& optimizer = {}) {
+    std::vector<Net> nets(R, initial);
+    std::vector<Opt> opts(R, optimizer);
     const nn::context ctx{};
     for (std::size_t d = 0; d < D; ++d) {
         for (std::size_t r = 0; r < R; ++r)
             for (std::size_t m = 0; m < G; ++m) {
-                auto [x, y] = images(r, d, m);
-                net_t::state st;
-                nn::softmax_cross_entropy<P> loss;
+                auto [x, y] = feed(r, d, m);
+                typename Net::state st;
+                nn::softmax_cross_entropy<typename Net::precision> loss;
                 (void)loss(nets[r].forward(x, st, ctx), y);
                 (void)nets[r].backward(loss.gradient(), st, ctx, false);
             }
@@ -73,7 +78,11 @@ std::vector<float> reference(const net_t& initial, std::size_t R, std::size_t G,
             nets[r].visit_parameters([](std::string_view, auto, auto gr) { std::fill(gr.begin(), gr.end(), 0.0f); });
         }
     }
-    return parameters_and_buffers(nets[0]);
+    return nets;
+}
+
+std::vector<float> reference(const net_t& initial, std::size_t R, std::size_t G, std::size_t D) {
+    return parameters_and_buffers(trained_replicas(initial, R, G, D, images)[0]);
 }
 
 }  // namespace
@@ -130,56 +139,13 @@ TEMPLATE_TEST_CASE("a sequential model trains through pipelined sessions bit for
 
 namespace {
 
-// The same layers at 16.16: half weights, activations and inputs, float gradients.
-using H = cfg::half;
-auto make_half_net() {
-    auto net = nn::sequential(nn::conv2d<H>(channels, 8, {3, 3, 1, 1}), nn::batch_norm_relu<H>(8),
-                              nn::conv2d<H>(8, 8, {3, 3, 2, 1}), nn::batch_norm<H>(8), nn::relu<H>(),
-                              nn::linear<H>(4 * 4 * 8, classes));
-    net.named({"conv1", "bn1", "conv2", "bn2", "relu2", "fc"});
-    std::mt19937_64 rng(5);
-    net.initialize(rng);
-    return net;
-}
-using half_net_t = decltype(make_half_net());
+using half_net_t = decltype(make_net<H>());
 
 std::pair<nn::activation<H>, std::vector<std::int32_t>> half_images(std::size_t r, std::size_t d, std::size_t m) {
     auto [x, y] = images(r, d, m);
     auto h = tessera::tensor::make_nhwc<tessera::half>(tessera::tensor::shape_of(x));
     std::copy(x.begin(), x.end(), h.begin());
     return {std::move(h), std::move(y)};
-}
-
-// As reference() above, for the 16.16 network and any optimizer; every replica's network.
-template <class Opt>
-std::vector<half_net_t> half_reference(const half_net_t& initial, std::size_t R, std::size_t G, std::size_t D,
-                                               const Opt& optimizer) {
-    std::vector<half_net_t> nets(R, initial);
-    std::vector<Opt> opts(R, optimizer);
-    const nn::context ctx{};
-    for (std::size_t d = 0; d < D; ++d) {
-        for (std::size_t r = 0; r < R; ++r)
-            for (std::size_t m = 0; m < G; ++m) {
-                auto [x, y] = half_images(r, d, m);
-                half_net_t::state st;
-                nn::softmax_cross_entropy<H> loss;
-                (void)loss(nets[r].forward(x, st, ctx), y);
-                (void)nets[r].backward(loss.gradient(), st, ctx, false);
-            }
-        std::vector<std::vector<std::span<float>>> g(R);
-        for (std::size_t r = 0; r < R; ++r) nets[r].visit_parameters([&](std::string_view, auto, auto gr) { g[r].push_back(gr); });
-        for (std::size_t p = 0; p < g[0].size(); ++p)
-            for (std::size_t k = 0; k < g[0][p].size(); ++k) {
-                float sum = g[0][p][k];
-                for (std::size_t r = 1; r < R; ++r) sum += g[r][p][k];
-                for (std::size_t r = 0; r < R; ++r) g[r][p][k] = sum;
-            }
-        for (std::size_t r = 0; r < R; ++r) {
-            opts[r].step(nets[r], static_cast<double>(1.0f / static_cast<float>(G * R)));
-            nets[r].visit_parameters([](std::string_view, auto, auto gr) { std::fill(gr.begin(), gr.end(), 0.0f); });
-        }
-    }
-    return nets;
 }
 
 std::vector<float> parameters_only(half_net_t& net) {
@@ -196,17 +162,17 @@ TEST_CASE("16.16 with stochastic rounding of weights: a pipeline trains bit for 
     constexpr std::size_t G = 4, D = 3, R = 2;
     using c = cfg::config<H, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<G>,
                           cfg::device_iterations<D>, cfg::replication<R>, cfg::all>;
-    const half_net_t net = make_half_net();
+    const half_net_t net = make_net<H>();
     const optim::sgd stochastic({.learning_rate = 0.05, .momentum = 0.9, .rounding = {.stochastic = true, .seed = 9}});
     auto run = exec::training_model<c>(net, stochastic, {1, side, side, channels}, {.micro_batch = batch});
     (void)tessera::test::within_deadline(300, "16.16 session", [&] { return run(half_images); });
     half_net_t trained = run.model().network();
     const auto got = parameters_and_buffers(trained);
-    auto expected = half_reference(net, R, G, D, stochastic);
+    auto expected = trained_replicas(net, R, G, D, half_images, stochastic);
     CHECK(got == parameters_and_buffers(expected[0]));
     // The replicas rounded alike: their weights stay equal (their batch-norm statistics saw other data).
     CHECK(parameters_only(expected[0]) == parameters_only(expected[1]));
     // Rounding to nearest gives other weights: the stochastic rounding did round.
     const optim::sgd nearest({.learning_rate = 0.05, .momentum = 0.9});
-    CHECK(parameters_only(trained) != parameters_only(half_reference(net, R, G, D, nearest)[0]));
+    CHECK(parameters_only(trained) != parameters_only(trained_replicas(net, R, G, D, half_images, nearest)[0]));
 }
