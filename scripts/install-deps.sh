@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(cmake g++ libxtensor-dev libxsimd-dev xtl-dev catch2 libbenchmark-dev zlib1g-dev libcli11-dev
           dataset-fashion-mnist clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin)
-[[ "${1:-}" == "--bench" ]] && packages+=(libopenblas-dev libtbb-dev)
+[[ "${1:-}" == "--bench" ]] && packages+=(libopenblas-dev libtbb-dev libtorch-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,70 @@
+// tessera's half of bench_vs_libtorch: one process training tessera's ResNet-20 (projection
+// shortcuts, 1×28×28, batch 32, fp32, SGD with momentum 0.9 and weight decay 5e-4) on the model
+// directly (forward, loss, backward, update: what a sequential session runs per micro-batch), which
+// prints "<images/s> <peak RSS MiB>". It does not link libtorch, so its resident memory is tessera's.
+//   tessera_step_worker --threads N [--steps K]
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "tessera/config.hpp"
+#include "tessera/kernels/thread_pool.hpp"
+#include "tessera/nn.hpp"
+#include "tessera/optim.hpp"
+
+namespace {
+
+constexpr std::size_t batch = 32, side = 28, classes = 10;
+
+// Seconds per step over `steps` steps (after 3 warm-up steps).
+double tessera_seconds_per_step(int threads, int steps) {
+    using namespace tessera;
+    using P = config::fp32;
+    nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3> model(1, classes);
+    optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+    nn::softmax_cross_entropy<P> loss;
+    typename decltype(model)::state st;
+    auto x = tensor::make_nhwc<float>({batch, side, side, 1});
+    std::vector<std::int32_t> labels(batch);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> pixel;
+    for (auto& v : x) v = pixel(rng);
+    for (auto& l : labels) l = static_cast<std::int32_t>(rng() % classes);
+    kernels::thread_pool pool(static_cast<std::size_t>(threads));
+    const nn::context ctx{.mode = nn::mode::train, .threads = static_cast<std::size_t>(threads), .pool = &pool};
+    const auto step = [&] {
+        (void)loss(model.forward(x, st, ctx), labels);
+        (void)model.backward(loss.gradient(), st, ctx, false);
+        opt.step(model);
+        optim::zero_grad(model);
+    };
+    for (int i = 0; i < 3; ++i) step();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int threads = 1, steps = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string_view flag = argv[i];
+        if (flag == "--threads") threads = std::atoi(argv[i + 1]);
+        else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
+    }
+    if (threads < 1 || steps < 1) {
+        std::fprintf(stderr, "usage: tessera_step_worker --threads N [--steps K]\n");
+        return 2;
+    }
+    const double seconds = tessera_seconds_per_step(threads, steps);
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    std::printf("%.3f %.1f\n", static_cast<double>(batch) / seconds, static_cast<double>(usage.ru_maxrss) / 1024.0);
+    return 0;
+}
