@@ -1,6 +1,7 @@
-// tessera's ResNet-20 training step against libtorch's, the same network both ways: projection
-// shortcuts (1×1 convolution + batch norm where the shape changes, torchvision's option B), 1×28×28
-// inputs, batch 32, fp32, softmax cross-entropy, SGD with momentum 0.9 and weight decay 5e-4.
+// tessera's training step against libtorch's, the same network both ways: ResNet-20 on 1×28×28 and
+// torchvision's ResNet-18 on 3×32×32, both with projection shortcuts (1×1 convolution + batch norm
+// where the shape changes, option B), batch 32, fp32, softmax cross-entropy, SGD with momentum 0.9
+// and weight decay 5e-4.
 //
 // Each measurement is a process of its own (libtorch's: this program with --worker; tessera's:
 // tessera_step_worker beside it, which does not link libtorch), so that each framework's peak
@@ -10,9 +11,9 @@
 // memory formats are measured and the faster one is the baseline. Counters: images/s of each
 // (median of the rounds), tessera's ratio to the faster libtorch, and peak RSS of each process.
 //
-//   bench_vs_libtorch                                  all of it (three rounds per thread count)
-//   bench_vs_libtorch --worker torch|torch-cl --threads N [--steps K]
-//   tessera_step_worker --threads N [--steps K]
+//   bench_vs_libtorch                                  all of it (three rounds per model and thread count)
+//   bench_vs_libtorch --worker torch|torch-cl --threads N [--steps K] [--model resnet20|resnet18]
+//   tessera_step_worker --threads N [--steps K] [--model resnet20|resnet18]
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
@@ -33,7 +34,7 @@
 
 namespace {
 
-constexpr std::int64_t batch = 32, side = 28, classes = 10;
+constexpr std::int64_t batch = 32, classes = 10;
 
 // ---- libtorch's ResNet-20 -------------------------------------------------------------------------
 
@@ -85,13 +86,42 @@ struct ResNet20Impl : torch::nn::Module {
 };
 TORCH_MODULE(ResNet20);
 
-// Seconds per step of libtorch's ResNet-20 over `steps` steps (after 3 warm-up steps).
-double torch_seconds_per_step(int threads, bool channels_last, int steps) {
+// torchvision's ResNet-18 (7×7 stem with max pooling, [2, 2, 2, 2] basic blocks) with a 10-class head.
+struct ResNet18Impl : torch::nn::Module {
+    ResNet18Impl() {
+        using namespace torch::nn;
+        stem = register_module("stem", Conv2d(Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
+        bn = register_module("bn", BatchNorm2d(64));
+        std::int64_t in = 64;
+        for (std::int64_t stage = 0; stage < 4; ++stage)
+            for (std::int64_t b = 0; b < 2; ++b) {
+                const std::int64_t width = 64 << stage, stride = (b == 0 && stage > 0) ? 2 : 1;
+                blocks->push_back(BasicBlock(in, width, stride));
+                in = width;
+            }
+        register_module("blocks", blocks);
+        fc = register_module("fc", Linear(512, classes));
+    }
+    torch::Tensor forward(const torch::Tensor& x) {
+        auto y = torch::max_pool2d(torch::relu(bn(stem(x))), {3, 3}, {2, 2}, {1, 1});
+        return fc(torch::adaptive_avg_pool2d(blocks->forward(y), {1, 1}).flatten(1));
+    }
+    torch::nn::Conv2d stem{nullptr};
+    torch::nn::BatchNorm2d bn{nullptr};
+    torch::nn::Sequential blocks;
+    torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ResNet18);
+
+// Seconds per step of libtorch's `Model` on side × side × channels images over `steps` steps (after
+// 3 warm-up steps).
+template <class Model>
+double torch_seconds_per_step(std::int64_t side, std::int64_t channels, int threads, bool channels_last, int steps) {
     torch::set_num_interop_threads(1);
     torch::set_num_threads(threads);
     at::globalContext().setUserEnabledMkldnn(true);
     torch::manual_seed(1);
-    ResNet20 model;
+    Model model;
     model->train();
     auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
     model->to(torch::kCPU, torch::kFloat32);
@@ -99,7 +129,7 @@ double torch_seconds_per_step(int threads, bool channels_last, int steps) {
         for (auto& p : model->parameters())
             if (p.dim() == 4) p.set_data(p.data().contiguous(format));
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
-    const auto x = torch::randn({batch, 1, side, side}).contiguous(format);
+    const auto x = torch::randn({batch, channels, side, side}).contiguous(format);
     const auto y = torch::randint(0, classes, {batch}, torch::kLong);
     const auto step = [&] {
         for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();  // set to none
@@ -128,11 +158,11 @@ std::string self_path() {
 
 // Runs a worker and reads its one line: "<images/s> <peak RSS MiB>". libtorch's are this program,
 // tessera's the program beside it.
-worker_result run_worker(const std::string& kind, int threads) {
+worker_result run_worker(const std::string& kind, const std::string& model, int threads) {
     const std::string self = self_path();
     const std::string program = kind == "tessera" ? self.substr(0, self.rfind('/') + 1) + "tessera_step_worker"
                                                   : self + " --worker " + kind;
-    const std::string command = program + " --threads " + std::to_string(threads);
+    const std::string command = program + " --model " + model + " --threads " + std::to_string(threads);
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) throw std::runtime_error("bench_vs_libtorch: cannot start " + command);
     worker_result r;
@@ -148,11 +178,12 @@ double median(std::vector<double> v) {
     return v.empty() ? 0 : v[v.size() / 2];
 }
 
-void resnet20_vs_libtorch(benchmark::State& state) {
+void step_vs_libtorch(benchmark::State& state, const std::string& model) {
     const int threads = static_cast<int>(state.range(0));
     std::vector<double> nchw, cl, ours, nchw_rss, cl_rss, our_rss;
     for (auto _ : state) {  // one round: the three processes in turn
-        const auto a = run_worker("torch", threads), b = run_worker("torch-cl", threads), c = run_worker("tessera", threads);
+        const auto a = run_worker("torch", model, threads), b = run_worker("torch-cl", model, threads);
+        const auto c = run_worker("tessera", model, threads);
         nchw.push_back(a.images_per_s), cl.push_back(b.images_per_s), ours.push_back(c.images_per_s);
         nchw_rss.push_back(a.peak_rss_mib), cl_rss.push_back(b.peak_rss_mib), our_rss.push_back(c.peak_rss_mib);
     }
@@ -169,22 +200,26 @@ void resnet20_vs_libtorch(benchmark::State& state) {
                    (at::hasMKLDNN() ? ", oneDNN on" : ", no oneDNN") +
                    ", best format " + (cl_best ? "channels-last" : "NCHW"));
 }
-BENCHMARK(resnet20_vs_libtorch)->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(step_vs_libtorch, resnet20, std::string("resnet20"))->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kSecond);
+BENCHMARK_CAPTURE(step_vs_libtorch, resnet18, std::string("resnet18"))->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kSecond);
 
 int worker_main(int argc, char** argv) {
-    std::string kind;
+    std::string kind, model = "resnet20";
     int threads = 1, steps = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string_view flag = argv[i];
         if (flag == "--worker") kind = argv[i + 1];
+        else if (flag == "--model") model = argv[i + 1];
         else if (flag == "--threads") threads = std::atoi(argv[i + 1]);
         else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
     }
-    if (threads < 1 || steps < 1 || (kind != "torch" && kind != "torch-cl")) {
-        std::fprintf(stderr, "usage: bench_vs_libtorch --worker torch|torch-cl --threads N [--steps K]\n");
+    if (threads < 1 || steps < 1 || (kind != "torch" && kind != "torch-cl") || (model != "resnet20" && model != "resnet18")) {
+        std::fprintf(stderr, "usage: bench_vs_libtorch --worker torch|torch-cl --threads N [--steps K] [--model resnet20|resnet18]\n");
         return 2;
     }
-    const double seconds = torch_seconds_per_step(threads, kind == "torch-cl", steps);
+    const bool cl = kind == "torch-cl";
+    const double seconds = model == "resnet20" ? torch_seconds_per_step<ResNet20>(28, 1, threads, cl, steps)
+                                               : torch_seconds_per_step<ResNet18>(32, 3, threads, cl, steps);
     rusage usage{};
     ::getrusage(RUSAGE_SELF, &usage);
     std::printf("%.3f %.1f\n", static_cast<double>(batch) / seconds, static_cast<double>(usage.ru_maxrss) / 1024.0);

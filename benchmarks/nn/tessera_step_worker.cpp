@@ -1,8 +1,9 @@
 // tessera's half of bench_vs_libtorch: one process training tessera's ResNet-20 (projection
-// shortcuts, 1×28×28, batch 32, fp32, SGD with momentum 0.9 and weight decay 5e-4) on the model
+// shortcuts, 1×28×28) or ResNet-18 (torchvision's, 3×32×32), batch 32, fp32, SGD with momentum 0.9
+// and weight decay 5e-4, on the model
 // directly (forward, loss, backward, update: what a sequential session runs per micro-batch), which
 // prints "<images/s> <peak RSS MiB>". It does not link libtorch, so its resident memory is tessera's.
-//   tessera_step_worker --threads N [--steps K]
+//   tessera_step_worker --threads N [--steps K] [--model resnet20|resnet18]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -19,17 +20,18 @@
 
 namespace {
 
-constexpr std::size_t batch = 32, side = 28, classes = 10;
+constexpr std::size_t batch = 32, classes = 10;
 
-// Seconds per step over `steps` steps (after 3 warm-up steps).
-double tessera_seconds_per_step(int threads, int steps) {
+// Seconds per step of `Model` on side × side × channels images over `steps` steps (after 3 warm-up steps).
+template <class Model>
+double seconds_per_step(std::size_t side, std::size_t channels, int threads, int steps) {
     using namespace tessera;
     using P = config::fp32;
-    nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3> model(1, classes);
+    Model model(channels, classes);
     optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
     nn::softmax_cross_entropy<P> loss;
     typename decltype(model)::state st;
-    auto x = tensor::make_nhwc<float>({batch, side, side, 1});
+    auto x = tensor::make_nhwc<float>({batch, side, side, channels});
     std::vector<std::int32_t> labels(batch);
     std::mt19937 rng(1);
     std::normal_distribution<float> pixel;
@@ -52,17 +54,25 @@ double tessera_seconds_per_step(int threads, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    using P = tessera::config::fp32;
+    namespace nn = tessera::nn;
     int threads = 1, steps = 20;
+    std::string_view model = "resnet20";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string_view flag = argv[i];
         if (flag == "--threads") threads = std::atoi(argv[i + 1]);
         else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
+        else if (flag == "--model") model = argv[i + 1];
     }
-    if (threads < 1 || steps < 1) {
-        std::fprintf(stderr, "usage: tessera_step_worker --threads N [--steps K]\n");
+    if (threads < 1 || steps < 1 || (model != "resnet20" && model != "resnet18")) {
+        std::fprintf(stderr, "usage: tessera_step_worker --threads N [--steps K] [--model resnet20|resnet18]\n");
         return 2;
     }
-    const double seconds = tessera_seconds_per_step(threads, steps);
+    const double seconds =
+        model == "resnet20"
+            ? seconds_per_step<nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3>>(
+                  28, 1, threads, steps)
+            : seconds_per_step<nn::resnet18<P>>(32, 3, threads, steps);
     rusage usage{};
     ::getrusage(RUSAGE_SELF, &usage);
     std::printf("%.3f %.1f\n", static_cast<double>(batch) / seconds, static_cast<double>(usage.ru_maxrss) / 1024.0);
