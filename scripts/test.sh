@@ -36,7 +36,7 @@ if [[ "${1:-}" == "--stress" ]]; then
 fi
 
 echo "== tessera tests: Release with assertions"
-run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O1 -DTESSERA_EXAMPLES_FLAGS=-O0
+run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O1 -DTESSERA_EXAMPLES_SYNTAX_ONLY=ON
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
   run_suite build/test-asan -Og -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
