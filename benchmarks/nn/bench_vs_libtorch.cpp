@@ -60,68 +60,55 @@ struct BasicBlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(BasicBlock);
 
-struct ResNet20Impl : torch::nn::Module {
-    ResNet20Impl() {
-        using namespace torch::nn;
-        stem = register_module("stem", Conv2d(Conv2dOptions(1, 16, 3).stride(1).padding(1).bias(false)));
-        bn = register_module("bn", BatchNorm2d(16));
-        std::int64_t in = 16;
-        for (std::int64_t stage = 0; stage < 3; ++stage)
-            for (std::int64_t b = 0; b < 3; ++b) {
-                const std::int64_t width = 16 << stage, stride = (b == 0 && stage > 0) ? 2 : 1;
-                blocks->push_back(BasicBlock(in, width, stride));
-                in = width;
-            }
-        register_module("blocks", blocks);
-        fc = register_module("fc", Linear(64, classes));
-    }
-    torch::Tensor forward(const torch::Tensor& x) {
-        auto y = blocks->forward(torch::relu(bn(stem(x))));
-        return fc(torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1));
-    }
-    torch::nn::Conv2d stem{nullptr};
-    torch::nn::BatchNorm2d bn{nullptr};
-    torch::nn::Sequential blocks;
-    torch::nn::Linear fc{nullptr};
+// A ResNet of basic blocks: a stem (convolution, batch norm, ReLU, and for ImageNet's 3×3 max
+// pooling), `stages` stages of `blocks` blocks whose width doubles from `width` (stride 2 where it
+// does), global average pooling and a 10-class head.
+struct resnet_shape {
+    std::int64_t in_channels, width, stem_kernel, stem_stride, stages, blocks;
+    bool max_pool;
 };
-TORCH_MODULE(ResNet20);
+constexpr resnet_shape resnet20_shape{1, 16, 3, 1, 3, 3, false};  // tessera's cifar_stem, [3, 3, 3]
+constexpr resnet_shape resnet18_shape{3, 64, 7, 2, 4, 2, true};   // torchvision's ResNet-18, [2, 2, 2, 2]
 
-// torchvision's ResNet-18 (7×7 stem with max pooling, [2, 2, 2, 2] basic blocks) with a 10-class head.
-struct ResNet18Impl : torch::nn::Module {
-    ResNet18Impl() {
+struct ResNetImpl : torch::nn::Module {
+    explicit ResNetImpl(const resnet_shape& shape) : max_pool(shape.max_pool) {
         using namespace torch::nn;
-        stem = register_module("stem", Conv2d(Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
-        bn = register_module("bn", BatchNorm2d(64));
-        std::int64_t in = 64;
-        for (std::int64_t stage = 0; stage < 4; ++stage)
-            for (std::int64_t b = 0; b < 2; ++b) {
-                const std::int64_t width = 64 << stage, stride = (b == 0 && stage > 0) ? 2 : 1;
+        stem = register_module("stem", Conv2d(Conv2dOptions(shape.in_channels, shape.width, shape.stem_kernel)
+                                                  .stride(shape.stem_stride)
+                                                  .padding(shape.stem_kernel / 2)
+                                                  .bias(false)));
+        bn = register_module("bn", BatchNorm2d(shape.width));
+        std::int64_t in = shape.width;
+        for (std::int64_t stage = 0; stage < shape.stages; ++stage)
+            for (std::int64_t b = 0; b < shape.blocks; ++b) {
+                const std::int64_t width = shape.width << stage, stride = (b == 0 && stage > 0) ? 2 : 1;
                 blocks->push_back(BasicBlock(in, width, stride));
                 in = width;
             }
         register_module("blocks", blocks);
-        fc = register_module("fc", Linear(512, classes));
+        fc = register_module("fc", Linear(in, classes));
     }
     torch::Tensor forward(const torch::Tensor& x) {
-        auto y = torch::max_pool2d(torch::relu(bn(stem(x))), {3, 3}, {2, 2}, {1, 1});
+        auto y = torch::relu(bn(stem(x)));
+        if (max_pool) y = torch::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
         return fc(torch::adaptive_avg_pool2d(blocks->forward(y), {1, 1}).flatten(1));
     }
+    bool max_pool;
     torch::nn::Conv2d stem{nullptr};
     torch::nn::BatchNorm2d bn{nullptr};
     torch::nn::Sequential blocks;
     torch::nn::Linear fc{nullptr};
 };
-TORCH_MODULE(ResNet18);
+TORCH_MODULE(ResNet);
 
-// Seconds per step of libtorch's `Model` on side × side × channels images over `steps` steps (after
+// Seconds per step of libtorch's ResNet of `shape` on side × side images over `steps` steps (after
 // 3 warm-up steps).
-template <class Model>
-double torch_seconds_per_step(std::int64_t side, std::int64_t channels, int threads, bool channels_last, int steps) {
+double torch_seconds_per_step(const resnet_shape& shape, std::int64_t side, int threads, bool channels_last, int steps) {
     torch::set_num_interop_threads(1);
     torch::set_num_threads(threads);
     at::globalContext().setUserEnabledMkldnn(true);
     torch::manual_seed(1);
-    Model model;
+    ResNet model(shape);
     model->train();
     auto format = channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
     model->to(torch::kCPU, torch::kFloat32);
@@ -129,7 +116,7 @@ double torch_seconds_per_step(std::int64_t side, std::int64_t channels, int thre
         for (auto& p : model->parameters())
             if (p.dim() == 4) p.set_data(p.data().contiguous(format));
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
-    const auto x = torch::randn({batch, channels, side, side}).contiguous(format);
+    const auto x = torch::randn({batch, shape.in_channels, side, side}).contiguous(format);
     const auto y = torch::randint(0, classes, {batch}, torch::kLong);
     const auto step = [&] {
         for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();  // set to none
@@ -218,8 +205,8 @@ int worker_main(int argc, char** argv) {
         return 2;
     }
     const bool cl = kind == "torch-cl";
-    const double seconds = model == "resnet20" ? torch_seconds_per_step<ResNet20>(28, 1, threads, cl, steps)
-                                               : torch_seconds_per_step<ResNet18>(32, 3, threads, cl, steps);
+    const double seconds = model == "resnet20" ? torch_seconds_per_step(resnet20_shape, 28, threads, cl, steps)
+                                               : torch_seconds_per_step(resnet18_shape, 32, threads, cl, steps);
     rusage usage{};
     ::getrusage(RUSAGE_SELF, &usage);
     std::printf("%.3f %.1f\n", static_cast<double>(batch) / seconds, static_cast<double>(usage.ru_maxrss) / 1024.0);
