@@ -1,6 +1,6 @@
 // Convolution forward + backward (data and weight gradients) GFLOP/s per ResNet-20 layer shape
-// (batch 32, 1×28×28 input, NHWC), by im2col + GEMM and by the automatic choice (Winograd F(2×2, 3×3)
-// for the 3×3 stride-1 layers), beside OpenBLAS sgemm on the forward's im2col GEMM in the same run.
+// and ResNet-18 layer shape (batch 32, inputs of 1×28×28 and 3×32×32, NHWC), by im2col + GEMM and by
+// the automatic choice (Winograd F(2×2, 3×3) for most 3×3 stride-1 layers), beside OpenBLAS sgemm on the forward's im2col GEMM in the same run.
 // GFLOPs counts the direct convolution's multiply-adds (model FLOPs) whichever algorithm ran.
 #include <benchmark/benchmark.h>
 
@@ -51,5 +51,13 @@ BENCHMARK(conv)
     ->ArgsProduct({{14}, {32}, {32}, {1}, {1}, {0, 1}})     // layer2
     ->ArgsProduct({{14}, {32}, {64}, {2}, {1}, {0}})        // layer3[0].conv1
     ->ArgsProduct({{7}, {64}, {64}, {1}, {1, 2}, {0, 1}})   // layer3
+    // torchvision's ResNet-18 on 3×32×32 (after its stride-2 stem and max pool): wide layers, small images
+    ->ArgsProduct({{8}, {64}, {64}, {1}, {1, 2}, {0, 1}})     // layer1
+    ->ArgsProduct({{8}, {64}, {128}, {2}, {1, 2}, {0}})       // layer2[0].conv1
+    ->ArgsProduct({{4}, {128}, {128}, {1}, {1, 2}, {0, 1}})   // layer2
+    ->ArgsProduct({{4}, {128}, {256}, {2}, {1, 2}, {0}})      // layer3[0].conv1
+    ->ArgsProduct({{2}, {256}, {256}, {1}, {1, 2}, {0, 1}})   // layer3
+    ->ArgsProduct({{2}, {256}, {512}, {2}, {1, 2}, {0}})      // layer4[0].conv1
+    ->ArgsProduct({{1}, {512}, {512}, {1}, {1, 2}, {0, 1}})   // layer4
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

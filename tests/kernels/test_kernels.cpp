@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -113,6 +114,37 @@ TEST_CASE("gemm reads a B exactly one tile wide in place", "[kernels][gemm]") {
         }
 }
 
+TEST_CASE("gemm splits few rows between threads by columns, with the bits of one thread", "[kernels][gemm][threads]") {
+    // 2 to 40 rows of many columns (a deep convolution on small images): threads take bands of columns.
+    for (const auto [m, n, kk] : {std::array<std::size_t, 3>{2, 700, 300}, {40, 1100, 65}, {17, 96, 9}}) {
+        CAPTURE(m, n, kk);
+        for (const auto tb : {k::trans::no, k::trans::yes}) {
+            const auto a = random_vector<float>(m * kk, 5);
+            const auto b = random_vector<float>(kk * n, 6);
+            const std::size_t ldb = tb == k::trans::no ? n : kk;
+            std::vector<float> one(m * n), ref(m * n);
+            k::gemm(k::trans::no, tb, m, n, kk, 1.0f, a.data(), kk, b.data(), ldb, 0.0f, one.data(), n, {1});
+            k::gemm_reference(k::trans::no, tb, m, n, kk, 1.0f, a.data(), kk, b.data(), ldb, 0.0f, ref.data(), n);
+            REQUIRE(max_rel_error(one, ref) < 1e-5);
+            k::thread_pool pool(3);
+            std::vector<k::gemm_buffers> buffers(3);
+            for (const std::size_t threads : {2u, 3u}) {
+                std::vector<float> c(m * n);
+                k::gemm(k::trans::no, tb, m, n, kk, 1.0f, a.data(), kk, b.data(), ldb, 0.0f, c.data(), n,
+                        {threads, buffers.data(), &pool});
+                CHECK(c == one);
+            }
+        }
+    }
+    // The split itself: by columns for few rows, by rows for many; never more threads than bands.
+    using k::detail::split_threads;
+    CHECK(split_threads(2, 32, 512, 14, 32).by_columns);
+    CHECK(split_threads(2, 32, 512, 14, 32).cols_per_thread == 256);
+    CHECK_FALSE(split_threads(2, 500, 512, 14, 32).by_columns);
+    CHECK_FALSE(split_threads(2, 32, 32, 14, 32).by_columns);  // one column strip: rows it is
+    CHECK(split_threads(4, 14, 64, 14, 32).threads == 2);
+}
+
 TEST_CASE("gemm rejects leading dimensions smaller than the matrix", "[kernels][gemm]") {
     std::vector<float> a(6), b(6), c(4);
     REQUIRE_THROWS_AS(k::gemm(k::trans::no, k::trans::no, 2, 2, 3, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2),
@@ -138,6 +170,10 @@ const std::vector<conv_case> conv_cases{
     {{2, 7, 6, 16}, 16, {3, 3, 1, 1}}, // Winograd (automatic): odd output height, cut-off tiles
     {{2, 5, 9, 9}, 20, {3, 3, 1, 2}},  // Winograd: padding 2, channels not a multiple of the SIMD width
     {{3, 8, 8, 35}, 8, {3, 3, 1, 1}},  // Winograd: more input than output channels
+    {{3, 1, 1, 8}, 16, {3, 3, 1, 1}},  // 1x1 image: only the centre tap reads it (im2col over one tap)
+    {{2, 2, 2, 9}, 8, {3, 3, 2, 1}},   // 2x2 image at stride 2: kernel rows and columns 1-2 live, one GEMM per row
+    {{2, 1, 4, 3}, 5, {3, 5, 1, 1}},   // every kernel column live, rows 1 only: one block of whole rows
+    {{1, 1, 1, 2}, 3, {1, 1, 3, 1}},   // no tap ever reads the image: zeros
 };
 
 /// Adjoints of the direct convolution, in double.
@@ -220,7 +256,11 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
                                       layer{{19, 12, 10, 6}, 9, {3, 3, 2, 1}},
                                       // a weight gradient over the partial-sum budget (1152 × 1024 floats;
                                       // Winograd's 2048 × 1024): one lane, its GEMMs split between the threads
-                                      layer{{3, 3, 3, 128}, 1024, {3, 3, 1, 1}}}) {
+                                      layer{{3, 3, 3, 128}, 1024, {3, 3, 1, 1}},
+                                      // fewer rows than a chunk's minimum: one chunk, its GEMMs (im2col:
+                                      // split by columns; Winograd: the 16 positions' GEMMs) on all the threads
+                                      layer{{5, 2, 2, 64}, 96, {3, 3, 1, 1}},
+                                      layer{{6, 1, 1, 48}, 160, {3, 3, 1, 1}}}) {
         CAPTURE(in.str(), cout, g.stride, static_cast<int>(algorithm));
         const shape out = g.output(in, cout);
         const auto x = random_vector<float>(in.size(), 40);
@@ -256,6 +296,8 @@ TEST_CASE("conv2d chooses Winograd for 3x3 stride-1 windows between 8 or more ch
     CHECK_FALSE(k::uses_winograd(automatic, {2, 28, 28, 1}, 16, {3, 3, 1, 1}));  // the stem: k = 9 either way
     CHECK_FALSE(k::uses_winograd(automatic, {2, 14, 14, 16}, 4, {3, 3, 1, 1}));
     CHECK_FALSE(k::uses_winograd(automatic, {2, 14, 14, 16}, 32, {3, 3, 2, 1}));
+    CHECK(k::uses_winograd(automatic, {32, 2, 2, 256}, 256, {3, 3, 1, 1}));      // one tile, 4 outputs: 16 < 36
+    CHECK_FALSE(k::uses_winograd(automatic, {32, 1, 1, 512}, 512, {3, 3, 1, 1}));  // a quarter tile: 16 > 9
     CHECK_FALSE(k::uses_winograd(k::conv_algorithm::im2col, {2, 14, 14, 16}, 16, {3, 3, 1, 1}));
     CHECK(k::uses_winograd(k::conv_algorithm::winograd, {2, 14, 14, 1}, 1, {3, 3, 1, 1}));
     // Forced where it does not fit: a shape_error naming the window, and nothing written.

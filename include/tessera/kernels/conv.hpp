@@ -21,20 +21,26 @@ namespace tessera::kernels {
 /// Whether a convolution of input `in` to `cout` channels with window g runs as Winograd F(2×2, 3×3).
 /// `automatic` chooses it for 3×3 stride-1 windows between at least 8 channels: with fewer, its 16
 /// GEMMs of depth cin are too thin to beat im2col's one GEMM of depth 9·cin (a 28×28 stem of 1 to 4
-/// input channels measured 1.1-1.3× slower by Winograd, 8 channels 1.1× faster).
+/// input channels measured 1.1-1.3× slower by Winograd, 8 channels 1.1× faster); and only where its
+/// 16 multiplies per 2×2 tile are fewer than im2col's 9 per output pixel: a 1×1 image (ResNet-18's
+/// last stage on 32×32 inputs) fills a quarter of each tile, 16 multiplies against 9.
 [[nodiscard]] inline bool uses_winograd(conv_algorithm a, const tensor::shape& in, std::size_t cout, const window& g) {
     if (a == conv_algorithm::winograd && !winograd::fits(g))
         throw tensor::shape_error("tessera::kernels: Winograd F(2x2, 3x3) needs a 3x3 window at stride 1, not " +
                                   std::to_string(g.kh) + "x" + std::to_string(g.kw) + " at stride " +
                                   std::to_string(g.stride));
-    return a == conv_algorithm::winograd ||
-           (a == conv_algorithm::automatic && winograd::fits(g) && in.c >= 8 && cout >= 8);
+    if (a == conv_algorithm::winograd) return true;
+    if (a != conv_algorithm::automatic || !winograd::fits(g) || in.c < 8 || cout < 8) return false;
+    const winograd::detail::tiling tl(in, g);
+    return 16 * tl.per_image < 9 * tl.oh * tl.ow;
 }
 
-/// Rows [m0, m1) of the im2col matrix of x (NHWC): row m = (n, oy, ox), column (ky, kx, ci), so
-/// col has k = kh·kw·c columns. Padding contributes zeros.
+/// Rows [m0, m1) of the im2col matrix of x (NHWC) over the live taps t: row m = (n, oy, ox), column
+/// (ky, kx, ci) for ky in [t.ky0, t.ky1), kx in [t.kx0, t.kx1), so col has t.columns(c) columns.
+/// Padding contributes zeros.
 template <Compute C, Storage T>
-void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0, std::size_t m1, C* col) {
+void im2col(const T* x, const tensor::shape& in, const window& g, const live_taps& t, std::size_t m0, std::size_t m1,
+            C* col) {
     // Runs of kw·c or c values: an inline register loop where T loads into registers, which costs
     // less than a call per run (memmove, or a dispatched conversion).
     const auto copy = [](const T* from, C* to, std::size_t n) {
@@ -43,25 +49,25 @@ void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0
         else
             convert_n(from, to, n);
     };
-    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = g.kh * g.kw * in.c, span = g.kw * in.c;
+    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = t.columns(in.c), kw = t.kx1 - t.kx0, span = kw * in.c;
     for (std::size_t m = m0; m < m1; ++m) {
         const std::size_t n = m / (oh * ow), oy = (m / ow) % oh, ox = m % ow;
         C* row = col + (m - m0) * k;
-        const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride) - static_cast<std::ptrdiff_t>(g.pad);
-        const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(g.kw) <= static_cast<std::ptrdiff_t>(in.w);
-        for (std::size_t ky = 0; ky < g.kh; ++ky) {
+        const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride + t.kx0) - static_cast<std::ptrdiff_t>(g.pad);
+        const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(kw) <= static_cast<std::ptrdiff_t>(in.w);
+        for (std::size_t ky = t.ky0; ky < t.ky1; ++ky) {
             const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.stride + ky) - static_cast<std::ptrdiff_t>(g.pad);
-            C* dst = row + ky * span;
+            C* dst = row + (ky - t.ky0) * span;
             if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(in.h)) {
                 std::fill(dst, dst + span, C(0));
                 continue;
             }
             const T* src_row = x + (n * in.h + static_cast<std::size_t>(iy)) * in.w * in.c;
-            if (inside_x) {  // the kw pixels of this kernel row are contiguous in NHWC: one copy
+            if (inside_x) {  // the pixels of this kernel row are contiguous in NHWC: one copy
                 copy(src_row + static_cast<std::size_t>(ix0) * in.c, dst, span);
                 continue;
             }
-            for (std::size_t kx = 0; kx < g.kw; ++kx) {
+            for (std::size_t kx = 0; kx < kw; ++kx) {
                 const std::ptrdiff_t ix = ix0 + static_cast<std::ptrdiff_t>(kx);
                 if (ix < 0 || ix >= static_cast<std::ptrdiff_t>(in.w))
                     std::fill(dst + kx * in.c, dst + (kx + 1) * in.c, C(0));
@@ -72,25 +78,27 @@ void im2col(const T* x, const tensor::shape& in, const window& g, std::size_t m0
     }
 }
 
-/// Adds rows [m0, m1) of an im2col-shaped gradient back into dx (NHWC, computation type).
+/// Adds rows [m0, m1) of an im2col-shaped gradient over the live taps t back into dx (NHWC,
+/// computation type).
 template <Compute C>
-void col2im_add(const C* col, const tensor::shape& in, const window& g, std::size_t m0, std::size_t m1, C* dx) {
-    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = g.kh * g.kw * in.c, span = g.kw * in.c;
+void col2im_add(const C* col, const tensor::shape& in, const window& g, const live_taps& t, std::size_t m0,
+                std::size_t m1, C* dx) {
+    const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = t.columns(in.c), kw = t.kx1 - t.kx0, span = kw * in.c;
     for (std::size_t m = m0; m < m1; ++m) {
         const std::size_t n = m / (oh * ow), oy = (m / ow) % oh, ox = m % ow;
         const C* row = col + (m - m0) * k;
-        const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride) - static_cast<std::ptrdiff_t>(g.pad);
-        const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(g.kw) <= static_cast<std::ptrdiff_t>(in.w);
-        for (std::size_t ky = 0; ky < g.kh; ++ky) {
+        const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride + t.kx0) - static_cast<std::ptrdiff_t>(g.pad);
+        const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(kw) <= static_cast<std::ptrdiff_t>(in.w);
+        for (std::size_t ky = t.ky0; ky < t.ky1; ++ky) {
             const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(oy * g.stride + ky) - static_cast<std::ptrdiff_t>(g.pad);
             if (iy < 0 || iy >= static_cast<std::ptrdiff_t>(in.h)) continue;
             C* dst_row = dx + (n * in.h + static_cast<std::size_t>(iy)) * in.w * in.c;
-            const C* src = row + ky * span;
+            const C* src = row + (ky - t.ky0) * span;
             if (inside_x) {
                 simd::add_to(src, dst_row + static_cast<std::size_t>(ix0) * in.c, span);
                 continue;
             }
-            for (std::size_t kx = 0; kx < g.kw; ++kx) {
+            for (std::size_t kx = 0; kx < kw; ++kx) {
                 const std::ptrdiff_t ix = ix0 + static_cast<std::ptrdiff_t>(kx);
                 if (ix < 0 || ix >= static_cast<std::ptrdiff_t>(in.w)) continue;
                 simd::add_to(src + kx * in.c, dst_row + static_cast<std::size_t>(ix) * in.c, in.c);
@@ -106,21 +114,29 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
                     workspace<C>& ws, gemm_options opt = {}, conv_algorithm algorithm = conv_algorithm::automatic) {
     if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_forward(x, in, w, cout, g, y, ws, opt);
     const tensor::shape out = g.output(in, cout);
-    const std::size_t rows = out.pixels(), k = g.kh * g.kw * in.c;
+    const std::size_t rows = out.pixels();
     store_compute<C, Y> dst(y, out.size(), ws.c, parallelism{opt.threads, opt.pool});
     if (g.is_pointwise()) {
-        gemm(trans::no, trans::no, rows, cout, k, C(1), x, k, w, cout, C(0), dst.target(), cout, opt);
+        gemm(trans::no, trans::no, rows, cout, in.c, C(1), x, in.c, w, cout, C(0), dst.target(), cout,
+             detail::all_threads(opt, ws));
     } else {
-        // Chunks of whole images run in parallel, each thread with its own columns and a one-thread GEMM.
+        // Chunks of whole images run in parallel, each thread with its own columns and a one-thread GEMM
+        // (one chunk: one GEMM on all the threads); one GEMM per block of live taps, summed in block order.
+        const live_taps taps(in, g);
+        const std::size_t k = taps.columns(in.c);
         const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
-        auto& cols = detail::thread_columns(ws, threads, chunk * k);
+        auto& cols = detail::thread_columns(ws, threads, chunk * k, opt);
         C* y0 = dst.target();
         detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
             const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
-            im2col(x, in, g, m0, m1, cols[t].data());
-            gemm(trans::no, trans::no, m1 - m0, cout, k, C(1), cols[t].data(), k, w, cout, C(0), y0 + m0 * cout, cout,
-                 {1, &ws.packs[t]});
+            im2col(x, in, g, taps, m0, m1, cols[t].data());
+            for (std::size_t b = 0; b < taps.blocks(); ++b) {
+                const auto blk = taps.at(b, in.c);
+                gemm(trans::no, trans::no, m1 - m0, cout, blk.rows, C(1), cols[t].data() + blk.column, k,
+                     w + blk.weight_row * cout, cout, b == 0 ? C(0) : C(1), y0 + m0 * cout, cout,
+                     detail::chunk_gemm(opt, threads, ws, t));
+            }
         });
     }
     dst.commit();
@@ -133,49 +149,64 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
                           conv_algorithm algorithm = conv_algorithm::automatic) {
     if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt);
     const tensor::shape out = g.output(in, cout);
-    const std::size_t rows = out.pixels(), k = g.kh * g.kw * in.c;
+    const std::size_t rows = out.pixels();
     store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool});
     if (g.is_pointwise()) {
-        gemm(trans::no, trans::yes, rows, k, cout, C(1), dy, cout, w, cout, C(0), dst.target(), k, opt);
+        gemm(trans::no, trans::yes, rows, in.c, cout, C(1), dy, cout, w, cout, C(0), dst.target(), in.c,
+             detail::all_threads(opt, ws));
     } else {
         C* acc = dst.target();
+        const live_taps taps(in, g);
+        const std::size_t k = taps.columns(in.c);
         const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
-        auto& cols = detail::thread_columns(ws, threads, chunk * k);
+        auto& cols = detail::thread_columns(ws, threads, chunk * k, opt);
         detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
             const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk), image = in.h * in.w * in.c;
             // The chunk's images of dx, zeroed by the thread that adds into them.
             std::fill(acc + m0 / (out.h * out.w) * image, acc + m1 / (out.h * out.w) * image, C(0));
-            gemm(trans::no, trans::yes, m1 - m0, k, cout, C(1), dy + m0 * cout, cout, w, cout, C(0), cols[t].data(), k,
-                 {1, &ws.packs[t]});
-            col2im_add(cols[t].data(), in, g, m0, m1, acc);  // chunks hold whole images: no overlap
+            for (std::size_t b = 0; b < taps.blocks(); ++b) {
+                const auto blk = taps.at(b, in.c);
+                gemm(trans::no, trans::yes, m1 - m0, blk.rows, cout, C(1), dy + m0 * cout, cout, w + blk.weight_row * cout,
+                     cout, C(0), cols[t].data() + blk.column, k, detail::chunk_gemm(opt, threads, ws, t));
+            }
+            col2im_add(cols[t].data(), in, g, taps, m0, m1, acc);  // chunks hold whole images: no overlap
         });
     }
     dst.commit();
 }
 
 /// dw += conv_backward_weight(x, dy): accumulates the weight gradient ([kh][kw][cin][cout], in C).
+/// The rows of taps that read only padding get nothing added.
 template <Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g,
                             C* dw, workspace<C>& ws, gemm_options opt = {},
                             conv_algorithm algorithm = conv_algorithm::automatic) {
     if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt);
     const tensor::shape out = g.output(in, cout);
-    const std::size_t rows = out.pixels(), k = g.kh * g.kw * in.c;
+    const std::size_t rows = out.pixels(), size = g.kh * g.kw * in.c * cout;
     if (g.is_pointwise()) {
-        gemm(trans::yes, trans::no, k, cout, rows, C(1), x, k, dy, cout, C(1), dw, cout, opt);
+        gemm(trans::yes, trans::no, in.c, cout, rows, C(1), x, in.c, dy, cout, C(1), dw, cout, detail::all_threads(opt, ws));
         return;
     }
+    const live_taps taps(in, g);
+    const std::size_t k = taps.columns(in.c);
     const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
     const std::size_t chunks = (rows + chunk - 1) / chunk;
-    const detail::lane_plan plan = detail::plan_lanes(chunks, k * cout, sizeof(C), opt);
-    auto& cols = detail::thread_columns(ws, plan.threads, chunk * k);
-    detail::sum_in_lanes(plan, chunks, dw, false, k * cout, ws, opt,
+    const detail::lane_plan plan = detail::plan_lanes(chunks, size, sizeof(C), opt);
+    auto& cols = detail::thread_columns(ws, plan.threads, chunk * k, opt);
+    const bool all_live = k == g.kh * g.kw * in.c;
+    detail::sum_in_lanes(plan, chunks, dw, false, size, ws, opt,
                          [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
                              const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
-                             im2col(x, in, g, m0, m1, cols[t].data());
-                             gemm(trans::yes, trans::no, k, cout, m1 - m0, C(1), cols[t].data(), k, dy + m0 * cout, cout,
-                                  beta, target, cout, o);
+                             // A lane's partial sum starts here: its rows of dead taps must add nothing.
+                             if (beta == C(0) && !all_live) std::fill(target, target + size, C(0));
+                             im2col(x, in, g, taps, m0, m1, cols[t].data());
+                             for (std::size_t b = 0; b < taps.blocks(); ++b) {
+                                 const auto blk = taps.at(b, in.c);
+                                 gemm(trans::yes, trans::no, blk.rows, cout, m1 - m0, C(1), cols[t].data() + blk.column, k,
+                                      dy + m0 * cout, cout, beta, target + blk.weight_row * cout, cout, o);
+                             }
                          });
 }
 

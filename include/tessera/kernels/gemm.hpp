@@ -205,18 +205,41 @@ private:
     C* m_data;
 };
 
-/// The blocked loops (BLIS order: jc, pc, ic, jr, ir) for one register tile; threads split rows.
+/// How gemm_blocked shares C between threads: bands of whole register tiles, of rows or of columns.
+struct thread_split {
+    std::size_t threads, rows_per_thread, cols_per_thread;
+    bool by_columns;
+};
+/// Rows while each thread gets at least four strips of mr rows (then each packs B for its rows
+/// only once per four strips); columns when the rows are too few for that and the columns give at
+/// least as many threads a band of nr-wide strips: with a few rows (a deep convolution on small
+/// images, m = 32 rows of 9·512 columns by 512), a split by rows would hand the threads unequal
+/// strips and make each pack all of B. Whole tiles either way: each element is computed by the same
+/// micro-kernel call sequence whatever the thread count.
+[[nodiscard]] constexpr thread_split split_threads(std::size_t max_threads, std::size_t m, std::size_t n,
+                                                   std::size_t mr, std::size_t nr) noexcept {
+    const std::size_t row_strips = (m + mr - 1) / mr, col_strips = (n + nr - 1) / nr;
+    const std::size_t wanted = std::max<std::size_t>(1, max_threads);
+    const std::size_t by_rows = std::min(wanted, row_strips), by_columns = std::min(wanted, col_strips);
+    if (by_columns > 1 && row_strips < 4 * wanted && by_columns >= by_rows) {
+        const std::size_t per = (col_strips + by_columns - 1) / by_columns;
+        return {(col_strips + per - 1) / per, row_strips * mr, per * nr, true};
+    }
+    const std::size_t per = (row_strips + by_rows - 1) / by_rows;
+    return {(row_strips + per - 1) / per, per * mr, n, false};
+}
+
+/// The blocked loops (BLIS order: jc, pc, ic, jr, ir) for one register tile; threads split rows or
+/// columns (split_threads).
 template <class tl, class C, class TA, class TB>
 void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alpha, const TA* a,
                   std::size_t lda, const TB* b, std::size_t ldb, C beta, C* c, std::size_t ldc,
                   std::size_t max_threads, gemm_buffers* buffers, thread_pool* workers) {
-    const std::size_t threads = std::max<std::size_t>(1, std::min(max_threads, (m + tl::mr - 1) / tl::mr));
-    const std::size_t nc_max = std::min(tl::nc, (n + tl::nr - 1) / tl::nr * tl::nr);
+    const thread_split split = split_threads(max_threads, m, n, tl::mr, tl::nr);
+    const std::size_t threads = split.threads;
+    const std::size_t nc_max = std::min(tl::nc, (std::min(n, split.cols_per_thread) + tl::nr - 1) / tl::nr * tl::nr);
     const std::size_t kc_max = std::min(tl::kc, k);
-    // Rows per thread: whole mr strips, at most mc per block.
-    const std::size_t strips = (m + tl::mr - 1) / tl::mr;
-    const std::size_t rows_per_thread = (strips + threads - 1) / threads * tl::mr;
-    const std::size_t mc_max = std::min(tl::mc, rows_per_thread);
+    const std::size_t mc_max = std::min(tl::mc, split.rows_per_thread);
     // A is read in place (its rows or columns straight from memory, no copy) unless it must be
     // converted, or its leading dimension is a multiple of 4 KiB: then every row of a strip maps to
     // the same L1 set and packing into a contiguous panel avoids the conflict misses. Measured: in
@@ -226,18 +249,20 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
     // A row-major B exactly one tile wide (n == ldb == nr: 16 or 32 channels in fp32) is already laid out
     // as its packed panel: the kernel reads it in place.
     const bool b_in_place = std::is_same_v<TB, C> && tb == trans::no && n == tl::nr && ldb == tl::nr;
-    // Each thread owns a band of rows and packs its own copy of B: packing B costs k·n per thread
-    // against m·n·k/threads of arithmetic, and the threads never wait for one another.
+    // Each thread owns a band of rows (and packs its own copy of B: packing B costs k·n per thread
+    // against m·n·k/threads of arithmetic) or of columns; the threads never wait for one another.
     run_parallel(parallelism{threads, workers}, [&](std::size_t t) {
-        const std::size_t row_begin = std::min(m, t * rows_per_thread);
-        const std::size_t row_end = std::min(m, row_begin + rows_per_thread);
-        if (row_begin >= row_end) return;
+        const std::size_t row_begin = split.by_columns ? 0 : std::min(m, t * split.rows_per_thread);
+        const std::size_t row_end = std::min(m, row_begin + split.rows_per_thread);
+        const std::size_t col_begin = split.by_columns ? std::min(n, t * split.cols_per_thread) : 0;
+        const std::size_t col_end = std::min(n, col_begin + split.cols_per_thread);
+        if (row_begin >= row_end || col_begin >= col_end) return;
         const std::size_t a_size = pack_a_block ? mc_max * kc_max : kc_max * tl::mr, b_size = kc_max * nc_max;
         std::optional<scratch<C>> own_a, own_b;
         C* a_buf = nullptr;
         C* b_buf = nullptr;
-        if (buffers != nullptr && threads == 1) {
-            std::tie(a_buf, b_buf) = buffers->get<C>(a_size, b_size);
+        if (buffers != nullptr) {
+            std::tie(a_buf, b_buf) = buffers[t].get<C>(a_size, b_size);
         } else {
             a_buf = own_a.emplace(a_size).data();
             b_buf = own_b.emplace(b_size).data();
@@ -246,8 +271,8 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
             C* p;
             C* data() const noexcept { return p; }
         } apack{a_buf}, bpack{b_buf};
-        for (std::size_t jc = 0; jc < n; jc += tl::nc) {
-            const std::size_t nc = std::min(tl::nc, n - jc);
+        for (std::size_t jc = col_begin; jc < col_end; jc += tl::nc) {
+            const std::size_t nc = std::min(tl::nc, col_end - jc);
             for (std::size_t pc = 0; pc < k; pc += tl::kc) {
                 const std::size_t kc = std::min(tl::kc, k - pc);
                 const C beta_block = pc == 0 ? beta : C(1);
@@ -285,11 +310,12 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
 
 }  // namespace detail
 
-/// Options of one GEMM call: threads split the rows of C (each thread packs its own panels);
-/// buffers, when given and threads == 1, hold the packed panels between calls.
+/// Options of one GEMM call: threads split the rows or the columns of C (each thread packs its own
+/// panels); buffers, when given, point at one gemm_buffers per thread (`threads` of them), which hold
+/// the packed panels between calls.
 struct gemm_options {
     std::size_t threads = 1;
-    gemm_buffers* buffers = nullptr;
+    gemm_buffers* buffers = nullptr;  ///< threads of them, or none: each call allocates its panels
     thread_pool* pool = nullptr;  ///< workers for threads > 1 (none: threads started per call)
 };
 

@@ -41,36 +41,57 @@ template <class C, class T>
         return load_compute<C>(x, n, scratch, par);
 }
 
+/// Runs item(i, options) for the independent GEMMs i in [0, count): in order with o itself, or, when o
+/// offers several threads (a chunk that has the threads to itself), split between them, each GEMM on
+/// one thread with that thread's buffers. The GEMMs of one chunk are many and thin (16 positions ×
+/// strips of 32 columns): splitting the calls keeps the threads busy without a hand-over per call.
+template <class F>
+void for_each_gemm(std::size_t count, const gemm_options& o, F&& item) {
+    if (o.threads <= 1) {
+        for (std::size_t i = 0; i < count; ++i) item(i, o);
+        return;
+    }
+    kernels::detail::parallel_ranges(parallelism{o.threads, o.pool}, count, 1,
+                                     [&](std::size_t begin, std::size_t end, std::size_t t) {
+                                         const gemm_options one{1, o.buffers == nullptr ? nullptr : o.buffers + t};
+                                         for (std::size_t i = begin; i < end; ++i) item(i, one);
+                                     });
+}
+
 // The 16 GEMMs of one chunk of nt tiles, one per position ξ (operands positions apart as the
-// transforms lay them out).
+// transforms lay them out), each cut into strips of columns.
 /// M_ξ = V_ξ U_ξ (u in strips over cout).
 template <class C>
 void forward_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m, const gemm_options& o) {
-    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
-    for (std::size_t xi = 0; xi < positions; ++xi)
-        for (std::size_t j = 0; j < cout; j += width)
-            gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * nt * cin, cin, u + xi * plane + j * cin, width, C(0),
-                 m + xi * nt * cout + j, cout, o);
+    const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
+    for_each_gemm(positions * strips, o, [&](std::size_t i, const gemm_options& one) {
+        const std::size_t xi = i / strips, j = i % strips * width;
+        gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * nt * cin, cin, u + xi * plane + j * cin, width, C(0),
+             m + xi * nt * cout + j, cout, one);
+    });
 }
 /// dV_ξ = dM_ξ U_ξᵀ (dm in strips over cout, each a slice of the sum over cout; ut in strips over cin).
 template <class C>
 void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, const C* ut, C* dv, const gemm_options& o) {
     const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
-    for (std::size_t xi = 0; xi < positions; ++xi)
-        for (std::size_t j = 0; j < cin; j += width_in)
-            for (std::size_t s = 0; s < cout; s += width_out)
-                gemm(trans::no, trans::no, nt, width_in, width_out, C(1), dm + xi * nt * cout + s * nt, width_out,
-                     ut + xi * plane + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * nt * cin + j, cin, o);
+    const std::size_t strips = cin / width_in;
+    for_each_gemm(positions * strips, o, [&](std::size_t i, const gemm_options& one) {
+        const std::size_t xi = i / strips, j = i % strips * width_in;
+        for (std::size_t s = 0; s < cout; s += width_out)
+            gemm(trans::no, trans::no, nt, width_in, width_out, C(1), dm + xi * nt * cout + s * nt, width_out,
+                 ut + xi * plane + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * nt * cin + j, cin, one);
+    });
 }
 /// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ (dm in strips over cout).
 template <class C>
 void weight_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du,
                   const gemm_options& o) {
-    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
-    for (std::size_t xi = 0; xi < positions; ++xi)
-        for (std::size_t j = 0; j < cout; j += width)
-            gemm(trans::yes, trans::no, cin, width, nt, C(1), v + xi * nt * cin, cin, dm + xi * nt * cout + j * nt, width,
-                 beta, du + xi * plane + j, cout, o);
+    const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
+    for_each_gemm(positions * strips, o, [&](std::size_t i, const gemm_options& one) {
+        const std::size_t xi = i / strips, j = i % strips * width;
+        gemm(trans::yes, trans::no, cin, width, nt, C(1), v + xi * nt * cin, cin, dm + xi * nt * cout + j * nt, width,
+             beta, du + xi * plane + j, cout, one);
+    });
 }
 
 /// What the drivers share: the tiling, the chunks of whole images and their per-thread buffers.
@@ -89,8 +110,8 @@ struct plan {
     }
     /// Transformed inputs (cols) and outputs (tiles), one buffer each per thread.
     std::pair<C*, C*> buffers(workspace<C>& ws, std::size_t t) const noexcept { return {ws.cols[t].data(), ws.tiles[t].data()}; }
-    void reserve(workspace<C>& ws, std::size_t threads) const {
-        kernels::detail::thread_columns(ws, threads, positions * chunk * cin);
+    void reserve(workspace<C>& ws, std::size_t threads, const gemm_options& opt) const {
+        kernels::detail::thread_columns(ws, threads, positions * chunk * cin, opt);
         kernels::detail::thread_buffers(ws.tiles, threads, positions * chunk * cout);
     }
     /// The transformed weights, U or Uᵀ in strips, after 16·plane values of scratch.
@@ -116,13 +137,13 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     store_compute<C, Y> dst(y, g.output(in, cout).size(), ws.c, par);
     const C* u = p.weights(w, false, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
-    p.reserve(ws, threads);
+    p.reserve(ws, threads, opt);
     C* y0 = dst.target();
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_input(xs, in, g, p.tl, t0, t1, v);
-        detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, {1, &ws.packs[t]});
+        detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, kernels::detail::chunk_gemm(opt, threads, ws, t));
         detail::transform_output(m, p.tl, cout, t0, t1, y0);
     });
     dst.commit();
@@ -138,13 +159,13 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     store_compute<C, X> dst(dx, in.size(), ws.c, par);
     const C* ut = p.weights(w, true, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks), image = in.h * in.w * in.c;
-    p.reserve(ws, threads);
+    p.reserve(ws, threads, opt);
     C* acc = dst.target();
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
-        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, {1, &ws.packs[t]});
+        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, kernels::detail::chunk_gemm(opt, threads, ws, t));
         // The chunk's images of dx (chunks hold whole images: no overlap), zeroed by the thread that adds into them.
         std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
         detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
@@ -173,7 +194,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
     C* du = ws.filters.data();
     C* acc = dst ? dst->target() : nullptr;
     const kernels::detail::lane_plan lanes = kernels::detail::plan_lanes(p.chunks, size, sizeof(C), opt);
-    p.reserve(ws, lanes.threads);
+    p.reserve(ws, lanes.threads, opt);
     kernels::detail::sum_in_lanes(lanes, p.chunks, du, true, size, ws, opt,
                                   [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
         const auto [t0, t1] = p.range(c);
