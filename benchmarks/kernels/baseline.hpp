@@ -72,8 +72,10 @@ inline float fma_work(long iters) {
     constexpr int chains = fma_chains;
     B acc[chains];
 #pragma GCC unroll 24
-    for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 1e-7f * static_cast<float>(i));
-    const B x(0.999999f), y(1e-7f);
+    for (int i = 0; i < chains; ++i) acc[i] = B(1.0f + 0.01f * static_cast<float>(i));  // distinct: equal chains would be merged
+    // Operands the compiler cannot see (otherwise GCC 12 folds the whole loop away at -O3).
+    volatile float xv = 0.999999f, yv = 1e-7f;
+    const B x(static_cast<float>(xv)), y(static_cast<float>(yv));
     for (long it = 0; it < iters; ++it)
 #pragma GCC unroll 24
         for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], x, y);

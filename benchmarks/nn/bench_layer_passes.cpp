@@ -1,0 +1,206 @@
+// Where a ResNet-20 training step spends its time, layer by layer and pass by pass, against what each
+// pass could reach on this core: its FLOPs at the FMA peak and its bytes at the speed of a streaming
+// add over the same number of bytes, both measured in the same run. ResNet-20 with projection
+// shortcuts on 1×28×28, batch 32, one thread, as tessera_step_worker and bench_vs_libtorch train it;
+// fp32 and 16.16. Each layer of the network appears once per shape with the number of times the
+// network runs it; the whole step is measured too, and the table's remainder is what no layer
+// pass below accounts for (the blocks' adds, the loss, pooling and classifier, the optimiser).
+//
+// FLOPs are those executed: a Winograd layer (kernels::uses_winograd) multiplies 16 values per 2 × 2
+// output tile and channel pair in each pass instead of the direct convolution's 36; its transforms
+// are additions and are not counted. Bytes are nn::cost's: activations read and written and
+// parameters read, in their storage types.
+//
+//   bench_layer_passes            # prints the table after the benchmarks' own lines
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "baseline.hpp"
+#include "tessera/config.hpp"
+#include "tessera/nn.hpp"
+#include "tessera/optim.hpp"
+
+namespace {
+
+using namespace tessera;
+
+constexpr std::size_t batch = 32, classes = 10;
+
+/// GB/s of c = a + b over float arrays of `bytes` in all, one thread: the streaming speed a pass
+/// over that much data can hope for (in cache when it fits).
+double stream_gbs(double bytes) {
+    const std::size_t n = std::max<std::size_t>(1024, static_cast<std::size_t>(bytes / 12.0));
+    std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n);
+    const double s = bench::seconds_per_call([&] {
+        for (std::size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+        benchmark::DoNotOptimize(c.data());
+    }, 0.05);
+    return 12.0 * static_cast<double>(n) / s / 1e9;
+}
+
+struct row {
+    std::string precision, layer;
+    std::size_t count;
+    double forward_s, backward_s, forward_bound_s, backward_bound_s;
+    bool forward_compute_bound, backward_compute_bound;
+};
+std::vector<row>& table() {
+    static std::vector<row> rows;
+    return rows;
+}
+std::vector<std::pair<std::string, double>>& steps() {
+    static std::vector<std::pair<std::string, double>> s;
+    return s;
+}
+
+template <class L>
+double executed_flops(const L&, const tensor::shape&, double model_flops) {
+    return model_flops;
+}
+template <nn::Numeric P>
+double executed_flops(const nn::conv2d<P>& layer, const tensor::shape& in, double model_flops) {
+    const auto g = layer.geometry();
+    if (!kernels::uses_winograd(kernels::conv_algorithm::automatic, in, layer.out_channels(), g)) return model_flops;
+    const kernels::winograd::detail::tiling tl(in, g);
+    const double direct = static_cast<double>(tl.oh * tl.ow) * 9.0, winograd = static_cast<double>(tl.per_image) * 16.0;
+    return model_flops * winograd / direct;
+}
+
+/// Times one layer's forward and backward passes on an input of shape `in`, with the bound each could reach.
+template <class L>
+void profile(benchmark::State& state, const std::string& precision, const std::string& name, L layer,
+             tensor::shape in, std::size_t count, bool want_dx = true) {
+    using P = typename L::precision;
+    using T = typename P::data_type;
+    auto x = tensor::make_nhwc<T>(in);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    for (auto& v : x) v = T(normal(rng));
+    const tensor::shape out = layer.output_shape(in);
+    auto dy = tensor::make_nhwc<T>(out);
+    for (auto& v : dy) v = T(0.01f * normal(rng));
+    kernels::thread_pool pool(1);
+    const nn::context ctx{.mode = nn::mode::train, .threads = 1, .pool = &pool};
+    typename L::state st;
+    double forward = 0, backward = 0;
+    for (auto _ : state) {
+        forward = bench::seconds_per_call([&] { benchmark::DoNotOptimize(layer.forward(x, st, ctx).data()); }, 0.1);
+        backward = bench::seconds_per_call([&] { benchmark::DoNotOptimize(layer.backward(dy, st, ctx, want_dx).data()); }, 0.1);
+    }
+    const nn::cost c = layer.cost(in);
+    const double peak = bench::fp32_peak_gflops() * 1e9;
+    const double f_flops = executed_flops(layer, in, c.forward_flops), b_flops = executed_flops(layer, in, c.backward_flops);
+    const double f_mem = c.forward_bytes / (stream_gbs(c.forward_bytes) * 1e9),
+                 b_mem = c.backward_bytes / (stream_gbs(c.backward_bytes) * 1e9);
+    const double f_fma = f_flops / peak, b_fma = b_flops / peak;
+    table().push_back({precision, name, count, forward, backward, std::max(f_fma, f_mem), std::max(b_fma, b_mem),
+                       f_fma >= f_mem, b_fma >= b_mem});
+    state.counters["forward_ms"] = forward * 1e3;
+    state.counters["backward_ms"] = backward * 1e3;
+    state.counters["forward_of_bound"] = std::max(f_fma, f_mem) / forward;
+    state.counters["backward_of_bound"] = std::max(b_fma, b_mem) / backward;
+}
+
+template <nn::Numeric P>
+void step(benchmark::State& state, const std::string& precision) {
+    nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3> model(1, classes);
+    optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
+    nn::softmax_cross_entropy<P> loss;
+    typename decltype(model)::state st;
+    using T = typename P::data_type;
+    auto x = tensor::make_nhwc<T>({batch, 28, 28, 1});
+    std::vector<std::int32_t> labels(batch);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> pixel;
+    for (auto& v : x) v = T(pixel(rng));
+    for (auto& l : labels) l = static_cast<std::int32_t>(rng() % classes);
+    kernels::thread_pool pool(1);
+    const nn::context ctx{.mode = nn::mode::train, .threads = 1, .pool = &pool};
+    double s = 0;
+    for (auto _ : state) {
+        s = bench::seconds_per_call([&] {
+            (void)loss(model.forward(x, st, ctx), labels);
+            (void)model.backward(loss.gradient(), st, ctx, false);
+            opt.step(model);
+            optim::zero_grad(model);
+        }, 1.0);
+    }
+    steps().emplace_back(precision, s);
+    state.counters["step_ms"] = s * 1e3;
+    state.counters["img_per_s"] = static_cast<double>(batch) / s;
+}
+
+/// The layers of ResNet-20 (projection shortcuts, 1×28×28, batch 32) by shape, with how often a step runs each.
+template <nn::Numeric P>
+void register_network(const std::string& precision) {
+    using conv = nn::conv2d<P>;
+    const auto reg = [&](const std::string& name, auto make, tensor::shape in, std::size_t count, bool want_dx = true) {
+        benchmark::RegisterBenchmark(("passes/" + precision + "/" + name).c_str(),
+                                     [=](benchmark::State& st) { profile(st, precision, name, make(), in, count, want_dx); })
+            ->Iterations(1)
+            ->Unit(benchmark::kMillisecond);
+    };
+    const kernels::window k3{3, 3, 1, 1}, k3s2{3, 3, 2, 1}, k1s2{1, 1, 2, 0};
+    reg("stem conv 1>16 28x28", [=] { return conv(1, 16, k3); }, {batch, 28, 28, 1}, 1, false);
+    reg("conv 16>16 28x28", [=] { return conv(16, 16, k3); }, {batch, 28, 28, 16}, 6);
+    reg("conv 16>32 s2 28x28", [=] { return conv(16, 32, k3s2); }, {batch, 28, 28, 16}, 1);
+    reg("conv 1x1 16>32 s2 (shortcut)", [=] { return conv(16, 32, k1s2); }, {batch, 28, 28, 16}, 1);
+    reg("conv 32>32 14x14", [=] { return conv(32, 32, k3); }, {batch, 14, 14, 32}, 5);
+    reg("conv 32>64 s2 14x14", [=] { return conv(32, 64, k3s2); }, {batch, 14, 14, 32}, 1);
+    reg("conv 1x1 32>64 s2 (shortcut)", [=] { return conv(32, 64, k1s2); }, {batch, 14, 14, 32}, 1);
+    reg("conv 64>64 7x7", [=] { return conv(64, 64, k3); }, {batch, 7, 7, 64}, 5);
+    reg("bn+relu 16 28x28", [] { return nn::batch_norm_relu<P>(16); }, {batch, 28, 28, 16}, 4);
+    reg("bn 16 28x28", [] { return nn::batch_norm<P>(16); }, {batch, 28, 28, 16}, 3);
+    reg("bn+relu 32 14x14", [] { return nn::batch_norm_relu<P>(32); }, {batch, 14, 14, 32}, 3);
+    reg("bn 32 14x14", [] { return nn::batch_norm<P>(32); }, {batch, 14, 14, 32}, 4);
+    reg("bn+relu 64 7x7", [] { return nn::batch_norm_relu<P>(64); }, {batch, 7, 7, 64}, 3);
+    reg("bn 64 7x7", [] { return nn::batch_norm<P>(64); }, {batch, 7, 7, 64}, 4);
+    // Each block's ReLU after the add of its branches (the adds themselves are in the rest of the step).
+    reg("relu 16 28x28 (after the add)", [] { return nn::relu<P>(); }, {batch, 28, 28, 16}, 3);
+    reg("relu 32 14x14 (after the add)", [] { return nn::relu<P>(); }, {batch, 14, 14, 32}, 3);
+    reg("relu 64 7x7 (after the add)", [] { return nn::relu<P>(); }, {batch, 7, 7, 64}, 3);
+    benchmark::RegisterBenchmark(("step/" + precision).c_str(), [=](benchmark::State& st) { step<P>(st, precision); })
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+}
+
+void print_table() {
+    std::printf("\nfp32 FMA peak of one core: %.1f GFLOP/s. 'of bound': the time the pass could take (its executed FLOPs at\n"
+                "the peak, or its bytes at a streaming add's speed over as many bytes, whichever is longer) over its time.\n",
+                bench::fp32_peak_gflops());
+    for (const auto& [precision, step_s] : steps()) {
+        std::printf("\n%s: whole step %.2f ms (%.0f img/s)\n", precision.c_str(), step_s * 1e3, batch / step_s);
+        std::printf("%-32s %5s %10s %10s %7s %14s %14s\n", "layer", "count", "fwd ms", "bwd ms", "share",
+                    "fwd of bound", "bwd of bound");
+        double total = 0;
+        for (const auto& r : table()) {
+            if (r.precision != precision) continue;
+            const double t = static_cast<double>(r.count) * (r.forward_s + r.backward_s);
+            total += t;
+            std::printf("%-32s %5zu %10.3f %10.3f %6.1f%% %8.2f (%s) %8.2f (%s)\n", r.layer.c_str(), r.count,
+                        r.forward_s * 1e3, r.backward_s * 1e3, 100.0 * t / step_s, r.forward_bound_s / r.forward_s,
+                        r.forward_compute_bound ? "FMA" : "mem", r.backward_bound_s / r.backward_s,
+                        r.backward_compute_bound ? "FMA" : "mem");
+        }
+        std::printf("%-32s %5s %21s %6.1f%%\n", "the rest of the step", "", "", 100.0 * (step_s - total) / step_s);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    register_network<config::fp32>("fp32");
+    register_network<config::half>("16.16");
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    print_table();
+    return 0;
+}
