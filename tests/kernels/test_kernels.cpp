@@ -310,6 +310,21 @@ TEST_CASE("conv2d chooses Winograd for 3x3 stride-1 windows between 8 or more ch
     CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
 }
 
+TEST_CASE("convolution chunks hold whole images, at least 16 of them or 64 rows when the batch has that many",
+          "[kernels][conv]") {
+    using k::detail::conv_chunk_rows;
+    // ResNet-20's 7x7 layers (49 rows an image, k = 576): 16 chunks of 2 images, 98 rows each.
+    CHECK(conv_chunk_rows(576, 49, 32, 4) == 98);
+    // ResNet-18's last stage on 32x32 inputs (1x1 images, k = 4,608): one chunk of the whole batch, not
+    // 16 chunks of 2 rows; 2x2 images: 16 images (64 rows) a chunk.
+    CHECK(conv_chunk_rows(4608, 1, 32, 4) == 32);
+    CHECK(conv_chunk_rows(2304, 4, 32, 4) == 64);
+    // Very deep rows (k = 65,536): the minimum gives way to 8 MiB of columns, 32 rows.
+    CHECK(conv_chunk_rows(65536, 1, 100, 4) == 32);
+    // An empty batch still gets a chunk of one row.
+    CHECK(conv_chunk_rows(9, 4, 0, 4) == 4);
+}
+
 TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
     const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic);  // 3×3/1: Winograd
     for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1), k::window(1, 1, 1, 0)}) {

@@ -121,7 +121,10 @@ inline constexpr std::size_t min_chunk_rows = 64;
     std::size_t per_chunk = std::clamp<std::size_t>(target / row_image, 1, std::max<std::size_t>(images, 1));
     const std::size_t chunks = std::min(images, std::max((images + per_chunk - 1) / per_chunk, min_conv_chunks));
     if (chunks > 0) per_chunk = (images + chunks - 1) / chunks;
-    per_chunk = std::max(per_chunk, std::min(images, (min_chunk_rows + row_image - 1) / row_image));
+    // The minimum gives way where its rows would take more than 8 MiB of columns (k above 32,768 in fp32).
+    const std::size_t min_rows =
+        std::min(min_chunk_rows, std::max<std::size_t>(1, (std::size_t{8} << 20) / (elem * std::max<std::size_t>(k, 1))));
+    per_chunk = std::max(per_chunk, std::min(images, (min_rows + row_image - 1) / row_image));
     return std::max<std::size_t>(per_chunk * rows_per_image, 1);
 }
 
