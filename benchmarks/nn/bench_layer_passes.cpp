@@ -54,8 +54,12 @@ std::vector<row>& table() {
     static std::vector<row> rows;
     return rows;
 }
-std::vector<std::pair<std::string, double>>& steps() {
-    static std::vector<std::pair<std::string, double>> s;
+struct step_times {
+    std::string precision;
+    double step_s, forward_s, backward_s, update_s;  // update: the optimiser's step and zeroing the gradients
+};
+std::vector<step_times>& steps() {
+    static std::vector<step_times> s;
     return s;
 }
 
@@ -122,7 +126,7 @@ void step(benchmark::State& state, const std::string& precision) {
     for (auto& l : labels) l = static_cast<std::int32_t>(rng() % classes);
     kernels::thread_pool pool(1);
     const nn::context ctx{.mode = nn::mode::train, .threads = 1, .pool = &pool};
-    double s = 0;
+    double s = 0, forward = 0, backward = 0, update = 0;
     for (auto _ : state) {
         s = bench::seconds_per_call([&] {
             (void)loss(model.forward(x, st, ctx), labels);
@@ -130,8 +134,24 @@ void step(benchmark::State& state, const std::string& precision) {
             opt.step(model);
             optim::zero_grad(model);
         }, 1.0);
+        // The same step in its three parts, timed apart over as many steps.
+        using clock = std::chrono::steady_clock;
+        constexpr int parts_steps = 20;
+        for (int i = 0; i < parts_steps; ++i) {
+            const auto t0 = clock::now();
+            (void)loss(model.forward(x, st, ctx), labels);
+            const auto t1 = clock::now();
+            (void)model.backward(loss.gradient(), st, ctx, false);
+            const auto t2 = clock::now();
+            opt.step(model);
+            optim::zero_grad(model);
+            const auto t3 = clock::now();
+            forward += std::chrono::duration<double>(t1 - t0).count() / parts_steps;
+            backward += std::chrono::duration<double>(t2 - t1).count() / parts_steps;
+            update += std::chrono::duration<double>(t3 - t2).count() / parts_steps;
+        }
     }
-    steps().emplace_back(precision, s);
+    steps().push_back({precision, s, forward, backward, update});
     state.counters["step_ms"] = s * 1e3;
     state.counters["img_per_s"] = static_cast<double>(batch) / s;
 }
@@ -174,8 +194,17 @@ void print_table() {
     std::printf("\nfp32 FMA peak of one core: %.1f GFLOP/s. 'of bound': the time the pass could take (its executed FLOPs at\n"
                 "the peak, or its bytes at a streaming add's speed over as many bytes, whichever is longer) over its time.\n",
                 bench::fp32_peak_gflops());
-    for (const auto& [precision, step_s] : steps()) {
-        std::printf("\n%s: whole step %.2f ms (%.0f img/s)\n", precision.c_str(), step_s * 1e3, batch / step_s);
+    for (const auto& [precision, step_s, forward_s, backward_s, update_s] : steps()) {
+        double layers_forward = 0, layers_backward = 0;
+        for (const auto& r : table())
+            if (r.precision == precision) {
+                layers_forward += static_cast<double>(r.count) * r.forward_s;
+                layers_backward += static_cast<double>(r.count) * r.backward_s;
+            }
+        std::printf("\n%s: whole step %.2f ms (%.0f img/s): forward %.2f ms (its layers alone %.2f), backward %.2f ms "
+                    "(its layers alone %.2f), update %.2f ms\n",
+                    precision.c_str(), step_s * 1e3, batch / step_s, forward_s * 1e3, layers_forward * 1e3,
+                    backward_s * 1e3, layers_backward * 1e3, update_s * 1e3);
         std::printf("%-32s %5s %10s %10s %7s %14s %14s\n", "layer", "count", "fwd ms", "bwd ms", "share",
                     "fwd of bound", "bwd of bound");
         double total = 0;
