@@ -25,10 +25,12 @@ void conv(benchmark::State& state) {
     std::vector<float> x(in.size(), 0.5f), w(9 * in.c * cout, 0.1f), y(out.size()), dy(out.size(), 0.01f),
         dx(in.size()), dw(w.size());
     k::workspace<float> ws;
+    k::thread_pool pool(threads);  // as a network runs its layers: workers kept between calls
+    const k::gemm_options opt{threads, nullptr, &pool};
     for (auto _ : state) {
-        k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {threads}, algorithm);
-        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads}, algorithm);
-        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, {threads}, algorithm);
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, opt, algorithm);
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, opt, algorithm);
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, opt, algorithm);
         benchmark::DoNotOptimize(dx.data());
         benchmark::DoNotOptimize(dw.data());
     }
