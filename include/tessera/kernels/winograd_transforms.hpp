@@ -147,41 +147,44 @@ void block(P* y, const tiling& tl, std::size_t cout, const tile_cursor& at, P* (
         }
 }
 
+/// Runs f(pixel, inside) for the tile at `at`, pixel(r, q) the address of the patch's pixel (r, q),
+/// null in the padding: at fixed offsets from one pointer when the whole patch lies inside the image
+/// (inside is std::true_type: no pixel is null, nothing to test), else through patch().
+template <class P, class F>
+void with_patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at, F&& f) {
+    if (P* base = interior_patch(x, in, g, at)) {
+        const std::size_t row = in.w * in.c, c = in.c;
+        f([base, row, c](std::size_t r, std::size_t q) { return base + r * row + q * c; }, std::true_type{});
+        return;
+    }
+    P* px[4][4];
+    patch(x, in, g, at, px);
+    f([&px](std::size_t r, std::size_t q) { return px[r][q]; }, std::false_type{});
+}
+
 /// V = Bᵀ d B for tiles [t0, t1): v[ξ][t - t0][ci] (positions nt·c apart).
 template <class C, class S>
 void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
                      std::size_t t1, C* v) {
-    const std::size_t c = in.c, stride = (t1 - t0) * c, row = in.w * c;
+    const std::size_t c = in.c, stride = (t1 - t0) * c;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         C* dst = v + i * c;
-        if (const S* base = interior_patch(x, in, g, at)) {  // no padding: 16 loads at fixed offsets
+        with_patch(x, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[4][4];
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < 4; ++r)
 #pragma GCC unroll 4
-                    for (std::size_t q = 0; q < 4; ++q) d[r][q] = load_lanes<V, C>(base + r * row + q * c + ci);
+                    for (std::size_t q = 0; q < 4; ++q) {
+                        const S* p = pixel(r, q);
+                        d[r][q] = inside || p ? load_lanes<V, C>(p + ci) : V(C(0));
+                    }
                 transform_2d(d, input_1d<V>);
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < 4; ++r)
 #pragma GCC unroll 4
                     for (std::size_t q = 0; q < 4; ++q) store_lanes(dst + (r * 4 + q) * stride + ci, d[r][q]);
             });
-            return;
-        }
-        const S* px[4][4];
-        patch(x, in, g, at, px);
-        over_channels<C>(c, [&]<class V>(std::size_t ci) {
-            V d[4][4];
-#pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                for (std::size_t q = 0; q < 4; ++q) d[r][q] = px[r][q] ? load_lanes<V, C>(px[r][q] + ci) : V(C(0));
-            transform_2d(d, input_1d<V>);
-#pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                for (std::size_t q = 0; q < 4; ++q) store_lanes(dst + (r * 4 + q) * stride + ci, d[r][q]);
         });
     });
 }
@@ -190,10 +193,10 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
 template <class C>
 void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
                         std::size_t t1, C* dx) {
-    const std::size_t c = in.c, stride = (t1 - t0) * c, row = in.w * c;
+    const std::size_t c = in.c, stride = (t1 - t0) * c;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         const C* src = dv + i * c;
-        if (C* base = interior_patch(dx, in, g, at)) {
+        with_patch(dx, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[4][4];
 #pragma GCC unroll 4
@@ -204,27 +207,9 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < 4; ++r)
 #pragma GCC unroll 4
-                    for (std::size_t q = 0; q < 4; ++q) {
-                        C* p = base + r * row + q * c + ci;
-                        store_lanes(p, load_lanes<V, C>(p) + d[r][q]);
-                    }
+                    for (std::size_t q = 0; q < 4; ++q)
+                        if (C* p = pixel(r, q); inside || p) store_lanes(p + ci, load_lanes<V, C>(p + ci) + d[r][q]);
             });
-            return;
-        }
-        C* px[4][4];
-        patch(dx, in, g, at, px);
-        over_channels<C>(c, [&]<class V>(std::size_t ci) {
-            V d[4][4];
-#pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                for (std::size_t q = 0; q < 4; ++q) d[r][q] = load_lanes<V, C>(src + (r * 4 + q) * stride + ci);
-            transform_2d(d, input_1d_adjoint<V>);
-#pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                for (std::size_t q = 0; q < 4; ++q)
-                    if (px[r][q]) store_lanes(px[r][q] + ci, load_lanes<V, C>(px[r][q] + ci) + d[r][q]);
         });
     });
 }
