@@ -42,8 +42,8 @@ double seconds_per_step(std::size_t side, std::size_t channels, int threads, int
     const auto step = [&] {
         (void)loss(model.forward(x, st, ctx), labels);
         (void)model.backward(loss.gradient(), st, ctx, false);
-        opt.step(model);
-        optim::zero_grad(model);
+        opt.step(model, 1.0, ctx.parallel());
+        optim::zero_grad(model, ctx.parallel());
     };
     for (int i = 0; i < 3; ++i) step();
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,8 +1,10 @@
 // Stochastic rounding of updated 16-bit weights: an update of a quarter ulp vanishes under
 // round-to-nearest and moves the weights by itself on average under stochastic rounding; a run is
-// the same twice, and the same whether one optimiser updates all parameters or one per stage does.
+// the same twice, and the same whether one optimiser updates all parameters or one per stage does,
+// and on any number of threads.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <span>
@@ -10,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/kernels/thread_pool.hpp"
 #include "tessera/optim/adamw.hpp"
 #include "tessera/optim/sgd.hpp"
 
@@ -121,4 +124,51 @@ TEST_CASE("stochastic rounding is keyed by seed, parameter name, step and elemen
     optim::sgd({.learning_rate = 1.0, .rounding = {.stochastic = true, .seed = 1}}).step(b);
     CHECK(a.value == b.value);
     CHECK(a.value != std::vector<float>{0.1f, 0.2f});
+}
+
+TEST_CASE("sgd, adamw and zero_grad split large parameters between threads with the bits of one thread",
+          "[optim][threads][rounding]") {
+    // Two parameters of 100,003 elements (over the update grain: split between the threads) and one of
+    // 5 (on one thread), half weights with stochastic rounding and fp32 weights.
+    const auto grads = [](half_params& p) {
+        for (std::size_t q = 0; q < p.grads.size(); ++q)
+            for (std::size_t k = 0; k < p.grads[q].size(); ++k)
+                p.grads[q][k] = 0.001f * static_cast<float>((k * 7919 + q * 104729) % 2001) - 1.0f;
+    };
+    const auto make = [&] {
+        half_params p(2, 100'003, 1.5f, 0.0f);
+        p.names.push_back("small.bias");
+        p.values.emplace_back(5, half(0.5f));
+        p.grads.emplace_back(5, 0.25f);
+        grads(p);
+        return p;
+    };
+    const auto train = [&](auto opt, kernels::parallelism par) {
+        half_params p = make();
+        for (int step = 0; step < 3; ++step) {
+            opt.step(p, 0.5, par);
+            optim::zero_grad(p, par);
+            for (const auto& g : p.grads) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.0f; }));
+            grads(p);
+        }
+        return p.values;
+    };
+    const optim::weight_rounding sr{.stochastic = true, .seed = 11};
+    kernels::thread_pool pool(3);
+    for (const bool use_adamw : {false, true}) {
+        CAPTURE(use_adamw);
+        const auto run = [&](kernels::parallelism par) {
+            return use_adamw ? train(optim::adamw({.learning_rate = 0.01, .weight_decay = 0.1, .rounding = sr}), par)
+                             : train(optim::sgd({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.01,
+                                                 .nesterov = true, .rounding = sr}),
+                                     par);
+        };
+        const auto one = run({1});
+        CHECK(one != make().values);  // the steps moved the weights
+        for (const std::size_t threads : {2u, 3u}) {
+            CAPTURE(threads);
+            CHECK(run({threads}) == one);
+            CHECK(run({threads, &pool}) == one);
+        }
+    }
 }

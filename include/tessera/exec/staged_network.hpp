@@ -306,8 +306,16 @@ public:
             });
             m_gathered[s] = 0;
         }
-        m_optimizers[s].step(p, static_cast<double>(scale) / m_scale[s]);
-        p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
+        // The stage's kernel threads split large parameters (each element's update is its own: the same
+        // result on any number of threads); an optimiser without that overload steps on one.
+        const kernels::parallelism par = m_pools.context(s, m_context).parallel();
+        auto& opt = m_optimizers[s];
+        const double grad_scale = static_cast<double>(scale) / m_scale[s];
+        if constexpr (requires { opt.step(p, grad_scale, par); })
+            opt.step(p, grad_scale, par);
+        else
+            opt.step(p, grad_scale);
+        optim::zero_grad(p, par);
         if (m_rule.dynamic && ++m_good_steps[s] >= m_rule.growth_interval) {
             if (m_scale[s] < max_loss_scale) m_scale[s] = std::min(m_scale[s] * m_rule.factor, max_loss_scale);
             m_good_steps[s] = 0;

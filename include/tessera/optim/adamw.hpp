@@ -49,8 +49,10 @@ public:
         });
     }
 
+    /// One step; a large parameter's elements are split between par's threads (each element's update
+    /// is its own, so the result is the same on any number of threads).
     template <ParameterSet S>
-    void step(S& params, double grad_scale = 1.0) {
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}) {
         ++m_steps;
         const double t = static_cast<double>(m_steps);
         const float lr = static_cast<float>(m_options.learning_rate);
@@ -64,14 +66,16 @@ public:
             using W = typename decltype(value)::value_type;
             auto [m, v] = moments(i++, value.size());
             const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
-            for (std::size_t k = 0; k < value.size(); ++k) {
-                const float g = static_cast<float>(grad[k]) * gs;
-                m[k] = b1 * m[k] + (1 - b1) * g;
-                v[k] = b2 * v[k] + (1 - b2) * g * g;
-                const float p = static_cast<float>(value[k]) * decay;
-                value[k] = detail::store_weight<W>(p - lr * (m[k] * c1) / (std::sqrt(v[k] * c2) + eps),
-                                                   m_options.rounding, stream, k);
-            }
+            kernels::detail::parallel_ranges(par, value.size(), update_grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
+                for (std::size_t k = lo; k < hi; ++k) {
+                    const float g = static_cast<float>(grad[k]) * gs;
+                    m[k] = b1 * m[k] + (1 - b1) * g;
+                    v[k] = b2 * v[k] + (1 - b2) * g * g;
+                    const float p = static_cast<float>(value[k]) * decay;
+                    value[k] = detail::store_weight<W>(p - lr * (m[k] * c1) / (std::sqrt(v[k] * c2) + eps),
+                                                       m_options.rounding, stream, k);
+                }
+            });
         });
     }
 

@@ -1,5 +1,6 @@
 #pragma once
 // What optimisers work on: anything that visits (name, value, gradient) — a model or a range of its units.
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/thread_pool.hpp"
 
 namespace tessera::optim {
 
@@ -44,11 +46,16 @@ private:
     std::size_t m_first, m_last;
 };
 
-/// Sets every gradient to zero.
+/// Elements of one parameter below which an optimiser's pass over it stays on one thread.
+inline constexpr std::size_t update_grain = std::size_t{1} << 15;
+
+/// Sets every gradient to zero; a large parameter's elements are split between par's threads.
 template <ParameterSet S>
-void zero_grad(S& params) {
-    params.visit_parameters([](std::string_view, auto, auto grad) {
-        for (auto& g : grad) g = 0;
+void zero_grad(S& params, kernels::parallelism par = {}) {
+    params.visit_parameters([&](std::string_view, auto, auto grad) {
+        kernels::detail::parallel_ranges(par, grad.size(), update_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+            std::fill(grad.begin() + static_cast<std::ptrdiff_t>(b), grad.begin() + static_cast<std::ptrdiff_t>(e), 0);
+        });
     });
 }
 

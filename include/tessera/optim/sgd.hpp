@@ -58,8 +58,10 @@ public:
         params.visit_parameters([&](std::string_view, auto value, auto) { buffer(i++, value.size()); });
     }
 
+    /// One step; a large parameter's elements are split between par's threads (each element's update
+    /// is its own, so the result is the same on any number of threads).
     template <ParameterSet S>
-    void step(S& params, double grad_scale = 1.0) {
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}) {
         const float lr = static_cast<float>(m_options.learning_rate), mom = static_cast<float>(m_options.momentum);
         const float wd = static_cast<float>(m_options.weight_decay), damp = static_cast<float>(1.0 - m_options.dampening);
         const float gs = static_cast<float>(grad_scale);
@@ -70,16 +72,18 @@ public:
             std::vector<float>* b = mom > 0 ? &buffer(i, value.size()) : nullptr;
             const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
             ++i;
-            for (std::size_t k = 0; k < value.size(); ++k) {
-                const float p = static_cast<float>(value[k]);
-                float g = static_cast<float>(grad[k]) * gs + wd * p;
-                if (b != nullptr) {
-                    float& v = (*b)[k];
-                    v = first ? g : mom * v + damp * g;
-                    g = m_options.nesterov ? g + mom * v : v;
+            kernels::detail::parallel_ranges(par, value.size(), update_grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
+                for (std::size_t k = lo; k < hi; ++k) {
+                    const float p = static_cast<float>(value[k]);
+                    float g = static_cast<float>(grad[k]) * gs + wd * p;
+                    if (b != nullptr) {
+                        float& v = (*b)[k];
+                        v = first ? g : mom * v + damp * g;
+                        g = m_options.nesterov ? g + mom * v : v;
+                    }
+                    value[k] = detail::store_weight<W>(p - lr * g, m_options.rounding, stream, k);
                 }
-                value[k] = detail::store_weight<W>(p - lr * g, m_options.rounding, stream, k);
-            }
+            });
         });
         ++m_steps;
     }
