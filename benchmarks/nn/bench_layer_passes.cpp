@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "baseline.hpp"
+#include "training_step.hpp"
 #include "tessera/config.hpp"
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
@@ -69,11 +70,7 @@ double executed_flops(const L&, const tensor::shape&, double model_flops) {
 }
 template <nn::Numeric P>
 double executed_flops(const nn::conv2d<P>& layer, const tensor::shape& in, double model_flops) {
-    const auto g = layer.geometry();
-    if (!kernels::uses_winograd(kernels::conv_algorithm::automatic, in, layer.out_channels(), g)) return model_flops;
-    const kernels::winograd::detail::tiling tl(in, g);
-    const double direct = static_cast<double>(tl.oh * tl.ow) * 9.0, winograd = static_cast<double>(tl.per_image) * 16.0;
-    return model_flops * winograd / direct;
+    return model_flops * bench::executed_share(in, layer.out_channels(), layer.geometry());
 }
 
 /// Times one layer's forward and backward passes on an input of shape `in`, with the bound each could reach.
@@ -113,42 +110,18 @@ void profile(benchmark::State& state, const std::string& precision, const std::s
 
 template <nn::Numeric P>
 void step(benchmark::State& state, const std::string& precision) {
-    nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3> model(1, classes);
-    optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
-    nn::softmax_cross_entropy<P> loss;
-    typename decltype(model)::state st;
-    using T = typename P::data_type;
-    auto x = tensor::make_nhwc<T>({batch, 28, 28, 1});
-    std::vector<std::int32_t> labels(batch);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> pixel;
-    for (auto& v : x) v = T(pixel(rng));
-    for (auto& l : labels) l = static_cast<std::int32_t>(rng() % classes);
-    kernels::thread_pool pool(1);
-    const nn::context ctx{.mode = nn::mode::train, .threads = 1, .pool = &pool};
+    bench::training_step step(nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3>(1, classes),
+                              {batch, 28, 28, 1}, 1);
     double s = 0, forward = 0, backward = 0, update = 0;
     for (auto _ : state) {
-        s = bench::seconds_per_call([&] {
-            (void)loss(model.forward(x, st, ctx), labels);
-            (void)model.backward(loss.gradient(), st, ctx, false);
-            opt.step(model);
-            optim::zero_grad(model);
-        }, 1.0);
+        s = bench::seconds_per_call([&] { step(); }, 1.0);
         // The same step in its three parts, timed apart over as many steps.
-        using clock = std::chrono::steady_clock;
         constexpr int parts_steps = 20;
         for (int i = 0; i < parts_steps; ++i) {
-            const auto t0 = clock::now();
-            (void)loss(model.forward(x, st, ctx), labels);
-            const auto t1 = clock::now();
-            (void)model.backward(loss.gradient(), st, ctx, false);
-            const auto t2 = clock::now();
-            opt.step(model);
-            optim::zero_grad(model);
-            const auto t3 = clock::now();
-            forward += std::chrono::duration<double>(t1 - t0).count() / parts_steps;
-            backward += std::chrono::duration<double>(t2 - t1).count() / parts_steps;
-            update += std::chrono::duration<double>(t3 - t2).count() / parts_steps;
+            const auto t = step.timed();
+            forward += t.forward / parts_steps;
+            backward += t.backward / parts_steps;
+            update += t.update / parts_steps;
         }
     }
     steps().push_back({precision, s, forward, backward, update});

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "baseline.hpp"
+#include "training_step.hpp"
 #include "tessera/config.hpp"
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
@@ -126,10 +127,7 @@ inline double resnet20_executed_flops_per_image(double model_flops_per_image) {
         const double direct = 2.0 * double(oh * ow) * 9.0 * double(c.cin * c.cout);  // one pass
         model += 3 * direct;  // as nn::cost counts it: forward, data and weight gradients
         const double passes = i == 0 ? 2 : 3;
-        const bool winograd = kernels::uses_winograd(kernels::conv_algorithm::automatic, {1, c.h, c.w, c.cin}, c.cout,
-                                                     {3, 3, c.stride, 1});
-        executed += passes * (winograd ? 2.0 * double(((oh + 1) / 2) * ((ow + 1) / 2)) * 16.0 * double(c.cin * c.cout)
-                                       : direct);
+        executed += passes * direct * bench::executed_share({1, c.h, c.w, c.cin}, c.cout, {3, 3, c.stride, 1});
     }
     return model_flops_per_image - model + executed;
 }

@@ -9,42 +9,20 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string_view>
-#include <vector>
+#include <utility>
 
 #include "tessera/config.hpp"
-#include "tessera/kernels/thread_pool.hpp"
-#include "tessera/nn.hpp"
-#include "tessera/optim.hpp"
+#include "training_step.hpp"
 
 namespace {
 
-constexpr std::size_t batch = 32, classes = 10;
+constexpr std::size_t batch = 32;
 
-// Seconds per step of `Model` on side × side × channels images over `steps` steps (after 3 warm-up steps).
+// Seconds per step of `model` on side × side × channels images over `steps` steps (after 3 warm-up steps).
 template <class Model>
-double seconds_per_step(std::size_t side, std::size_t channels, int threads, int steps) {
-    using namespace tessera;
-    using P = config::fp32;
-    Model model(channels, classes);
-    optim::sgd opt({.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4});
-    nn::softmax_cross_entropy<P> loss;
-    typename decltype(model)::state st;
-    auto x = tensor::make_nhwc<float>({batch, side, side, channels});
-    std::vector<std::int32_t> labels(batch);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> pixel;
-    for (auto& v : x) v = pixel(rng);
-    for (auto& l : labels) l = static_cast<std::int32_t>(rng() % classes);
-    kernels::thread_pool pool(static_cast<std::size_t>(threads));
-    const nn::context ctx{.mode = nn::mode::train, .threads = static_cast<std::size_t>(threads), .pool = &pool};
-    const auto step = [&] {
-        (void)loss(model.forward(x, st, ctx), labels);
-        (void)model.backward(loss.gradient(), st, ctx, false);
-        opt.step(model, 1.0, ctx.parallel());
-        optim::zero_grad(model, ctx.parallel());
-    };
+double seconds_per_step(Model model, std::size_t side, std::size_t channels, int threads, int steps) {
+    bench::training_step<Model> step(std::move(model), {batch, side, side, channels}, static_cast<std::size_t>(threads));
     for (int i = 0; i < 3; ++i) step();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) step();
@@ -70,9 +48,9 @@ int main(int argc, char** argv) {
     }
     const double seconds =
         model == "resnet20"
-            ? seconds_per_step<nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3>>(
-                  28, 1, threads, steps)
-            : seconds_per_step<nn::resnet18<P>>(32, 3, threads, steps);
+            ? seconds_per_step(nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 3, 3, 3>(1, 10),
+                               28, 1, threads, steps)
+            : seconds_per_step(nn::resnet18<P>(3, 10), 32, 3, threads, steps);
     rusage usage{};
     ::getrusage(RUSAGE_SELF, &usage);
     std::printf("%.3f %.1f\n", static_cast<double>(batch) / seconds, static_cast<double>(usage.ru_maxrss) / 1024.0);

@@ -1,0 +1,91 @@
+#pragma once
+// What the training-step benchmarks share: one step of a model on a fixed random batch (forward,
+// softmax cross-entropy, backward, SGD with momentum 0.9 and weight decay 5e-4, zeroed gradients),
+// and the FLOPs a convolution really executes.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "tessera/kernels/conv.hpp"
+#include "tessera/kernels/thread_pool.hpp"
+#include "tessera/nn.hpp"
+#include "tessera/optim.hpp"
+
+namespace bench {
+
+/// A model's training step on `threads` threads over a batch of normal pixels and uniform labels
+/// (seed 1); call() runs one step, timed() one step in its three parts.
+template <class Model>
+class training_step {
+public:
+    using P = typename Model::precision;
+    using T = typename P::data_type;
+    static constexpr std::size_t classes = 10;
+
+    training_step(Model model, tessera::tensor::shape input, std::size_t threads)
+        : m_model(std::move(model)), m_x(tessera::tensor::make_nhwc<T>(input)), m_labels(input.n), m_pool(threads),
+          m_ctx{.mode = tessera::nn::mode::train, .threads = threads, .pool = &m_pool} {
+        std::mt19937 rng(1);
+        std::normal_distribution<float> pixel;
+        for (auto& v : m_x) v = T(pixel(rng));
+        for (auto& l : m_labels) l = static_cast<std::int32_t>(rng() % classes);
+    }
+
+    void operator()() {
+        forward();
+        backward();
+        update();
+    }
+
+    struct parts {
+        double forward, backward, update;  ///< seconds; update: the optimiser's step and zeroing the gradients
+    };
+    [[nodiscard]] parts timed() {
+        using clock = std::chrono::steady_clock;
+        const auto t0 = clock::now();
+        forward();
+        const auto t1 = clock::now();
+        backward();
+        const auto t2 = clock::now();
+        update();
+        const auto t3 = clock::now();
+        const auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+        return {seconds(t1 - t0), seconds(t2 - t1), seconds(t3 - t2)};
+    }
+
+private:
+    void forward() { (void)m_loss(m_model.forward(m_x, m_state, m_ctx), m_labels); }
+    void backward() { (void)m_model.backward(m_loss.gradient(), m_state, m_ctx, false); }
+    void update() {
+        m_opt.step(m_model, 1.0, m_ctx.parallel());
+        tessera::optim::zero_grad(m_model, m_ctx.parallel());
+    }
+
+    Model m_model;
+    tessera::optim::sgd m_opt{{.learning_rate = 0.01, .momentum = 0.9, .weight_decay = 5e-4}};
+    tessera::nn::softmax_cross_entropy<P> m_loss;
+    typename Model::state m_state;
+    tessera::tensor::dense<T, 4> m_x;
+    std::vector<std::int32_t> m_labels;
+    tessera::kernels::thread_pool m_pool;
+    tessera::nn::context m_ctx;
+};
+
+/// FLOPs a convolution executes over those of the direct convolution (what nn::cost counts), as the
+/// kernels run it by the automatic choice: Winograd F(2×2, 3×3) multiplies 16 values per 2 × 2
+/// output tile where the direct convolution multiplies 9 per output pixel (its transforms are
+/// additions and are not counted); im2col + GEMM multiplies over the kernel taps that read the image.
+[[nodiscard]] inline double executed_share(const tessera::tensor::shape& in, std::size_t cout,
+                                           const tessera::kernels::window& g) {
+    namespace k = tessera::kernels;
+    if (k::uses_winograd(k::conv_algorithm::automatic, in, cout, g)) {
+        const k::winograd::detail::tiling tl(in, g);
+        return 16.0 * static_cast<double>(tl.per_image) / (9.0 * static_cast<double>(tl.oh * tl.ow));
+    }
+    return static_cast<double>(k::live_taps(in, g).columns(in.c)) / static_cast<double>(g.kh * g.kw * in.c);
+}
+
+}  // namespace bench
