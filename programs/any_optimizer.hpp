@@ -2,8 +2,10 @@
 // One optimizer type for a command line that chooses SGD or AdamW at run time (one set of sessions).
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include <tessera/optim.hpp>
 
@@ -16,12 +18,27 @@ public:
     any_optimizer(optim::adamw o) : m_opt(std::move(o)) {}  // NOLINT(google-explicit-constructor)
 
     template <class S>
-    void step(S& params, double grad_scale = 1.0) {
-        std::visit([&](auto& o) { o.step(params, grad_scale); }, m_opt);
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, optim::element_range shard = {}) {
+        std::visit([&](auto& o) { o.step(params, grad_scale, par, shard); }, m_opt);
     }
     template <class S>
-    void prepare(S& params) {
-        std::visit([&](auto& o) { o.prepare(params); }, m_opt);
+    void prepare(S& params, optim::element_range shard = {}) {
+        std::visit([&](auto& o) { o.prepare(params, shard); }, m_opt);
+    }
+    template <class S>
+    void keep_shard(S& params, optim::element_range shard) {
+        std::visit([&](auto& o) { o.keep_shard(params, shard); }, m_opt);
+    }
+    /// Gathers the shards' state (each holding the same kind of optimizer as this one).
+    template <class S>
+    void gather_shards(S& params, std::span<const any_optimizer* const> shards) {
+        std::visit(
+            [&]<class O>(O& o) {
+                std::vector<const O*> parts;
+                for (const any_optimizer* s : shards) parts.push_back(&std::get<O>(s->m_opt));
+                o.gather_shards(params, std::span<const O* const>(parts));
+            },
+            m_opt);
     }
     template <class F>
     void visit_state(F&& f) {

@@ -26,13 +26,13 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     char line[2048];
     std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, input_replica_group=%zu, instances=%zu, "
-                "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', output_mode='%s', "
+                "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "precision='%s', recompute=%s, replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "split='%s', stochastic_rounding=%s, strategy='%s', workers=%zu)\n",
                 yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, r.input_replica_group, r.instances,
                 tessera::programs::stages_of(r), r.loss_scaling.c_str(), r.lr,
-                r.model.c_str(), r.optimizer.c_str(), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
+                r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
                 static_cast<unsigned long long>(r.seed), split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(), r.workers);
     return line;
@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
     app.add_flag("--stochastic-rounding,!--no-stochastic-rounding", r.stochastic_rounding,
                  "round updated 16-bit weights up or down with probability proportional to the "
                  "distance, as the IPU's stochastic rounding does (keyed by --seed; 16.16 only)");
+    app.add_flag("--optimizer-sharding,!--no-optimizer-sharding", r.optimizer_sharding,
+                 "each replica keeps the optimiser state of 1/R of the weights and updates those, the all-reduce "
+                 "becoming a reduce-scatter and an all-gather (PopTorch's replicated tensor sharding; needs --replicas > 1)");
     app.add_flag("--eight-bit-io,!--no-eight-bit-io", r.eight_bit_io, "send 8-bit images, normalised on the device");
     app.add_flag("--async-dataloader,!--no-async-dataloader", r.async_dataloader, "prepare batches ahead");
     app.add_option("--workers", r.workers, "loader workers")->check(CLI::PositiveNumber);
@@ -109,6 +112,16 @@ int main(int argc, char** argv) {
     if (r.stochastic_rounding && r.precision != "16.16") {
         std::fprintf(stderr, "tessera-train: error: --stochastic-rounding rounds 16-bit weights, and precision %s keeps "
                              "its weights in fp32, stored exactly (use --precision 16.16)\n", r.precision.c_str());
+        return 2;
+    }
+    if (r.optimizer_sharding && r.replicas < 2) {
+        std::fprintf(stderr, "tessera-train: error: --optimizer-sharding splits the optimiser state between replicas, "
+                             "and this run has %zu (use --replicas 2 or more)\n", r.replicas);
+        return 2;
+    }
+    if (r.optimizer_sharding && r.instances > 1 && (checkpoint->count() > 0 || resume->count() > 0)) {
+        std::fprintf(stderr, "tessera-train: error: checkpoints of an optimiser state sharded over %zu instances are not "
+                             "supported (each process holds only its replicas' shards)\n", r.instances);
         return 2;
     }
     if (r.dry_run)

@@ -61,6 +61,8 @@ template <config::Config C, class Model, class Net, class Optimizer>
     for (const bool r : settings.recompute) recomputed += r ? 1 : 0;
     if (recomputed > 0) text += ", recomputation on " + std::to_string(recomputed) + " of " + std::to_string(stages) + " stages";
     if (optimizer.rounding().stochastic) text += ", stochastic rounding of weights";
+    if (session.program().optimizer_sharded())
+        text += ", optimiser state sharded over " + std::to_string(session.program().request.replicas) + " replicas";
     return text;
 }
 
@@ -73,7 +75,7 @@ inline std::string configuration_text(const train_request& r, std::size_t images
            " D=" + std::to_string(r.device_iterations) + " R=" + std::to_string(r.replicas) + " " + r.strategy + " " +
            r.schedule + " ipus=" + std::to_string(r.ipus_per_replica) + " split=" + split + " " + r.optimizer +
            " lr=" + std::to_string(r.lr) + " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed) +
-           (r.stochastic_rounding ? " stochastic-rounding" : "");
+           (r.stochastic_rounding ? " stochastic-rounding" : "");  // optimiser sharding changes no bit: a run may resume with or without it
 }
 
 /// The "configuration" member of --metrics-json: every flag that shapes the run.
@@ -87,6 +89,7 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("replicas", r.replicas).member("instances", r.instances).member("strategy", r.strategy);
     j.member("schedule", r.schedule).member("ipus_per_replica", stages_of(r)).member("split", split);
     j.member("recompute", r.recompute).member("stochastic_rounding", r.stochastic_rounding);
+    j.member("optimizer_sharding", r.optimizer_sharding);
     j.member("eight_bit_io", r.eight_bit_io);
     j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host);
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);

@@ -111,6 +111,7 @@ template <class Net>
                               std::to_string(b.stages) + " stages (give " + std::to_string(b.stages - 1) + ")");
     }
     if (r.recompute) settings.recompute.assign(b.stages, true);
+    settings.optimizer_sharding = r.optimizer_sharding;
     return settings;
 }
 

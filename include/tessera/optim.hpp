@@ -7,4 +7,5 @@
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/schedule.hpp"
 #include "tessera/optim/sgd.hpp"
+#include "tessera/optim/shard.hpp"
 #include "tessera/optim/weight_rounding.hpp"

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "deadline.hpp"
-#include "tessera/emulator/all_reduce.hpp"
+#include "tessera/emulator/collective_group.hpp"
 
 namespace emu = tessera::emulator;
 
 TEST_CASE("all_reduce sums in rank order, bit-identical on every rank", "[emulator][threads]") {
     for (std::size_t ranks : {1u, 2u, 3u, 4u}) {
-        emu::all_reduce_group<float> group(ranks);
+        emu::collective_group<float> group(ranks);
         std::mt19937 rng(42);
         std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
         constexpr std::size_t n = 513;
@@ -54,7 +54,7 @@ TEST_CASE("all_reduce sums in rank order, bit-identical on every rank", "[emulat
 }
 
 TEST_CASE("all_reduce abort wakes waiters; a size mismatch aborts the round", "[emulator][threads]") {
-    emu::all_reduce_group<float> group(3);
+    emu::collective_group<float> group(3);
     std::vector<float> a(4), b(5);
     int aborted = 0, mismatched = 0;
     tessera::test::within_deadline(60, "all-reduce abort", [&] {
@@ -74,13 +74,13 @@ TEST_CASE("all_reduce abort wakes waiters; a size mismatch aborts the round", "[
     });
     CHECK(aborted + mismatched == 2);  // ordering of arrival is not controlled; both paths end
     REQUIRE_THROWS_AS(group.reduce(2, a), emu::collective_aborted);
-    emu::all_reduce_group<double> other(2);
+    emu::collective_group<double> other(2);
     REQUIRE_THROWS_AS(other.reduce(2, std::span<double>{}), std::invalid_argument);
 }
 
 TEST_CASE("all_reduce's combine hook sees the sum once, before the buffers receive it", "[emulator][threads]") {
     int calls = 0;
-    emu::all_reduce_group<float> group(2, [&](std::span<float> sum) {
+    emu::collective_group<float> group(2, [&](std::span<float> sum) {
         ++calls;
         for (auto& v : sum) v *= 10.0f;
     });
@@ -101,7 +101,7 @@ TEST_CASE("abort() does not wait for a combine that waits for other processes", 
     // it learns of the abort too, and neither buffer receives a result.
     std::promise<void> entered, release;
     const auto released = release.get_future().share();
-    emu::all_reduce_group<float> group(2, [&](std::span<float>) {
+    emu::collective_group<float> group(2, [&](std::span<float>) {
         entered.set_value();
         released.wait();
     });
@@ -126,4 +126,84 @@ TEST_CASE("abort() does not wait for a combine that waits for other processes", 
     replicas.clear();  // joins
     CHECK(aborted == 2);
     CHECK(data == std::vector<std::vector<float>>{{1, 2}, {3, 4}});
+}
+
+TEST_CASE("reduce_scatter gives each rank the rank-order sums of its part only", "[emulator][threads]") {
+    constexpr std::size_t ranks = 3, n = 10;
+    emu::collective_group<float> group(ranks);
+    std::vector<std::vector<float>> data(ranks, std::vector<float>(n));
+    for (std::size_t r = 0; r < ranks; ++r)
+        for (std::size_t i = 0; i < n; ++i) data[r][i] = 0.1f * float(i) + 1e4f * float(r == 1) - 1e4f * float(r == 2);
+    const auto before = data;
+    const std::size_t bounds[] = {0, 3, 3, 10};  // rank 1 keeps nothing
+    tessera::test::within_deadline(30, "reduce-scatter", [&] {
+        std::vector<std::jthread> threads;
+        for (std::size_t r = ranks; r-- > 0;)
+            threads.emplace_back([&, r] { group.reduce_scatter(r, data[r], bounds[r], bounds[r + 1], double(r)); });
+    });
+    for (std::size_t r = 0; r < ranks; ++r)
+        for (std::size_t i = 0; i < n; ++i) {
+            CAPTURE(r, i);
+            const bool mine = i >= bounds[r] && i < bounds[r + 1];
+            // (a + 1e4) - 1e4 in rank order: not a + (1e4 - 1e4), so the order is visible in the bits.
+            const float sum = (before[0][i] + before[1][i]) + before[2][i];
+            CHECK(data[r][i] == (mine ? sum : before[r][i]));
+        }
+}
+
+TEST_CASE("all_gather gives every rank every rank's part; the combine hook fills in other processes'",
+          "[emulator][threads]") {
+    constexpr std::size_t ranks = 2, n = 6;
+    int calls = 0;
+    // The combine stands for the processes after this one: it owns elements [4, 6).
+    emu::collective_group<float> group(ranks, [&](std::span<float> v) {
+        ++calls;
+        CHECK(v[0] == 10.0f);
+        CHECK(v[3] == 23.0f);
+        v[4] = -4.0f, v[5] = -5.0f;
+    });
+    std::vector<std::vector<float>> data(ranks, std::vector<float>(n));
+    for (std::size_t r = 0; r < ranks; ++r)
+        for (std::size_t i = 0; i < n; ++i) data[r][i] = float(10 * (r + 1) + i);
+    double times[ranks] = {};
+    tessera::test::within_deadline(30, "all-gather", [&] {
+        std::jthread other([&] { times[1] = group.all_gather(1, data[1], 2, 4, 7.0); });
+        times[0] = group.all_gather(0, data[0], 0, 2, 3.0);
+    });
+    CHECK(calls == 1);
+    for (std::size_t r = 0; r < ranks; ++r) {
+        CHECK(data[r] == std::vector<float>{10, 11, 22, 23, -4, -5});
+        CHECK(times[r] == 7.0);
+    }
+}
+
+TEST_CASE("a rank naming elements outside its buffer, or joining another collective, aborts the round",
+          "[emulator][threads]") {
+    emu::collective_group<float> group(2);
+    std::vector<float> a(4), b(4);
+    CHECK_THROWS_WITH(group.all_gather(0, a, 3, 5), Catch::Contains("names elements [3, 5) of 4"));
+    CHECK_THROWS_AS(group.reduce(1, b), emu::collective_aborted);
+    emu::collective_group<float> mixed(2);
+    int wrong = 0, aborted = 0;
+    tessera::test::within_deadline(30, "mixed collectives", [&] {
+        std::jthread waiter([&] {
+            try {
+                mixed.reduce(0, a);
+            } catch (const emu::collective_aborted&) {
+                ++aborted;
+            } catch (const std::invalid_argument&) {
+                ++wrong;
+            }
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        try {
+            mixed.all_gather(1, b, 0, 2);
+        } catch (const emu::collective_aborted&) {
+            ++aborted;
+        } catch (const std::invalid_argument&) {
+            ++wrong;
+        }
+    });
+    CHECK(wrong == 1);
+    CHECK(aborted == 1);
 }

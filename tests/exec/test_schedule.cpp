@@ -30,7 +30,7 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
     std::vector<std::set<std::pair<std::uint32_t, std::uint32_t>>> have_input(I), have_output(I), have_grad(I),
         have_stash(I), have_input_grad(I);
     std::vector<std::size_t> pc(I, 0), stash_now(S, 0), stash_max(S, 0), updates(S, 0), backwards(S, 0);
-    std::vector<std::size_t> all_reduces(S, 0);
+    std::vector<std::size_t> all_reduces(S, 0), all_gathers(S, 0);
     std::vector<bool> voted(I, false);
     std::size_t votes = 0;
     std::set<std::uint32_t> loaded_labels;
@@ -101,8 +101,15 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
                         break;
                     }
                     case opcode::all_reduce:
+                    case opcode::reduce_scatter:
                         REQUIRE(backwards[in.stage] == M);
+                        REQUIRE((in.op == opcode::reduce_scatter) == sched.optimizer_sharded());
                         ++all_reduces[in.stage];
+                        break;
+                    case opcode::all_gather:  // the updated shards, once per update, after it
+                        REQUIRE(sched.optimizer_sharded());
+                        REQUIRE(updates[in.stage] == 1);
+                        ++all_gathers[in.stage];
                         break;
                     case opcode::update:
                         REQUIRE(backwards[in.stage] == M);  // after all of the stage's backward passes
@@ -138,6 +145,7 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
     }
     for (const auto& [k, q] : channels) REQUIRE(q.empty());
     for (std::size_t s = 0; s < S; ++s) CHECK(updates[s] == (req.training ? 1u : 0u));
+    for (std::size_t s = 0; s < S; ++s) CHECK(all_gathers[s] == (req.training && sched.optimizer_sharded() ? 1u : 0u));
     CHECK(votes == (req.training && req.check_overflow ? I : 0u));
     return stash_max;
 }
@@ -222,6 +230,37 @@ TEST_CASE("phased runs stages serially on one IPU, streaming weights", "[exec][s
                                               "stream_in s0", "stream_out s0"});
     // Phased on two IPUs (stages alternate) still checks out.
     checked<cfg::phased<4, cfg::ipu_map<0, 1, 0, 1>>>(3);
+}
+
+TEST_CASE("sharded optimiser state: a reduce-scatter before each update and an all-gather after it",
+          "[exec][schedule]") {
+    const auto sharded = [](exec::schedule_request r, bool vote) {
+        r.replicas = 4;
+        r.optimizer_sharding = true;
+        r.check_overflow = vote;
+        auto sched = exec::make_schedule(r);
+        CHECK(sched.optimizer_sharded());
+        check_complete(sched);
+        CHECK(execute_abstractly(sched) == sched.stash);
+        std::vector<std::string> tail;
+        for (const auto& in : sched.programs.back())
+            if (in.op != opcode::stream_in && in.op != opcode::stream_out) tail.push_back(exec::to_string(in));
+        return std::vector<std::string>(tail.end() - (vote ? 4 : 3), tail.end());
+    };
+    const auto one_f_one_b = exec::request_for<cfg::pipelined<cfg::one_f_one_b, 2>>(4);
+    CHECK(sharded(one_f_one_b, false) == std::vector<std::string>{"reduce_scatter s1", "update s1", "all_gather s1"});
+    CHECK(sharded(one_f_one_b, true) ==
+          std::vector<std::string>{"reduce_scatter s1", "vote", "update s1", "all_gather s1"});
+    sharded(exec::request_for<cfg::phased<3>>(4, true, 2), true);
+    sharded(exec::request_for<cfg::single>(2), false);
+    // One replica has nothing to shard: the schedule is the unsharded one.
+    auto alone = one_f_one_b;
+    alone.optimizer_sharding = true;
+    CHECK(!exec::make_schedule(alone).optimizer_sharded());
+    CHECK(exec::make_schedule(alone).programs == exec::make_schedule(one_f_one_b).programs);
+    auto four = one_f_one_b;
+    four.replicas = 4, four.optimizer_sharding = true;
+    CHECK(exec::make_schedule(four).description().find("optimiser state sharded") != std::string::npos);
 }
 
 TEST_CASE("several stages on one IPU are scheduled without deadlock", "[exec][schedule]") {

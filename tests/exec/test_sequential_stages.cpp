@@ -1,11 +1,16 @@
 // nn::sequential as a unit network: each layer is a unit, so sessions cut any sequential model into
 // pipeline stages (by block marks or balanced by FLOPs), checked bit for bit against the model run
-// whole without stages or threads.
+// whole without stages or threads; and sessions with the optimiser state sharded across replicas,
+// checked bit for bit against the same sessions without.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <type_traits>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -14,12 +19,14 @@
 #include "network_helpers.hpp"
 #include "tessera/config.hpp"
 #include "tessera/exec/network_session.hpp"
+#include "tessera/exec/session_checkpoint.hpp"
 #include "tessera/nn/activation.hpp"
 #include "tessera/nn/batch_norm.hpp"
 #include "tessera/nn/conv2d.hpp"
 #include "tessera/nn/linear.hpp"
 #include "tessera/nn/loss.hpp"
 #include "tessera/nn/sequential.hpp"
+#include "tessera/optim/adamw.hpp"
 #include "tessera/optim/sgd.hpp"
 
 namespace cfg = tessera::config;
@@ -175,4 +182,132 @@ TEST_CASE("16.16 with stochastic rounding of weights: a pipeline trains bit for 
     // Rounding to nearest gives other weights: the stochastic rounding did round.
     const optim::sgd nearest({.learning_rate = 0.05, .momentum = 0.9});
     CHECK(parameters_only(trained) != parameters_only(trained_replicas(net, R, G, D, half_images, nearest)[0]));
+}
+
+// Sharded optimiser state: a session whose replicas each keep and step a shard of the state trains bit
+// for bit as the same session without sharding, and its gathered state is the unsharded state.
+namespace {
+
+template <class Session>
+std::vector<float> optimiser_state(const Session& run) {
+    auto model = run.unsharded_model();
+    std::vector<float> all;
+    model.optimizers().visit_state([&](const std::string&, std::span<float> v) { all.insert(all.end(), v.begin(), v.end()); });
+    return all;
+}
+
+template <class Net, class Session>
+void check_same_training(Session& sharded, Session& plain, std::size_t R) {
+    REQUIRE(sharded.program().optimizer_sharded());
+    for (std::size_t r = 0; r < R; ++r) {
+        CAPTURE(r);
+        Net a = sharded.replica(r).network(), b = plain.replica(r).network();
+        CHECK(parameters_and_buffers(a) == parameters_and_buffers(b));
+        CHECK(sharded.replica(r).optimizer_shards() == R);
+        CHECK(sharded.replica(r).optimizer_shard_index() == r);
+    }
+    Net trained = plain.model().network(), untouched = make_net<typename Net::precision>();
+    CHECK(parameters_and_buffers(trained) != parameters_and_buffers(untouched));  // it did train
+    CHECK(optimiser_state(sharded) == optimiser_state(plain));
+    CHECK(!optimiser_state(plain).empty());
+}
+
+}  // namespace
+
+TEST_CASE("sharded optimiser state: R = 2 and 4 replicas train bit for bit as without sharding",
+          "[exec][nn][session][threads][shard]") {
+    namespace optim = tessera::optim;
+    constexpr std::size_t G = 4;
+    const net_t net = make_net();
+    const auto train = [&]<std::size_t R>(std::integral_constant<std::size_t, R>, const auto& optimizer) {
+        CAPTURE(R);
+        using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<G>,
+                              cfg::device_iterations<2>, cfg::replication<R>, cfg::all>;
+        auto sharded = exec::training_model<c>(net, optimizer, {1, side, side, channels}, {.micro_batch = batch},
+                                               {.optimizer_sharding = true});
+        auto plain = exec::training_model<c>(net, optimizer, {1, side, side, channels}, {.micro_batch = batch});
+        const auto a = tessera::test::within_deadline(300, "sharded", [&] { return sharded(images); });
+        const auto b = tessera::test::within_deadline(300, "plain", [&] { return plain(images); });
+        CHECK(a.losses == b.losses);
+        check_same_training<net_t>(sharded, plain, R);
+        // Each replica's IPUs hold 1/R of the state (the sizes are in the plan; the model holds them too).
+        for (std::size_t ipu = 0; ipu < 2; ++ipu) CHECK(sharded.plan().ipus[ipu].on_chip() < plain.plan().ipus[ipu].on_chip());
+        std::size_t held = 0;
+        for (std::size_t r = 0; r < R; ++r) {
+            auto m = sharded.replica(r);
+            m.optimizers().visit_state([&](const std::string&, std::span<float> v) { held += v.size(); });
+        }
+        CHECK(held == optimiser_state(plain).size());
+    };
+    train(std::integral_constant<std::size_t, 2>{}, optim::sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 0.01}));
+    train(std::integral_constant<std::size_t, 4>{}, optim::adamw({.learning_rate = 0.01}));
+}
+
+TEST_CASE("sharded optimiser state at 16.16 with stochastic rounding and dynamic loss scaling: bit for bit",
+          "[exec][nn][session][threads][shard][rounding]") {
+    namespace optim = tessera::optim;
+    constexpr std::size_t R = 2;
+    // 2^40 overflows the half gradients at once: the first step is skipped on every replica (the
+    // vote spans the replicas, since each sees only its shard of the sums), then the scale backs off.
+    using dynamic = cfg::dynamic_loss_scaling<0x1p40, 2, 0x1p30>;
+    using c = cfg::config<H::with<dynamic>, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>,
+                          cfg::device_iterations<3>, cfg::replication<R>, cfg::all>;
+    const half_net_t net = make_net<H>();
+    const optim::sgd stochastic({.learning_rate = 0.05, .momentum = 0.9, .rounding = {.stochastic = true, .seed = 9}});
+    auto sharded = exec::training_model<c>(net, stochastic, {1, side, side, channels}, {.micro_batch = batch},
+                                           {.optimizer_sharding = true});
+    auto plain = exec::training_model<c>(net, stochastic, {1, side, side, channels}, {.micro_batch = batch});
+    (void)tessera::test::within_deadline(300, "sharded 16.16", [&] { return sharded(half_images); });
+    (void)tessera::test::within_deadline(300, "plain 16.16", [&] { return plain(half_images); });
+    CHECK(plain.model().skipped_steps() == 1);
+    for (std::size_t r = 0; r < R; ++r) CHECK(sharded.replica(r).skipped_steps() == 1);
+    CHECK(sharded.model().loss_scale() == plain.model().loss_scale());
+    check_same_training<half_net_t>(sharded, plain, R);
+}
+
+TEST_CASE("sharded optimiser state: checkpoints hold the whole state, and resume with or without sharding",
+          "[exec][nn][session][threads][shard]") {
+    namespace optim = tessera::optim;
+    using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>, cfg::device_iterations<2>,
+                          cfg::replication<2>, cfg::all>;
+    const net_t net = make_net();
+    const optim::sgd opt({.learning_rate = 0.05, .momentum = 0.9});
+    const auto session = [&](bool shard) {
+        return exec::training_model<c>(net, opt, {1, side, side, channels}, {.micro_batch = batch},
+                                       {.optimizer_sharding = shard});
+    };
+    auto sharded = session(true), plain = session(false);
+    const auto later = [](std::size_t r, std::size_t d, std::size_t m) { return images(r, d + 2, m); };
+    (void)tessera::test::within_deadline(300, "first calls", [&] { return sharded(images), plain(images); });
+    const auto dir = std::filesystem::temp_directory_path();
+    const auto from_sharded = dir / "tessera_sharded.ckpt", from_plain = dir / "tessera_plain.ckpt";
+    exec::save_session(from_sharded, sharded, {.steps = 2}, "sharding test");
+    exec::save_session(from_plain, plain, {.steps = 2}, "sharding test");
+    const auto bytes = [](const std::filesystem::path& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+    };
+    CHECK(bytes(from_sharded) == bytes(from_plain));  // the same file, bit for bit
+    // Resume the sharded checkpoint without sharding and the plain one with: both continue as the plain run.
+    auto resumed_plain = session(false), resumed_sharded = session(true);
+    (void)exec::load_session(from_sharded, resumed_plain, "sharding test");
+    (void)exec::load_session(from_plain, resumed_sharded, "sharding test");
+    (void)tessera::test::within_deadline(300, "second calls", [&] {
+        return plain(later), resumed_plain(later), resumed_sharded(later);
+    });
+    // A checkpoint holds replica 0's batch-norm statistics, which a resumed run gives every replica:
+    // replica 0 continues as the plain run, and the two resumed runs agree on every replica.
+    check_same_training<net_t>(resumed_sharded, resumed_plain, 2);
+    net_t a = resumed_plain.model().network(), b = plain.model().network();
+    CHECK(parameters_and_buffers(a) == parameters_and_buffers(b));
+    CHECK(optimiser_state(resumed_sharded) == optimiser_state(plain));
+    std::filesystem::remove(from_sharded);
+    std::filesystem::remove(from_plain);
+}
+
+TEST_CASE("sharded optimiser state needs an optimiser that steps shards", "[exec][nn][session][shard]") {
+    using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>, cfg::replication<2>>;
+    CHECK_THROWS_WITH(exec::training_model<c>(make_net(), plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch},
+                                              {.optimizer_sharding = true}),
+                      Catch::Contains("cannot step a shard"));
 }

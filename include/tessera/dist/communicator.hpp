@@ -117,6 +117,30 @@ public:
         }
     }
 
+    /// Each rank brings its part [bounds[rank], bounds[rank + 1]) of `values`; afterwards every rank's
+    /// `values` holds every rank's part (an all-gather in place; elements outside all parts unchanged).
+    /// `bounds` has size() + 1 increasing entries, the same on every rank.
+    template <class T>
+    void all_gather_parts(std::span<T> values, std::span<const std::size_t> bounds) const {
+        static_assert(std::is_floating_point_v<T>, "tessera::dist::communicator::all_gather_parts: float or double");
+        const std::size_t p = size();
+        if (bounds.size() != p + 1 || bounds.back() > values.size())
+            throw dist_error("tessera::dist::communicator::all_gather_parts: " + std::to_string(bounds.size()) +
+                             " bounds over " + std::to_string(values.size()) + " values for " + std::to_string(p) +
+                             " ranks (need ranks + 1, within the values)");
+        if (p == 1) return;
+        std::vector<int> counts(p), offsets(p);
+        for (std::size_t r = 0; r < p; ++r) {
+            if (bounds[r + 1] < bounds[r])
+                throw dist_error("tessera::dist::communicator::all_gather_parts: bounds decrease at rank " + std::to_string(r));
+            offsets[r] = detail::count_of(bounds[r], "an offset");
+            counts[r] = detail::count_of(bounds[r + 1] - bounds[r], "a part");
+        }
+        detail::check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values.data(), counts.data(), offsets.data(),
+                                     detail::datatype<T>(), m_comm),
+                      "MPI_Allgatherv");
+    }
+
     /// Copies rank `root`'s bytes into every rank's `bytes` (the same length on every rank).
     void broadcast(std::span<std::byte> bytes, std::size_t root = 0) const {
         if (bytes.empty()) return;

@@ -17,6 +17,8 @@ namespace tessera::dist {
 /// added in rank order (communicator::sum_in_rank_order), so every rank applies the same update
 /// and a run's weights do not depend on timing. Each stage gets its own duplicate of `comm`:
 /// stages on different IPU threads reduce at the same time without their messages mixing.
+/// With the optimiser state sharded, each stage's communicator also gathers the updated weights
+/// (communicator::all_gather_parts) and one more carries the overflow votes (sums in rank order).
 /// Collective: every rank calls it with the same `stages`. The communicators live as long as
 /// the returned value (and the sessions holding copies of it), within the dist::environment.
 /// @code
@@ -24,17 +26,25 @@ namespace tessera::dist {
 /// @endcode
 [[nodiscard]] inline exec::cross_process_reduction gradient_reduction(const communicator& comm, std::size_t stages) {
     auto comms = std::make_shared<std::vector<communicator>>();
-    comms->reserve(stages);
-    for (std::size_t s = 0; s < stages; ++s) comms->push_back(comm.duplicate());
+    comms->reserve(stages + 1);
+    for (std::size_t s = 0; s <= stages; ++s) comms->push_back(comm.duplicate());  // the last: votes
     exec::cross_process_reduction r;
     r.processes = comm.size();
+    r.rank = comm.rank();
     r.reduce = [comms](std::size_t stage, std::span<float> gradients) {
-        if (stage >= comms->size())
-            throw dist_error("tessera::dist::gradient_reduction: made for " + std::to_string(comms->size()) +
+        if (stage + 1 >= comms->size())
+            throw dist_error("tessera::dist::gradient_reduction: made for " + std::to_string(comms->size() - 1) +
                              " stages, asked to reduce stage " + std::to_string(stage) +
                              " (give the session's strategy's stage count)");
         (*comms)[stage].sum_in_rank_order(gradients);
     };
+    r.gather = [comms](std::size_t stage, std::span<float> values, std::span<const std::size_t> bounds) {
+        if (stage + 1 >= comms->size())
+            throw dist_error("tessera::dist::gradient_reduction: made for " + std::to_string(comms->size() - 1) +
+                             " stages, asked to gather stage " + std::to_string(stage));
+        (*comms)[stage].all_gather_parts(values, bounds);
+    };
+    r.vote = [comms](std::span<float> flags) { comms->back().sum_in_rank_order(flags); };
     return r;
 }
 

@@ -88,12 +88,36 @@ public:
     [[nodiscard]] const host_work& host_work_per_call() const noexcept { return m_host_work; }
     /// The compiled executor (its IPUs, their clocks and memory).
     [[nodiscard]] executor<M>& device() noexcept { return *m_executor; }
-    /// The weights on the device (replica 0; every replica holds the same after an update).
+    /// The weights on the device (replica 0; every replica holds the same after an update). With the
+    /// optimiser state sharded, its optimiser holds replica 0's shard: see unsharded_model().
     [[nodiscard]] const M& model() const noexcept { return m_models.front(); }
     [[nodiscard]] const M& replica(std::size_t r) const { return m_models.at(r); }
+    /// A copy of replica 0's model holding the whole optimiser state, gathered from the replicas'
+    /// shards when it is sharded: what a run without sharding would hold (checkpoints use it).
+    /// Throws config_error when the shards are spread over processes (gathering them is not done).
+    [[nodiscard]] M unsharded_model() const {
+        M m = m_models.front();
+        if constexpr (ShardedOptimizerModel<M>) {
+            if (m.optimizer_shards() > 1) {
+                if (m.optimizer_shards() != m_models.size())
+                    throw config::config_error("tessera::exec::session: the optimiser state is sharded over " +
+                                               std::to_string(m.optimizer_shards()) + " replicas in " +
+                                               std::to_string(m.optimizer_shards() / m_models.size()) +
+                                               " processes; gathering it from other processes (for checkpoints or "
+                                               "the host's copy) is not supported");
+                m.gather_optimizer_state(std::span<const M>(m_models));
+            }
+        }
+        return m;
+    }
     /// Copies the device weights back to the host model. A model with assign_state (staged_network)
-    /// moves its training state only: the host keeps its own mode and kernel threads.
-    void copy_weights_to(M& host) const { transfer(host, m_models.front()); }
+    /// moves its training state only: the host keeps its own mode and kernel threads. The host
+    /// receives the whole optimiser state, gathered when it is sharded.
+    void copy_weights_to(M& host) const {
+        if constexpr (ShardedOptimizerModel<M>)
+            if (m_models.front().optimizer_shards() > 1) return transfer(host, unsharded_model());
+        transfer(host, m_models.front());
+    }
     /// Replaces the device weights (every replica) by the host model's; with assign_state the
     /// replicas keep this session's options (evaluation mode, kernel threads, recomputation).
     void load_weights(const M& host) {
@@ -117,7 +141,15 @@ private:
         : m_batching(b), m_executor(compile(c, model, b, settings)), m_models(b.local_replicas(), model),
           m_outputs(settings.outputs.value_or(output_selection{c.outputs, c.output_period})),
           m_host(settings.host, settings.loading),
-          m_host_work(host_work_of(m_executor->costs(), m_batching, settings.host)) {}
+          m_host_work(host_work_of(m_executor->costs(), m_batching, settings.host)) {
+        // Sharded optimiser state: local replica r of process p is replica p·R + r of them all.
+        if constexpr (ShardedOptimizerModel<M>) {
+            const schedule& sched = m_executor->program();
+            if (sched.request.training && sched.optimizer_sharded())
+                for (std::size_t r = 0; r < m_models.size(); ++r)
+                    m_models[r].shard_optimizer_state(settings.across.rank * m_models.size() + r, sched.request.replicas);
+        }
+    }
 
     static std::unique_ptr<executor<M>> compile(const config::description& c, const M& model, const config::batching& b,
                                                 const session_options& settings) {

@@ -70,6 +70,7 @@ template <StagedModel M, class Progress = void (*)()>
     schedule_request request = request_for(c, micro_batches, b.local_replicas() * plan.across.processes, b.ipu_of_stage);
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
     request.check_overflow = c.training && settings.dynamic_loss_scaling.value_or(c.loss_scaling.dynamic);
+    request.optimizer_sharding = c.training && settings.optimizer_sharding;
     plan.program = make_schedule(request);
     progress();
     plan.costs.bits = c.storage_bits;

@@ -8,6 +8,7 @@
 
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/run_result.hpp"
+#include "tessera/optim/shard.hpp"
 
 namespace tessera::exec {
 
@@ -73,6 +74,22 @@ concept OverflowCheckedModel = StagedModel<M> && requires(M& m, std::size_t s) {
     { m.gradients_finite(s) } -> std::convertible_to<bool>;
     m.skip_update(s);
 };
+
+/// A staged model whose replicas can each keep and step a shard of the optimiser state
+/// (session_options::optimizer_sharding; staged_network is one): shard_optimizer_state(index, count)
+/// makes it a replica's model, optimizer_shard(s) names the elements of stage s's weights it updates
+/// (reduce_scatter brings their gradient sums), weights(s) / put_weights(s) expose the stage's
+/// weights as float for the all-gather, and gather_optimizer_state(replicas) unshards a copy.
+template <class M>
+concept ShardedOptimizerModel =
+    StagedModel<M> && requires(M& m, const M& cm, std::size_t s, std::span<const M> replicas) {
+        m.shard_optimizer_state(s, s);
+        { cm.optimizer_shards() } -> std::convertible_to<std::size_t>;
+        { cm.optimizer_shard(s) } -> std::same_as<optim::element_range>;
+        { m.weights(s) } -> std::same_as<std::span<float>>;
+        m.put_weights(s);
+        m.gather_optimizer_state(replicas);
+    };
 
 /// A staged model that scores the last stage's output against its label (top-1 hits over the real
 /// samples): training calls then return a score beside each loss, selected by the same output mode.

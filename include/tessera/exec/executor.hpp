@@ -21,7 +21,7 @@
 #include "tessera/detail/function_ref.hpp"
 #include "tessera/config/error.hpp"
 #include "tessera/config/output_mode.hpp"
-#include "tessera/emulator/all_reduce.hpp"
+#include "tessera/emulator/collective_group.hpp"
 #include "tessera/emulator/spsc_channel.hpp"
 #include "tessera/emulator/cluster.hpp"
 #include "tessera/emulator/worker.hpp"
@@ -56,7 +56,7 @@ public:
              cross_process_reduction across = {})
         : m_schedule(std::move(sched)), m_costs(std::move(costs)), m_replicas(replicas), m_reduce(reduce),
           m_across(std::move(across)),
-          m_plan(check_and_plan(m_schedule, m_costs, replicas * m_across.processes, spec)),
+          m_plan(check_and_plan(m_schedule, m_costs, replicas * m_across.processes, spec, m_across)),
           m_cluster(replicas * m_schedule.ipus, spec, record_trace), m_charges(m_schedule, m_costs, spec) {}
 
     [[nodiscard]] const schedule& program() const noexcept { return m_schedule; }
@@ -107,6 +107,17 @@ public:
                                            std::to_string(m.stages()) + " stages, the schedule " +
                                            std::to_string(m_schedule.stages));
         if (iterations == 0) throw config::config_error("tessera::exec::executor::run: device iterations must be >= 1");
+        if constexpr (ShardedOptimizerModel<M>)
+            if (m_schedule.request.training && m_schedule.optimizer_sharded())
+                for (std::size_t r = 0; r < models.size(); ++r) {
+                    const std::size_t shards = models[r].optimizer_shards(), index = m_across.rank * m_replicas + r;
+                    if (shards != m_schedule.request.replicas || models[r].optimizer_shard_index() != index)
+                        throw config::config_error(
+                            "tessera::exec::executor::run: replica " + std::to_string(index) + " of " +
+                            std::to_string(m_schedule.request.replicas) + " must keep that shard of the optimiser "
+                            "state (shard_optimizer_state), its model keeps shard " +
+                            std::to_string(models[r].optimizer_shard_index()) + " of " + std::to_string(shards));
+                }
         if (outputs.kind == config::output_kind::every_n && outputs.period == 0)
             throw config::config_error("tessera::exec::executor::run: every_n needs N > 0");
         const auto wall_start = std::chrono::steady_clock::now();
@@ -127,6 +138,7 @@ public:
         for (auto& c : w.outfeed) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& [k, c] : w.links) m_cluster.on_abort([p = c.get()] { p->close(); });
         for (auto& g : w.reduce) m_cluster.on_abort([p = g.get()] { p->abort(); });
+        for (auto& g : w.gather) m_cluster.on_abort([p = g.get()] { p->abort(); });
         for (auto& g : w.votes) m_cluster.on_abort([p = g.get()] { p->abort(); });
 
         for (std::size_t d = 0; d < m_cluster.size(); ++d) m_cluster[d].clock().reset();
@@ -201,12 +213,21 @@ private:
 
     // `replicas`: over all processes (the schedule's all-reduces and their modelled cost count them all).
     static memory_plan check_and_plan(const schedule& sched, const cost_model& costs, std::size_t replicas,
-                                      const emulator::device_spec& spec) {
+                                      const emulator::device_spec& spec, const cross_process_reduction& across) {
         if (replicas == 0) throw config::config_error("tessera::exec::executor: replicas and processes must be at least 1");
         if ((replicas > 1) != (sched.request.replicas > 1) || (replicas > 1 && sched.request.replicas != replicas))
             throw config::config_error("tessera::exec::executor: the schedule was made for " +
                                        std::to_string(sched.request.replicas) + " replicas, the executor has " +
                                        std::to_string(replicas));
+        if (sched.request.training && sched.optimizer_sharded()) {
+            if (!ShardedOptimizerModel<M>)
+                throw config::config_error("tessera::exec::executor: the schedule shards the optimiser state, and "
+                                           "this model cannot keep a shard of it (see ShardedOptimizerModel)");
+            if (across.processes > 1 && (!across.gather || (sched.request.check_overflow && !across.vote)))
+                throw config::config_error("tessera::exec::executor: sharded optimiser state over " +
+                                           std::to_string(across.processes) + " processes needs the cross-process "
+                                           "all-gather and vote (dist::gradient_reduction gives them)");
+        }
         return plan_memory(sched, costs, spec);
     }
 
@@ -408,12 +429,28 @@ private:
                     clock.wait_until(latest, clock.recording() ? "wait all_reduce s" + std::to_string(s) : std::string());
                     break;
                 }
+                case opcode::reduce_scatter:
+                case opcode::all_gather:
+                    if constexpr (ShardedOptimizerModel<M>) {
+                        const optim::element_range shard = model.optimizer_shard(s);
+                        const bool gather = in.op == opcode::all_gather;
+                        auto& group = gather ? *w.gather[s] : *w.reduce[s];
+                        const auto data = gather ? model.weights(s) : model.gradients(s);
+                        const double latest = gather ? group.all_gather(r, data, shard.begin, shard.end, clock.now())
+                                                     : group.reduce_scatter(r, data, shard.begin, shard.end, clock.now());
+                        if (gather) model.put_weights(s);
+                        clock.wait_until(latest, clock.recording() ? "wait " + to_string(in) : std::string());
+                    }
+                    break;
                 case opcode::vote: {
                     float overflowed = 0.0f;
                     if constexpr (OverflowCheckedModel<M>)
                         for (std::size_t t = 0; t < m_schedule.stages; ++t)
                             if (m_schedule.request.ipu_of_stage[t] == i && !model.gradients_finite(t)) overflowed = 1.0f;
-                    const double latest = w.votes[r]->reduce(i, std::span<float>(&overflowed, 1), clock.now());
+                    // Sharded optimiser state: a replica checks its shard of the sums, so all replicas vote together.
+                    const bool across_replicas = m_schedule.optimizer_sharded();
+                    const double latest = w.votes[across_replicas ? 0 : r]->reduce(
+                        across_replicas ? r * m_schedule.ipus + i : i, std::span<float>(&overflowed, 1), clock.now());
                     clock.wait_until(latest, clock.recording() ? "wait vote" : std::string());
                     skip_updates = overflowed > 0.0f;
                     break;

@@ -49,7 +49,8 @@ struct memory_plan {
 /// the IPU, its budget and the largest items, raised here, before anything runs.
 /// Phased schedules keep one stage's weights (the largest) on chip and the rest in Streaming
 /// Memory, and stash activations off chip; cost_model::locations moves any kind of tensor off chip;
-/// recomputing stages stash only their inputs.
+/// recomputing stages stash only their inputs; with the optimiser state sharded, each replica's IPUs
+/// hold 1/replicas of it.
 /// lay_out_memory() makes the same plan without checking it (a dry run reports what does not fit).
 [[nodiscard]] memory_plan lay_out_memory(const schedule& sched, const cost_model& costs,
                                          const emulator::device_spec& spec = {}, bool check = false);
@@ -70,6 +71,10 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                                   bool check) {
     costs.check(sched.stages);
     const bool training = sched.request.training;
+    // Sharded optimiser state: each replica keeps the state of its shard of the weights (the largest
+    // shard has one element more than the smallest: counted as ceil(bytes / replicas)).
+    const std::size_t shards = training && sched.optimizer_sharded() ? sched.request.replicas : 1;
+    const auto optimiser_bytes = [&](const stage_cost& c) { return (c.optimiser_bytes + shards - 1) / shards; };
     memory_plan plan;
     for (std::size_t ipu = 0; ipu < sched.ipus; ++ipu) {
         ipu_memory_plan p{ipu, spec.memory_bytes(), {}};
@@ -85,7 +90,9 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                 p.items.push_back({st + "gradient accumulators", c.accumulator_bytes(),
                                    emulator::memory_kind::gradient_accumulators, off(where.gradient_accumulators)});
                 if (c.optimiser_bytes > 0)
-                    p.items.push_back({st + "optimiser state", c.optimiser_bytes, emulator::memory_kind::optimiser_state,
+                    p.items.push_back({st + (shards > 1 ? "optimiser state (1/" + std::to_string(shards) + " shard)"
+                                                        : std::string("optimiser state")),
+                                       optimiser_bytes(c), emulator::memory_kind::optimiser_state,
                                        off(where.optimiser_state)});
                 const std::size_t stash = sched.stash[s] * costs.stashed_bytes(s);
                 if (stash > 0)
@@ -102,7 +109,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                                emulator::memory_kind::activations, location::on_chip});
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,
-                                            c.weight_bytes + (training ? c.accumulator_bytes() + c.optimiser_bytes : 0));
+                                            c.weight_bytes + (training ? c.accumulator_bytes() + optimiser_bytes(c) : 0));
             else if (where.weights == location::streaming_memory)
                 largest_streamed = std::max(largest_streamed, c.weight_bytes);  // the copy being used
         }

@@ -34,6 +34,8 @@ enum class opcode : std::uint8_t {
     all_reduce,  ///< sum `stage`'s gradients over the replicas, in replica order
     update,      ///< optimizer step of `stage`
     vote,        ///< every IPU of the replica agrees whether any gradient overflowed (dynamic loss scaling)
+    reduce_scatter,  ///< sharded optimiser state: sum `stage`'s gradients over the replicas, each keeping its shard
+    all_gather,      ///< sharded optimiser state: every replica receives the others' updated shards of `stage`
 };
 
 [[nodiscard]] constexpr std::string_view to_string(opcode op) noexcept {
@@ -52,6 +54,8 @@ enum class opcode : std::uint8_t {
         case opcode::all_reduce: return "all_reduce";
         case opcode::update: return "update";
         case opcode::vote: return "vote";
+        case opcode::reduce_scatter: return "reduce_scatter";
+        case opcode::all_gather: return "all_gather";
     }
     return "?";
 }
@@ -94,6 +98,10 @@ struct schedule_request {
     std::size_t micro_batches = 1;                  ///< per program: G when training, D when inferring
     bool training = true;
     std::size_t replicas = 1;                       ///< > 1 adds all_reduce before each update
+    /// With replicas > 1: each replica keeps the optimiser state of 1/replicas of each stage's weights
+    /// and updates those (PopTorch's replicated tensor sharding of the optimiser state, ZeRO stage 1):
+    /// reduce_scatter replaces all_reduce, and all_gather follows each update.
+    bool optimizer_sharding = false;
     /// Dynamic loss scaling: the updates of a step wait until every IPU of the replica has finished
     /// its backward passes and voted whether a gradient overflowed, so every stage skips together.
     bool check_overflow = false;
@@ -109,6 +117,8 @@ struct schedule {
     bool weights_streamed = false;                    ///< phased: one stage's weights on chip at a time
     bool activations_off_chip = false;                ///< phased: stashed activations kept in Streaming Memory
 
+    /// Replicas keep and update shards of the optimiser state (training, replicas > 1, asked for).
+    [[nodiscard]] bool optimizer_sharded() const noexcept { return request.optimizer_sharding && request.replicas > 1; }
     [[nodiscard]] std::size_t instructions() const noexcept {
         std::size_t n = 0;
         for (const auto& p : programs) n += p.size();
@@ -129,6 +139,7 @@ struct schedule {
              (ipus == 1 ? " IPU, " : " IPUs, ") + std::to_string(request.micro_batches) + " micro-batches, " +
              (request.training ? "training" : "inference");
         if (request.replicas > 1) s += ", " + std::to_string(request.replicas) + " replicas";
+        if (request.training && optimizer_sharded()) s += ", optimiser state sharded";
         if (request.training && request.check_overflow) s += ", updates after an overflow vote";
         return s;
     }
@@ -326,6 +337,7 @@ inline schedule make_schedule(const schedule_request& r) {
     };
     const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
     const bool overflow_vote = r.training && r.check_overflow;
+    const bool shard_state = r.optimizer_sharding && r.replicas > 1;
     std::vector<std::size_t> deferred_updates;
 
     for (const auto& p : order) {
@@ -347,11 +359,13 @@ inline schedule make_schedule(const schedule_request& r) {
             emit(i, opcode::bwd, s, m);
             if (s > 0 && where[s - 1] != i) emit(i, opcode::send_grad, s, m, u32(where[s - 1]));
             if (++backward_done[s] == r.micro_batches) {
-                if (r.replicas > 1) emit(i, opcode::all_reduce, s);
-                if (overflow_vote)
+                if (r.replicas > 1) emit(i, shard_state ? opcode::reduce_scatter : opcode::all_reduce, s);
+                if (overflow_vote) {
                     deferred_updates.push_back(s);
-                else
+                } else {
                     emit(i, opcode::update, s);
+                    if (shard_state) emit(i, opcode::all_gather, s);
+                }
             }
         }
     }
@@ -361,6 +375,7 @@ inline schedule make_schedule(const schedule_request& r) {
         for (const std::size_t s : deferred_updates) {
             make_resident(where[s], s);
             emit(where[s], opcode::update, s);
+            if (shard_state) emit(where[s], opcode::all_gather, s);
         }
     }
     for (std::size_t i = 0; i < ipus; ++i)

@@ -39,7 +39,7 @@ inline std::uint64_t fingerprint_of(std::string_view configuration) noexcept {
 template <class Session>
 void save_session(const std::filesystem::path& path, const Session& run, const run_position& position,
                   std::string_view configuration) {
-    auto model = run.model();
+    auto model = run.unsharded_model();  // a sharded optimiser state: all of it
     std::map<std::string, double> scalars;
     const auto fp = detail::fingerprint_of(configuration);
     scalars["session.fingerprint.high"] = double(fp >> 32);
@@ -65,7 +65,7 @@ void save_session(const std::filesystem::path& path, const Session& run, const r
 /// another model (its entries do not match) or another `configuration`; then `run` is unchanged.
 template <class Session>
 [[nodiscard]] run_position load_session(const std::filesystem::path& path, Session& run, std::string_view configuration) {
-    auto model = run.model();
+    auto model = run.unsharded_model();  // the whole state is read; each replica then keeps its shard
     std::map<std::string, double> scalars;
     auto optimizers = model.optimizers();
     optim::load_checkpoint(path, model.network(), optimizers, &scalars);

@@ -32,6 +32,11 @@ struct session_options {
     /// Networks: dynamic loss scaling (the overflow vote, skipped steps) on or off, instead of the
     /// config's; dynamic takes dynamic_loss_scaling<>'s factor and interval (tools: one type, two modes).
     std::optional<bool> dynamic_loss_scaling{};
+    /// Training with replicas: each replica keeps the optimiser state of 1/replicas of the weights and
+    /// updates those, the all-reduce becoming a reduce-scatter and an all-gather (PopTorch's replicated
+    /// tensor sharding of the optimiser state, ZeRO stage 1). The weights are bit-identical to a run
+    /// without; the memory plan holds 1/replicas of the state per IPU. Needs a ShardedOptimizerModel.
+    bool optimizer_sharding = false;
     emulator::host_spec host{};              ///< the host on the modelled clock (run_result::host)
     emulator::host_loading loading{};        ///< how it loads: sync or async, workers, prefetch depth
 };

@@ -28,6 +28,7 @@
 #include "tessera/kernels/thread_pool.hpp"
 #include "tessera/nn/layer.hpp"
 #include "tessera/nn/loss.hpp"
+#include "tessera/optim/shard.hpp"
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::exec {
@@ -80,6 +81,7 @@ public:
                    loss_scale_rule scaling)
         : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input_shape), m_rule(scaling),
           m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0),
+          m_flat_weights(m_first.size()),
           m_scale(m_first.size(), scaling.initial), m_good_steps(m_first.size(), 0), m_skipped(m_first.size(), 0) {
         if (!(scaling.initial > 0) || !std::isfinite(scaling.initial))
             throw config::config_error("tessera::exec::staged_network: loss scale must be positive and finite, got " +
@@ -151,7 +153,12 @@ public:
         }
         template <class S>
         void prepare(S&) {
-            if constexpr (requires(O& o, unit_parameters<N>& p) { o.prepare(p); })
+            if constexpr (requires(O& o, unit_parameters<N>& p, optim::element_range r) { o.prepare(p, r); })
+                for (std::size_t s = 0; s < m_net->m_optimizers.size(); ++s) {
+                    unit_parameters<N> p(m_net->m_net, m_net->first_unit(s), m_net->last_unit(s));
+                    m_net->m_optimizers[s].prepare(p, m_net->optimizer_shard(s));
+                }
+            else if constexpr (requires(O& o, unit_parameters<N>& p) { o.prepare(p); })
                 for (std::size_t s = 0; s < m_net->m_optimizers.size(); ++s) {
                     unit_parameters<N> p(m_net->m_net, m_net->first_unit(s), m_net->last_unit(s));
                     m_net->m_optimizers[s].prepare(p);
@@ -192,11 +199,103 @@ public:
             throw config::config_error("tessera::exec::staged_network::assign_state: the models are cut into " +
                                        std::to_string(other.m_first.size()) + " and " + std::to_string(m_first.size()) +
                                        " stages at different units");
+        if (other.m_shard_count > 1 && (other.m_shard_count != m_shard_count || other.m_shard_index != m_shard_index))
+            throw config::config_error("tessera::exec::staged_network::assign_state: the other model keeps shard " +
+                                       std::to_string(other.m_shard_index) + " of " + std::to_string(other.m_shard_count) +
+                                       " of the optimiser state (gather it first: gather_optimizer_state)");
         m_net = other.m_net;
         m_optimizers = other.m_optimizers;
+        if (m_shard_count > 1 && other.m_shard_count == 1) keep_own_shards();  // a replica takes its part
         m_scale = other.m_scale;
         m_good_steps = other.m_good_steps;
         m_skipped = other.m_skipped;
+    }
+
+    /// Makes this model replica `index` of `count` whose optimiser state is sharded (PopTorch's
+    /// replicated tensor sharding, ZeRO stage 1): of each stage's weights, counted in visiting order,
+    /// it keeps the optimiser state of shard `index` of `count` (optim::shard_of) and updates those
+    /// alone; the executor's reduce_scatter brings it the sums of their gradients and its all_gather
+    /// the other replicas' updated weights. Any state it holds is cut to its shard. The optimiser
+    /// must step shards (optim::sgd and optim::adamw do): otherwise config_error.
+    void shard_optimizer_state(std::size_t index, std::size_t count) {
+        if (count == 0 || index >= count)
+            throw config::config_error("tessera::exec::staged_network::shard_optimizer_state: shard " +
+                                       std::to_string(index) + " of " + std::to_string(count));
+        if (m_shard_count > 1)
+            throw config::config_error("tessera::exec::staged_network::shard_optimizer_state: already shard " +
+                                       std::to_string(m_shard_index) + " of " + std::to_string(m_shard_count));
+        if constexpr (!requires(O& o, unit_parameters<N>& p, optim::element_range r, kernels::parallelism par,
+                                std::span<const O* const> parts) {
+                          o.step(p, 1.0, par, r);
+                          o.keep_shard(p, r);
+                          o.gather_shards(p, parts);
+                      }) {
+            if (count > 1)
+                throw config::config_error("tessera::exec::staged_network::shard_optimizer_state: this optimiser "
+                                           "cannot step a shard of the weights (it needs step(params, scale, "
+                                           "parallelism, element_range), keep_shard and gather_shards, as optim::sgd has)");
+        }
+        m_shard_index = index;
+        m_shard_count = count;
+        m_shards.clear();
+        for (std::size_t s = 0; s < stages(); ++s) {
+            unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+            m_shards.push_back(optim::shard_of(optim::parameter_count(p), index, count));
+        }
+        if (count > 1) keep_own_shards();
+    }
+    /// How many replicas share the optimiser state (1: not sharded), and which of them this is.
+    [[nodiscard]] std::size_t optimizer_shards() const noexcept { return m_shard_count; }
+    [[nodiscard]] std::size_t optimizer_shard_index() const noexcept { return m_shard_index; }
+    /// The elements of stage s's weights (visiting order) whose optimiser state this replica keeps.
+    [[nodiscard]] optim::element_range optimizer_shard(std::size_t s) const {
+        return m_shard_count > 1 ? m_shards.at(s) : optim::element_range{};
+    }
+    /// Takes the optimiser state of every shard from `replicas` (each replica of a sharded run, in
+    /// shard order, count of them): this model then holds the whole state, unsharded, as a run
+    /// without sharding would have it (for checkpoints and for the host's copy of the weights).
+    void gather_optimizer_state(std::span<const staged_network> replicas) {
+        if (replicas.empty() || replicas.size() != replicas.front().m_shard_count)
+            throw config::config_error("tessera::exec::staged_network::gather_optimizer_state: " +
+                                       std::to_string(replicas.size()) + " replicas for " +
+                                       std::to_string(replicas.empty() ? 0 : replicas.front().m_shard_count) + " shards");
+        for (std::size_t r = 0; r < replicas.size(); ++r)
+            if (replicas[r].m_shard_index != r || replicas[r].m_first != m_first)
+                throw config::config_error("tessera::exec::staged_network::gather_optimizer_state: replica " +
+                                           std::to_string(r) + " keeps shard " + std::to_string(replicas[r].m_shard_index) +
+                                           " or is cut into other stages");
+        if constexpr (requires(O& o, unit_parameters<N>& p, std::span<const O* const> parts) { o.gather_shards(p, parts); }) {
+            for (std::size_t s = 0; s < stages(); ++s) {
+                std::vector<const O*> parts;
+                for (const auto& r : replicas) parts.push_back(&r.m_optimizers[s]);
+                unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+                m_optimizers[s].gather_shards(p, std::span<const O* const>(parts));
+            }
+        }
+        m_shard_index = 0;
+        m_shard_count = 1;
+        m_shards.clear();
+    }
+    /// Stage s's weights as float, gathered into one buffer (for the all-gather of a sharded
+    /// optimiser state); put_weights(s) stores them back (exactly: 16-bit weights widen and narrow
+    /// without loss).
+    std::span<float> weights(std::size_t s) {
+        auto& flat = m_flat_weights.at(s);
+        flat.clear();
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        p.visit_parameters([&](std::string_view, auto value, auto) {
+            for (const auto v : value) flat.push_back(static_cast<float>(v));
+        });
+        return flat;
+    }
+    void put_weights(std::size_t s) {
+        const auto& flat = m_flat_weights.at(s);
+        std::size_t k = 0;
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        p.visit_parameters([&](std::string_view, auto value, auto) {
+            using W = typename decltype(value)::value_type;
+            for (auto& v : value) v = static_cast<W>(flat.at(k++));
+        });
     }
 
     /// Runs stage s on a micro-batch of any size from 0 to the compiled one (a short one is the
@@ -311,7 +410,9 @@ public:
         const kernels::parallelism par = m_pools.context(s, m_context).parallel();
         auto& opt = m_optimizers[s];
         const double grad_scale = static_cast<double>(scale) / m_scale[s];
-        if constexpr (requires { opt.step(p, grad_scale, par); })
+        if constexpr (requires { opt.step(p, grad_scale, par, optim::element_range{}); })
+            opt.step(p, grad_scale, par, optimizer_shard(s));
+        else if constexpr (requires { opt.step(p, grad_scale, par); })
             opt.step(p, grad_scale, par);
         else
             opt.step(p, grad_scale);
@@ -328,8 +429,10 @@ public:
         const auto check = [&](std::span<const float> g) {
             for (const float v : g) finite = finite && std::isfinite(v);
         };
-        if (m_gathered.at(s)) {
-            check(m_flat[s]);
+        if (m_gathered.at(s)) {  // sharded: the sums of this replica's shard (the vote spans the replicas)
+            const optim::element_range shard = optimizer_shard(s);
+            const std::span<const float> flat(m_flat[s]);
+            check(shard.whole() ? flat : flat.subspan(shard.begin, shard.size()));
         } else {
             unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
             p.visit_parameters([&](std::string_view, auto, auto grad) { check(grad); });
@@ -399,6 +502,14 @@ public:
     [[nodiscard]] tensor prepare(input x) const { return std::move(x).prepare(); }
 
 private:
+    void keep_own_shards() {
+        if constexpr (requires(O& o, unit_parameters<N>& p, optim::element_range r) { o.keep_shard(p, r); })
+            for (std::size_t s = 0; s < stages(); ++s) {
+                unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+                m_optimizers[s].keep_shard(p, m_shards.at(s));
+            }
+    }
+
     std::pair<tensor, stash> run_forward(std::size_t s, tensor x, const nn::context& ctx) {
         const auto in = tessera::tensor::shape_of(x);
         if (in.n > m_input.n)
@@ -427,6 +538,9 @@ private:
     ipu_kernel_pools m_pools;  // one thread per IPU unless set_kernel_threads
     std::vector<std::vector<float>> m_flat;
     std::vector<char> m_gathered;
+    std::vector<std::vector<float>> m_flat_weights;  // per stage: its weights for the all-gather
+    std::size_t m_shard_index = 0, m_shard_count = 1;  // of the optimiser state (1: not sharded)
+    std::vector<optim::element_range> m_shards;       // per stage, when sharded
     // Each stage keeps its own copy of the loss scale and the count of clean steps: a stage changes
     // only its own (on its IPU's thread), and the vote makes every copy take the same steps.
     std::vector<double> m_scale;

@@ -46,6 +46,8 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
     const bool accumulators_off = !sched.weights_streamed && where.gradient_accumulators == location::streaming_memory;
     const bool optimiser_off = !sched.weights_streamed && where.optimiser_state == location::streaming_memory;
     const bool stash_off = sched.activations_off_chip || where.activations == location::streaming_memory;
+    // Sharded optimiser state: a replica keeps, moves and steps 1/R of it.
+    const double state_share = sched.optimizer_sharded() ? 1.0 / double(sched.request.replicas) : 1.0;
     switch (in.op) {
         case opcode::load:
             clock.transfer(double(costs.host_input_bytes()), link::host_link, activity::host_io, std::move(name));
@@ -88,7 +90,8 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
         case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
         case opcode::stream_in:
         case opcode::stream_out:
-            clock.transfer(double(c.weight_bytes + (training ? c.accumulator_bytes() + c.optimiser_bytes : 0)),
+            clock.transfer(double(c.weight_bytes) +
+                               (training ? double(c.accumulator_bytes()) + double(c.optimiser_bytes) * state_share : 0.0),
                            link::streaming_memory, activity::streaming, std::move(name));
             break;
         case opcode::all_reduce: {
@@ -105,18 +108,51 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             }
             break;
         }
-        case opcode::update:
+        case opcode::reduce_scatter: {
+            // A ring reduce-scatter: each replica sends and receives (R - 1) / R of the gradients and
+            // ends with the sum of its shard; across hosts, each host's shard of the sums comes back.
+            const double r = double(sched.request.replicas), bytes = double(c.accumulator_bytes());
+            clock.transfer((r - 1.0) / r * bytes, link::ipu_link, activity::all_reduce, std::move(name));
+            if (costs.processes > 1 && costs.host_network_bandwidth > 0) {
+                const double p = double(costs.processes);
+                clock.transfer(bytes, link::host_link, activity::all_reduce, also("to host"));
+                clock.advance((p - 1.0) / p * bytes / costs.host_network_bandwidth, activity::all_reduce,
+                              also("across hosts"));
+                clock.transfer(bytes / p, link::host_link, activity::all_reduce, also("from host"));
+            }
+            break;
+        }
+        case opcode::all_gather: {
+            // A ring all-gather of the updated weights, in their storage type: (R - 1) / R of them in.
+            const double r = double(sched.request.replicas), bytes = double(c.weight_bytes);
+            clock.transfer((r - 1.0) / r * bytes, link::ipu_link, activity::all_reduce, std::move(name));
+            if (costs.processes > 1 && costs.host_network_bandwidth > 0) {
+                const double p = double(costs.processes);
+                clock.transfer(bytes / p, link::host_link, activity::all_reduce, also("to host"));
+                clock.advance((p - 1.0) / p * bytes / costs.host_network_bandwidth, activity::all_reduce,
+                              also("across hosts"));
+                clock.transfer(bytes, link::host_link, activity::all_reduce, also("from host"));
+            }
+            break;
+        }
+        case opcode::update: {
+            // Sharded optimiser state: a replica steps 1/R of the weights with 1/R of the state, and
+            // zeroes the rest of its gradients.
+            const double share = state_share;
             if (optimiser_off)  // read and write back the optimiser state
-                clock.transfer(2.0 * double(c.optimiser_bytes), link::streaming_memory, activity::streaming,
+                clock.transfer(2.0 * double(c.optimiser_bytes) * share, link::streaming_memory, activity::streaming,
                                named ? "optimiser state s" + std::to_string(in.stage) : std::string());
-            if (c.update_bytes > 0)  // memory-bound: the bytes the step moves, as a 32-bit vector pass
+            if (c.update_bytes > 0) {  // memory-bound: the bytes the step moves, as a 32-bit vector pass
+                const double bytes = double(c.update_bytes) * share + double(c.accumulator_bytes()) * (1.0 - share);
                 clock.advance(emulator::seconds_of(std::vector<nn::pass>{nn::pass::elementwise(
-                                                       nn::pass_phase::backward, double(c.update_bytes) / 4.0, 1)},
+                                                       nn::pass_phase::backward, bytes / 4.0, 1)},
                                                    spec, 32),
                               activity::update, std::move(name));
-            else
-                clock.compute(c.update_flops, 32, activity::update, std::move(name));
+            } else {
+                clock.compute(c.update_flops * share, 32, activity::update, std::move(name));
+            }
             break;
+        }
     }
 }
 

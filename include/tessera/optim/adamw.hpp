@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/optim/shard.hpp"
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/weight_rounding.hpp"
 
@@ -41,18 +42,20 @@ public:
     /// fp32 values of state per parameter: the two moments.
     [[nodiscard]] std::size_t state_values_per_parameter() const noexcept { return 2; }
 
+    /// Allocates the moments for params (done by the first step); with a `shard`, for its elements only.
     template <ParameterSet S>
-    void prepare(S& params) {
+    void prepare(S& params, element_range shard = {}) {
         std::size_t i = 0;
-        params.visit_parameters([&](std::string_view, auto value, auto) {
-            moments(i++, value.size());
+        visit_in_range(params, shard, [&](std::string_view, auto, auto, std::size_t lo, std::size_t hi) {
+            moments(i++, hi - lo);
         });
     }
 
     /// One step; a large parameter's elements are split between par's threads (each element's update
-    /// is its own, so the result is the same on any number of threads).
+    /// is its own, so the result is the same on any number of threads). With a `shard`, only its
+    /// elements are updated and have moments (sharded optimiser state: see sgd::step).
     template <ParameterSet S>
-    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}) {
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, element_range shard = {}) {
         ++m_steps;
         const double t = static_cast<double>(m_steps);
         const float lr = static_cast<float>(m_options.learning_rate);
@@ -62,21 +65,39 @@ public:
         const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(m_options.beta2, t)));
         const float eps = static_cast<float>(m_options.eps), gs = static_cast<float>(grad_scale);
         std::size_t i = 0;
-        params.visit_parameters([&](std::string_view name, auto value, auto grad) {
+        visit_in_range(params, shard, [&](std::string_view name, auto value, auto grad, std::size_t lo, std::size_t hi) {
             using W = typename decltype(value)::value_type;
-            auto [m, v] = moments(i++, value.size());
+            auto [m, v] = moments(i++, hi - lo);
             const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
-            kernels::detail::parallel_ranges(par, value.size(), update_grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
-                for (std::size_t k = lo; k < hi; ++k) {
+            kernels::detail::parallel_ranges(par, hi - lo, update_grain, [&](std::size_t from, std::size_t to, std::size_t) {
+                for (std::size_t k = lo + from; k < lo + to; ++k) {
                     const float g = static_cast<float>(grad[k]) * gs;
-                    m[k] = b1 * m[k] + (1 - b1) * g;
-                    v[k] = b2 * v[k] + (1 - b2) * g * g;
+                    float& mk = m[k - lo];
+                    float& vk = v[k - lo];
+                    mk = b1 * mk + (1 - b1) * g;
+                    vk = b2 * vk + (1 - b2) * g * g;
                     const float p = static_cast<float>(value[k]) * decay;
-                    value[k] = detail::store_weight<W>(p - lr * (m[k] * c1) / (std::sqrt(v[k] * c2) + eps),
+                    value[k] = detail::store_weight<W>(p - lr * (mk * c1) / (std::sqrt(vk * c2) + eps),
                                                        m_options.rounding, stream, k);
                 }
             });
         });
+    }
+
+    /// Keeps the moments of `shard`'s elements only (a replica's part when the state is sharded).
+    template <ParameterSet S>
+    void keep_shard(S& params, element_range shard) {
+        detail::keep_shard(m_m, params, shard, "tessera::optim::adamw");
+        detail::keep_shard(m_v, params, shard, "tessera::optim::adamw");
+    }
+    /// This optimiser with the moments of every element of params, from `shards` (see sgd::gather_shards).
+    template <ParameterSet S>
+    void gather_shards(S& params, std::span<const adamw* const> shards) {
+        std::vector<const std::vector<std::vector<float>>*> m, v;
+        for (const adamw* o : shards) m.push_back(&o->m_m), v.push_back(&o->m_v);
+        m_m = detail::gather_shards(params, m, "tessera::optim::adamw");
+        m_v = detail::gather_shards(params, v, "tessera::optim::adamw");
+        if (!shards.empty()) m_steps = shards.front()->m_steps;
     }
 
     template <class F>
@@ -90,11 +111,14 @@ public:
 
 private:
     std::pair<std::span<float>, std::span<float>> moments(std::size_t i, std::size_t n) {
-        if (m_m.size() <= i) m_m.resize(i + 1), m_v.resize(i + 1);
-        if (m_m[i].empty()) m_m[i].assign(n, 0.0f), m_v[i].assign(n, 0.0f);
-        if (m_m[i].size() != n)
+        if (m_m.size() <= i) m_m.resize(i + 1);
+        if (m_v.size() <= i) m_v.resize(i + 1);
+        if (m_m[i].empty()) m_m[i].assign(n, 0.0f);
+        if (m_v[i].empty()) m_v[i].assign(n, 0.0f);
+        if (m_m[i].size() != n || m_v[i].size() != n)
             throw std::invalid_argument("tessera::optim::adamw: parameter " + std::to_string(i) + " has " +
-                                        std::to_string(n) + " values but its moments " + std::to_string(m_m[i].size()));
+                                        std::to_string(n) + " values to update but its moments " + std::to_string(m_m[i].size()) +
+                                        " (a different parameter set or shard?)");
         return {m_m[i], m_v[i]};
     }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/optim/shard.hpp"
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/weight_rounding.hpp"
 
@@ -51,33 +52,38 @@ public:
     [[nodiscard]] std::size_t state_values_per_parameter() const noexcept { return m_options.momentum > 0 ? 1 : 0; }
 
     /// Allocates the state for params (done by the first step; call it before loading a checkpoint).
+    /// With a `shard`, only for its elements (what this replica updates when the state is sharded).
     template <ParameterSet S>
-    void prepare(S& params) {
+    void prepare(S& params, element_range shard = {}) {
         if (m_options.momentum <= 0) return;  // plain SGD keeps no state
         std::size_t i = 0;
-        params.visit_parameters([&](std::string_view, auto value, auto) { buffer(i++, value.size()); });
+        visit_in_range(params, shard, [&](std::string_view, auto, auto, std::size_t lo, std::size_t hi) {
+            buffer(i++, hi - lo);
+        });
     }
 
     /// One step; a large parameter's elements are split between par's threads (each element's update
-    /// is its own, so the result is the same on any number of threads).
+    /// is its own, so the result is the same on any number of threads). With a `shard`, only the
+    /// elements in it are updated, and the momentum is kept for them alone: replicas that each step
+    /// their own shard compute, element by element, what one unsharded step computes.
     template <ParameterSet S>
-    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}) {
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, element_range shard = {}) {
         const float lr = static_cast<float>(m_options.learning_rate), mom = static_cast<float>(m_options.momentum);
         const float wd = static_cast<float>(m_options.weight_decay), damp = static_cast<float>(1.0 - m_options.dampening);
         const float gs = static_cast<float>(grad_scale);
         const bool first = m_steps == 0;
         std::size_t i = 0;
-        params.visit_parameters([&](std::string_view name, auto value, auto grad) {
+        visit_in_range(params, shard, [&](std::string_view name, auto value, auto grad, std::size_t lo, std::size_t hi) {
             using W = typename decltype(value)::value_type;
-            std::vector<float>* b = mom > 0 ? &buffer(i, value.size()) : nullptr;
+            float* b = mom > 0 ? buffer(i, hi - lo).data() : nullptr;
             const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
             ++i;
-            kernels::detail::parallel_ranges(par, value.size(), update_grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
-                for (std::size_t k = lo; k < hi; ++k) {
+            kernels::detail::parallel_ranges(par, hi - lo, update_grain, [&](std::size_t from, std::size_t to, std::size_t) {
+                for (std::size_t k = lo + from; k < lo + to; ++k) {
                     const float p = static_cast<float>(value[k]);
                     float g = static_cast<float>(grad[k]) * gs + wd * p;
                     if (b != nullptr) {
-                        float& v = (*b)[k];
+                        float& v = b[k - lo];
                         v = first ? g : mom * v + damp * g;
                         g = m_options.nesterov ? g + mom * v : v;
                     }
@@ -86,6 +92,21 @@ public:
             });
         });
         ++m_steps;
+    }
+
+    /// Keeps the momentum of `shard`'s elements only (a replica's part when the state is sharded).
+    template <ParameterSet S>
+    void keep_shard(S& params, element_range shard) {
+        detail::keep_shard(m_buffers, params, shard, "tessera::optim::sgd");
+    }
+    /// This optimiser with the momentum of every element of params, from `shards` (consecutive
+    /// shards covering params, in order, each from keep_shard and its steps).
+    template <ParameterSet S>
+    void gather_shards(S& params, std::span<const sgd* const> shards) {
+        std::vector<const std::vector<std::vector<float>>*> parts;
+        for (const sgd* o : shards) parts.push_back(&o->m_buffers);
+        m_buffers = detail::gather_shards(params, parts, "tessera::optim::sgd");
+        if (!shards.empty()) m_steps = shards.front()->m_steps;
     }
 
     /// Optimiser state for checkpoints: f(name, std::span<float>) per buffer.
@@ -101,8 +122,8 @@ private:
         if (m_buffers[i].empty()) m_buffers[i].assign(n, 0.0f);
         if (m_buffers[i].size() != n)
             throw std::invalid_argument("tessera::optim::sgd: parameter " + std::to_string(i) + " has " + std::to_string(n) +
-                                        " values but its momentum buffer " + std::to_string(m_buffers[i].size()) +
-                                        " (a different parameter set?)");
+                                        " values to update but its momentum buffer " + std::to_string(m_buffers[i].size()) +
+                                        " (a different parameter set or shard?)");
         return m_buffers[i];
     }
 

@@ -12,7 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "tessera/emulator/all_reduce.hpp"
+#include "tessera/emulator/collective_group.hpp"
+#include "tessera/optim/shard.hpp"
 #include "tessera/emulator/channel.hpp"
 #include "tessera/emulator/spsc_channel.hpp"
 #include "tessera/exec/cross_process.hpp"
@@ -69,8 +70,10 @@ struct wiring {
     std::vector<std::unique_ptr<emulator::spsc_channel<out_message<Tensor>>>> outfeed;
     std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>, std::unique_ptr<channel<Tensor>>>
         links;                                                                   // replica, from, to, gradient
-    std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> reduce;  // per stage
-    std::vector<std::unique_ptr<emulator::all_reduce_group<float>>> votes;   // per replica, over its IPUs
+    std::vector<std::unique_ptr<emulator::collective_group<float>>> reduce;  // per stage
+    std::vector<std::unique_ptr<emulator::collective_group<float>>> gather;  // per stage: sharded optimiser state
+    /// Per replica, over its IPUs; sharded optimiser state: one, over every replica's IPUs.
+    std::vector<std::unique_ptr<emulator::collective_group<float>>> votes;
     /// For each (replica × IPU) program, the channel each send/receive uses (looked up once).
     std::vector<std::vector<channel<Tensor>*>> link_of;
     std::vector<std::unique_ptr<program_state>> state;  ///< per (replica × IPU)
@@ -125,9 +128,29 @@ template <class Tensor, class Label, class Stash, class Input = Tensor>
     for (std::size_t s = 0; s < sched.stages; ++s) {
         std::function<void(std::span<float>)> combine;
         if (across.reduce) combine = [&across, s](std::span<float> g) { across.reduce(s, g); };
-        w.reduce.push_back(std::make_unique<emulator::all_reduce_group<float>>(R, std::move(combine)));
+        w.reduce.push_back(std::make_unique<emulator::collective_group<float>>(R, std::move(combine)));
     }
-    for (std::size_t r = 0; r < R; ++r) w.votes.push_back(std::make_unique<emulator::all_reduce_group<float>>(I));
+    const bool sharded = sched.request.training && sched.optimizer_sharded();
+    if (sharded) {
+        // Process p's replicas own shards p·R to (p + 1)·R − 1: its part of the weights is one range.
+        const std::size_t P = across.processes;
+        for (std::size_t s = 0; s < sched.stages; ++s) {
+            std::function<void(std::span<float>)> combine;
+            if (across.gather)
+                combine = [&across, s, R, P](std::span<float> v) {
+                    std::vector<std::size_t> bounds;
+                    for (std::size_t p = 0; p < P; ++p) bounds.push_back(optim::shard_of(v.size(), p * R, P * R).begin);
+                    bounds.push_back(v.size());
+                    across.gather(s, v, bounds);
+                };
+            w.gather.push_back(std::make_unique<emulator::collective_group<float>>(R, std::move(combine)));
+        }
+        std::function<void(std::span<float>)> vote;
+        if (across.vote) vote = [&across](std::span<float> flags) { across.vote(flags); };
+        w.votes.push_back(std::make_unique<emulator::collective_group<float>>(R * I, std::move(vote)));
+    } else {
+        for (std::size_t r = 0; r < R; ++r) w.votes.push_back(std::make_unique<emulator::collective_group<float>>(I));
+    }
     for (std::size_t r = 0; r < R; ++r)
         for (std::size_t i = 0; i < I; ++i)
             w.state.push_back(std::make_unique<typename w_t::program_state>(sched.stages, M_));
