@@ -4,7 +4,8 @@
 //
 // The search in two phases (each phase's figures are the modelled clock's, nothing is guessed):
 //  1. the device: precision × strategy (and schedule) × stages × recomputation × micro-batch × G,
-//     replicas filling the IPUs, stages balanced by FLOPs. Each is compiled once, as a session would
+//     replicas filling the IPUs, stages balanced by FLOPs; one that does not fit with replicas is
+//     tried again with the optimiser state sharded across them. Each is compiled once, as a session would
 //     (rules broken: refused; memory over budget: "does not fit"), with one staged network per
 //     (precision, stages, micro-batch, recomputation) shared by every strategy and G (memoised). The
 //     candidates are ranked by their IPUs' images/s without the host;
@@ -174,7 +175,13 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                                     continue;
                                 }
                                 try {
-                                    const auto e = estimate(r, 1);
+                                    auto e = estimate(r, 1);
+                                    // Over budget with replicas: 1/R of the optimiser state per IPU may fit.
+                                    if (!e.fits && r.replicas > 1) {
+                                        train_request sharded = r;
+                                        sharded.optimizer_sharding = true;
+                                        if (auto es = estimate(sharded, 1); es.fits) r = sharded, e = std::move(es);
+                                    }
                                     if (!e.fits) {
                                         ++out.refused["does not fit"];
                                         continue;

@@ -29,6 +29,7 @@ std::string command_of(const programs::train_request& r) {
     if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
     if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
     if (r.recompute) c += " --recompute";
+    if (r.optimizer_sharding) c += " --optimizer-sharding";
     c += " --batch-size " + std::to_string(r.batch_size) + " --gradient-accumulation " +
          std::to_string(r.gradient_accumulation) + " --device-iterations " + std::to_string(r.device_iterations) +
          " --replicas " + std::to_string(r.replicas);
@@ -207,7 +208,8 @@ int main(int argc, char** argv) {
                 j.member("batch_size", c.request.batch_size).member("gradient_accumulation", c.request.gradient_accumulation);
                 j.member("device_iterations", c.request.device_iterations).member("eight_bit_io", c.request.eight_bit_io);
                 j.member("async_dataloader", c.request.async_dataloader).member("workers", c.request.workers);
-                j.member("recompute", c.request.recompute).end_object();
+                j.member("recompute", c.request.recompute);
+                j.member("optimizer_sharding", c.request.optimizer_sharding).end_object();
             }
             j.end_array();
             j.member("considered", out.considered).member("search_seconds", searched);

@@ -55,17 +55,21 @@ struct outcome {
     std::vector<std::vector<float>> losses;  // per call, the losses this process's replicas returned
 };
 
-/// Trains `calls` calls of `replicas` replicas over `instances` processes on `dataset`.
+/// Trains `calls` calls of `replicas` replicas over `instances` processes on `dataset`, with the
+/// optimiser state sharded across the replicas or not.
 template <class Strategy>
-outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t replicas, std::size_t instances) {
+outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t replicas, std::size_t instances,
+              bool sharded = false) {
     using c = cfg::dispatched_config<cfg::fp32, Strategy, cfg::float_io>;
     const config::options counts{.micro_batch = micro, .gradient_accumulation = G, .device_iterations = D,
                                  .replicas = replicas, .instances = instances, .input_group = 1};
-    exec::session_options settings{.record_trace = false};
+    exec::session_options settings{.record_trace = false, .optimizer_sharding = sharded};
     if (instances > 1) settings.across = dist::gradient_reduction(world(), Strategy::stages);
     const optim::sgd sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
     const net_t net(1, classes);
     auto run = exec::training_model<c>(net, sgd, {1, side, side, 1}, counts, settings);
+    CHECK(run.program().optimizer_sharded() == sharded);
+    if (sharded) CHECK(run.model().optimizer_shard_index() == (instances > 1 ? world().rank() : 0));
     const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
     auto loader = data::make_data_loader<c>(dataset, counts,
                                             {.rank = instances > 1 ? world().rank() : 0, .normalize = norm});
@@ -86,8 +90,10 @@ outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t 
 /// micro-batches (d × 2 + r) × G + m of its combined batch; a process reads a contiguous shard
 /// (PopTorch's rule), so the 2-process run reads a permutation of the data that puts in rank r's
 /// shard exactly what replica r read.
+/// With `sharded`, the 2 processes shard the optimiser state (each steps half of the weights and
+/// keeps half of the momentum, then they all-gather): the reference stays unsharded.
 template <class Strategy>
-void same_as_replicas() {
+void same_as_replicas(bool sharded = false) {
     REQUIRE(world().size() == 2);
     const std::size_t rank = world().rank();
     const std::size_t per_call = micro * G * D * 2, n = per_call * calls, shard = n / 2;
@@ -102,7 +108,7 @@ void same_as_replicas() {
                             k * per_call + ((d * 2 + r) * G + m) * micro + j;
 
     const outcome reference = train<Strategy>(indexed_samples(n, identity), 2, 1);
-    const outcome processes = train<Strategy>(indexed_samples(n, permuted), 2, 2);
+    const outcome processes = train<Strategy>(indexed_samples(n, permuted), 2, 2, sharded);
 
     // Gradients meet as (replica 0 + replica 1) in both runs: the same bits.
     REQUIRE(processes.parameters.size() == reference.parameters.size());
@@ -133,6 +139,11 @@ TEST_CASE("2 processes x 1 replica end with 1 process x 2 replicas' weights, bit
 TEST_CASE("2 processes x 1 replica end with 1 process x 2 replicas' weights, bit for bit: a 2-stage 1F1B pipeline",
           "[dist][weights]") {
     same_as_replicas<cfg::pipelined<cfg::one_f_one_b, 2>>();
+}
+
+TEST_CASE("2 processes x 1 replica with the optimiser state sharded between them: the unsharded weights, bit for bit",
+          "[dist][weights]") {
+    same_as_replicas<cfg::pipelined<cfg::one_f_one_b, 2>>(true);
 }
 
 TEST_CASE("the ranks' shards are disjoint and cover the data", "[dist][shards]") {

@@ -17,10 +17,10 @@ namespace tessera::exec {
 /// replaces the process's overflow votes by their sum over the processes.
 struct cross_process_reduction {
     std::function<void(std::size_t stage, std::span<float> gradients)> reduce{};
-    std::function<void(std::size_t stage, std::span<float> values, std::span<const std::size_t> bounds)> gather{};
-    std::function<void(std::span<float> flags)> vote{};
     std::size_t processes = 1;
     std::size_t rank = 0;  ///< this process among them: its replicas are rank × local replicas, ...
+    std::function<void(std::size_t stage, std::span<float> values, std::span<const std::size_t> bounds)> gather{};
+    std::function<void(std::span<float> flags)> vote{};
 };
 
 }  // namespace tessera::exec
