@@ -361,3 +361,86 @@ TEST_CASE("instructions print as text", "[exec][schedule]") {
     CHECK(exec::make_schedule<cfg::pipelined<cfg::gpipe, 2>>(4, true, 2).description() ==
           "pipelined<gpipe>, 2 stages on 2 IPUs, 4 micro-batches, training, 2 replicas");
 }
+
+TEST_CASE("interleaved 1F1B: each IPU runs Megatron-LM's order over its model chunks", "[exec][schedule][interleaved]") {
+    // 4 stages, 2 per IPU (stage s on IPU s mod 2), G = 4: worked out by hand from the rule (groups of
+    // 2 micro-batches, chunk by chunk; IPU 0 warms up with 2 (2 - 0 - 1) + (2 - 1) 2 = 4 forwards,
+    // IPU 1 with 2; backwards take the chunks in reverse).
+    using c = cfg::pipelined<cfg::interleaved<2>, 4>;
+    static_assert(c::ipus_per_replica == 2 && c::ipu_of_stage(3) == 1 && c::virtual_stages == 2);
+    const auto sched = exec::make_schedule<c>(4);
+    CHECK(sched.ipus == 2);
+    const auto passes = [&](std::size_t ipu) {
+        std::string text;
+        for (const auto& in : sched.programs[ipu])
+            if (in.op == opcode::fwd || in.op == opcode::bwd)
+                text += std::string(in.op == opcode::fwd ? "F" : "B") + std::to_string(in.stage) + "." +
+                        std::to_string(in.micro_batch) + " ";
+        return text;
+    };
+    CHECK(passes(0) == "F0.0 F0.1 F2.0 F2.1 F0.2 B2.0 F0.3 B2.1 F2.2 B0.0 F2.3 B0.1 B2.2 B2.3 B0.2 B0.3 ");
+    CHECK(passes(1) == "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3 ");
+    CHECK(sched.description() == "pipelined<interleaved<2>>, 4 stages on 2 IPUs, 4 micro-batches, training");
+    check_complete(sched);
+    CHECK(execute_abstractly(sched) == sched.stash);
+}
+
+TEST_CASE("interleaved schedules run without deadlock, with votes, replicas and inference", "[exec][schedule][interleaved]") {
+    const auto checked = [](exec::schedule_request r) {
+        const auto sched = exec::make_schedule(r);
+        check_complete(sched);
+        CHECK(execute_abstractly(sched) == sched.stash);
+        return sched;
+    };
+    for (const std::size_t G : {4u, 6u, 8u, 16u}) {
+        CAPTURE(G);
+        checked(exec::request_for<cfg::pipelined<cfg::interleaved<2>, 4>>(G));
+        checked(exec::request_for<cfg::pipelined<cfg::interleaved<4>, 8>>(G));
+        if (G % 3 == 0) checked(exec::request_for<cfg::pipelined<cfg::interleaved<2>, 6>>(G));
+        auto voting = exec::request_for<cfg::pipelined<cfg::interleaved<3>, 6>>(G, true, 2);
+        voting.check_overflow = true, voting.optimizer_sharding = true;
+        checked(voting);
+    }
+    checked(exec::request_for<cfg::pipelined<cfg::interleaved<2>, 4>>(2, false));  // inference: D = I
+    // Interleaving lowers the stash of 1F1B over the same stages: fewer forwards run ahead per chunk.
+    const auto flat = exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 1, 0, 1>>>(8);
+    const auto inter = exec::make_schedule<cfg::pipelined<cfg::interleaved<2>, 4>>(8);
+    CHECK(inter.stash[0] <= flat.stash[0]);
+}
+
+TEST_CASE("interleaved pipelines refuse what they cannot run, with the rule", "[exec][schedule][interleaved]") {
+    using c = cfg::pipelined<cfg::interleaved<2>, 4>;
+    CHECK_THROWS_WITH(exec::make_schedule<c>(5), Catch::Contains("groups of 2: it needs a multiple of 2 and at least 3, got 5"));
+    CHECK_THROWS_AS(exec::make_schedule<c>(2), cfg::pipeline_depth_error);  // 2 < 2·2 - 1
+    CHECK_THROWS_AS(exec::make_schedule<c>(3, false), cfg::pipeline_depth_error);
+    auto r = exec::request_for<c>(4);
+    r.ipu_of_stage = {0, 0, 1, 1};
+    CHECK_THROWS_WITH(exec::make_schedule(r), Catch::Contains("puts stage 1 on IPU 1, not 0"));
+    r = exec::request_for<c>(4);
+    r.virtual_stages = 3;
+    CHECK_THROWS_AS(exec::make_schedule(r), cfg::config_error);
+}
+
+TEST_CASE("modelled bubble of interleaved 1F1B is (I - 1) / (V G + I - 1) with equal chunks", "[exec][schedule][interleaved]") {
+    // 1 FLOP/s so that FLOPs are seconds; no bytes, so only compute and bubbles count. Each of the
+    // V chunks of an IPU does 1/V of the IPU's work: forward 1/V, backward 2/V seconds.
+    const emu::device_spec spec{.fp16_flops = 1.0, .fp32_flops = 1.0, .host_sync_latency = 0};
+    const auto bubble = [&](exec::schedule sched, std::size_t V) {
+        auto m = exec::balanced_costs(sched.stages, {.forward_flops = 1.0 / double(V), .backward_flops = 2.0 / double(V)});
+        m.output_bytes_to_host = 0;
+        return 1.0 - exec::utilisation(exec::simulate(sched, m, spec)).mean_utilisation;
+    };
+    for (const std::size_t G : {4u, 8u, 16u}) {
+        CAPTURE(G);
+        const double I = 2;
+        // 1F1B on 2 IPUs, as the papers count it: (I - 1) / (G + I - 1).
+        CHECK(bubble(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 2>>(G), 1) ==
+              Approx((I - 1) / (double(G) + I - 1)).epsilon(0.02));
+        for (const std::size_t V : {2u, 4u}) {
+            CAPTURE(V);
+            const auto sched = V == 2 ? exec::make_schedule<cfg::pipelined<cfg::interleaved<2>, 4>>(G)
+                                      : exec::make_schedule<cfg::pipelined<cfg::interleaved<4>, 8>>(G);
+            CHECK(bubble(sched, V) == Approx((I - 1) / (double(V * G) + I - 1)).epsilon(0.02));
+        }
+    }
+}

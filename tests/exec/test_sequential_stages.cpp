@@ -124,8 +124,9 @@ TEST_CASE("a sequential model's layers are units: shapes, costs, names and range
 }
 
 TEMPLATE_TEST_CASE("a sequential model trains through pipelined sessions bit for bit as run whole",
-                   "[exec][nn][session][threads]", (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::gpipe, 3>)) {
-    constexpr std::size_t G = 2 * TestType::stages;  // pipelined training needs G >= 2 S - 1
+                   "[exec][nn][session][threads]", (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::gpipe, 3>),
+                   (cfg::pipelined<cfg::interleaved<2>, 4>)) {
+    constexpr std::size_t G = 2 * TestType::stages;  // pipelined training needs G >= 2 S - 1 (interleaved: less)
     using c = cfg::config<TestType, cfg::gradient_accumulation<G>, cfg::device_iterations<2>, cfg::replication<2>, cfg::all>;
     const net_t net = make_net();
     // Block marks by layer name for two stages (PopTorch's BeginBlock); balanced by FLOPs otherwise.

@@ -156,7 +156,20 @@ inline batching make_batching(const description& c, const options& opts) {
         throw replication_error("tessera::config: the input group of " + str(b.input_group) + " replicas does not "
                                 "divide the " + str(b.local_replicas()) + " replicas of each instance");
     const std::size_t s = b.stages, g = b.gradient_accumulation, d = b.device_iterations;
-    if (c.strategy == strategy_kind::pipelined) {
+    if (c.strategy == strategy_kind::pipelined && c.virtual_stages > 1) {
+        const std::size_t i = b.ipus_per_replica, v = c.virtual_stages, n = b.training ? g : d;
+        for (std::size_t t = 0; t < s; ++t)
+            if (s % v != 0 || b.ipu_of_stage[t] != t % (s / v))
+                throw config_error("tessera::config: an interleaved pipeline of " + str(s) + " stages with " + str(v) +
+                                   " per IPU puts stage s on IPU s mod " + str(s / std::max<std::size_t>(v, 1)) +
+                                   " (stage " + str(t) + " is on IPU " + str(b.ipu_of_stage[t]) + ")");
+        if (n % i != 0 || (b.training && n < 2 * i - 1) || n < i)
+            throw pipeline_depth_error("tessera::config: an interleaved pipeline on " + str(i) + " IPUs runs its " +
+                                       "micro-batches in groups of " + str(i) + ": " +
+                                       (b.training ? "gradient_accumulation" : "device_iterations") + " must be a "
+                                       "multiple of " + str(i) + (b.training ? " and at least " + str(2 * i - 1) : "") +
+                                       ", got " + str(n));
+    } else if (c.strategy == strategy_kind::pipelined) {
         if (b.training && g < 2 * s - 1)
             throw pipeline_depth_error("tessera::config: pipelined training with " + str(s) +
                                        " stages needs gradient_accumulation >= 2*" + str(s) + " - 1 = " +

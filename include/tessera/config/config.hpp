@@ -141,12 +141,17 @@ public:
 
 private:
     static constexpr bool is_pipelined = strategy::kind == strategy_kind::pipelined;
+    static constexpr bool is_interleaved = detail::virtual_stages_of<strategy>() > 1;
     static constexpr bool rules_checked =
         rules::replicas_divide_among_instances<replicas, instances>() &&
         rules::input_groups_divide_local_replicas<detail::over(replicas, instances), input_group>() &&
         rules::ipus_needed_fit_the_system<replicas, ipus_per_replica, available_ipus>() &&
-        rules::pipelined_training_needs_accumulation<is_training && is_pipelined, stages, gradient_accumulation>() &&
-        rules::pipelined_inference_needs_device_iterations<!is_training && is_pipelined, stages, device_iterations>() &&
+        rules::pipelined_training_needs_accumulation<is_training && is_pipelined && !is_interleaved, stages,
+                                                     gradient_accumulation>() &&
+        rules::pipelined_inference_needs_device_iterations<!is_training && is_pipelined && !is_interleaved, stages,
+                                                           device_iterations>() &&
+        rules::interleaved_pipeline_needs_whole_groups<is_interleaved, ipus_per_replica,
+                                                       is_training ? gradient_accumulation : device_iterations>() &&
         rules::inference_has_no_gradient_accumulation<!is_training, gradient_accumulation>();
 
 public:

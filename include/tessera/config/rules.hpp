@@ -42,6 +42,15 @@ constexpr bool pipelined_training_needs_accumulation() {
     return true;
 }
 
+template <bool Applies, std::size_t Ipus, std::size_t Count>
+constexpr bool interleaved_pipeline_needs_whole_groups() {
+    static_assert(!Applies || Count == dynamic || (Count % Ipus == 0 && Count >= 2 * Ipus - 1),
+                  "tessera::config: an interleaved pipeline runs its micro-batches in groups of as many as it has "
+                  "IPUs: gradient_accumulation<G> (device_iterations<D> for inference) must be a multiple of the "
+                  "IPU count I, and at least 2*I - 1 when training");
+    return true;
+}
+
 template <bool Applies, std::size_t Stages, std::size_t D>
 constexpr bool pipelined_inference_needs_device_iterations() {
     static_assert(!Applies || D == dynamic || Stages == dynamic || D >= Stages,

@@ -145,15 +145,80 @@ struct one_f_one_b {
     static constexpr std::string_view name = "1f1b";
 };
 
+/// Interleaved 1F1B (Narayanan et al., SC'21, Megatron-LM's interleaved schedule): each IPU holds V
+/// model chunks (virtual stages), stage s on IPU s mod (Stages / V), and runs them 1F1B in groups of
+/// as many micro-batches as there are IPUs. The bubble falls from (I - 1) / (G + I - 1) of the step
+/// to (I - 1) / (V·G + I - 1), for V times the activations sent between IPUs.
+template <std::size_t V>
+struct interleaved {
+    static_assert(V >= 2, "tessera::config::interleaved<V>: V model chunks per IPU needs V >= 2 (one chunk per "
+                          "IPU is one_f_one_b)");
+    static constexpr std::string_view name = "interleaved";
+    static constexpr std::size_t virtual_stages = V;
+};
+
+namespace detail {
 template <class S>
-concept PipelineSchedule = std::same_as<S, gpipe> || std::same_as<S, one_f_one_b>;
+inline constexpr std::size_t chunks_of = 1;
+template <std::size_t V>
+inline constexpr std::size_t chunks_of<interleaved<V>> = V;
+
+template <std::size_t Ipus, std::size_t... I>
+constexpr auto round_robin_map(std::index_sequence<I...>) -> ipu_map<(I % Ipus)...>;
+
+/// A pipeline's default map: stage s on IPU s, or on IPU s mod (Stages / V) when interleaved.
+template <class Schedule, std::size_t Stages>
+struct pipeline_map_of {
+    using type = typename identity_map_of<Stages>::type;
+};
+template <std::size_t V, std::size_t Stages>
+    requires(Stages != dynamic && Stages % V == 0)
+struct pipeline_map_of<interleaved<V>, Stages> {
+    using type = decltype(round_robin_map<Stages / V>(std::make_index_sequence<Stages>{}));
+};
+
+/// Whether Map puts stage s on IPU s mod (Stages / V), as interleaving needs.
+template <class Map, std::size_t Stages, std::size_t V>
+constexpr bool map_is_round_robin() {
+    if constexpr (Stages == dynamic || V == 1) {
+        return true;
+    } else {
+        if (Stages % V != 0) return false;
+        for (std::size_t s = 0; s < Stages; ++s)
+            if (Map::ipus[s] != s % (Stages / V)) return false;
+        return true;
+    }
+}
+
+/// Model chunks per IPU of strategy S: V for pipelined<interleaved<V>, ...>, else 1.
+template <class S>
+constexpr std::size_t virtual_stages_of() {
+    if constexpr (requires { S::virtual_stages; })
+        return S::virtual_stages;
+    else
+        return 1;
+}
+}  // namespace detail
+
+template <class S>
+concept PipelineSchedule = std::same_as<S, gpipe> || std::same_as<S, one_f_one_b> || (detail::chunks_of<S> > 1);
 
 /// Micro-batches in flight across the stages (PopTorch's PipelinedExecution).
-template <PipelineSchedule Schedule, std::size_t Stages, class Map = identity_ipu_map<Stages>>
+template <PipelineSchedule Schedule, std::size_t Stages, class Map = typename detail::pipeline_map_of<Schedule, Stages>::type>
 struct pipelined : detail::staged<Stages, Map> {
+    static_assert(detail::chunks_of<Schedule> == 1 || Stages != dynamic,
+                  "tessera::config: an interleaved pipeline needs a static stage count (a multiple of its V)");
+    static_assert(Stages == dynamic || Stages % detail::chunks_of<Schedule> == 0,
+                  "tessera::config: pipelined<interleaved<V>, Stages> needs Stages to be a multiple of V "
+                  "(each IPU holds V stages)");
+    static_assert(detail::map_is_round_robin<Map, Stages, detail::chunks_of<Schedule>>(),
+                  "tessera::config: pipelined<interleaved<V>, Stages> puts stage s on IPU s mod (Stages / V); "
+                  "leave out the ipu_map or give that one");
     static constexpr strategy_kind kind = strategy_kind::pipelined;
     static constexpr std::string_view name = "pipelined";
     using schedule = Schedule;
+    /// Model chunks per IPU: V for interleaved<V>, else 1.
+    static constexpr std::size_t virtual_stages = detail::chunks_of<Schedule>;
 };
 
 /// Stages run one after another on the same IPUs, their weights streamed in from Streaming Memory
@@ -174,6 +239,7 @@ concept Strategy = PolicyOf<S, category::strategy> && requires(std::size_t stage
 };
 
 static_assert(Strategy<single> && Strategy<sharded<2>> && Strategy<pipelined<gpipe, 4>> && Strategy<phased<3>>);
+static_assert(Strategy<pipelined<interleaved<2>, 4>> && pipelined<interleaved<2>, 4>::ipus_per_replica == 2);
 static_assert(Strategy<sharded<dynamic>> && Strategy<pipelined<one_f_one_b, dynamic>> && Strategy<phased<dynamic>>);
 
 }  // namespace tessera::config

@@ -87,8 +87,9 @@ struct instruction {
     return s;
 }
 
-/// Order of the forward and backward passes within a pipeline.
-enum class pipeline_order { gpipe, one_f_one_b };
+/// Order of the forward and backward passes within a pipeline (interleaved: 1F1B over model chunks,
+/// schedule_request::virtual_stages of them per IPU).
+enum class pipeline_order { gpipe, one_f_one_b, interleaved };
 
 /// What a schedule is generated from (run-time values; make_schedule<Strategy> fills it from a policy).
 struct schedule_request {
@@ -105,6 +106,7 @@ struct schedule_request {
     /// Dynamic loss scaling: the updates of a step wait until every IPU of the replica has finished
     /// its backward passes and voted whether a gradient overflowed, so every stage skips together.
     bool check_overflow = false;
+    std::size_t virtual_stages = 1;  ///< interleaved: model chunks per IPU (stage s on IPU s mod stages / V)
 };
 
 /// The static program of one replica: instruction lists per IPU, with what they imply.
@@ -132,7 +134,10 @@ struct schedule {
             case config::strategy_kind::sharded: s = "sharded"; break;
             case config::strategy_kind::phased: s = "phased"; break;
             case config::strategy_kind::pipelined:
-                s = request.order == pipeline_order::gpipe ? "pipelined<gpipe>" : "pipelined<1f1b>";
+                s = request.order == pipeline_order::gpipe         ? "pipelined<gpipe>"
+                    : request.order == pipeline_order::one_f_one_b ? "pipelined<1f1b>"
+                                                                   : "pipelined<interleaved<" +
+                                                                         std::to_string(request.virtual_stages) + ">>";
                 break;
         }
         s += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages") + " on " + std::to_string(ipus) +
@@ -160,9 +165,12 @@ template <config::Strategy S>
                                            std::span<const std::size_t> ipu_of_stage = {}) {
     schedule_request r;
     r.strategy = S::kind;
-    if constexpr (S::kind == config::strategy_kind::pipelined)
-        r.order = std::is_same_v<typename S::schedule, config::one_f_one_b> ? pipeline_order::one_f_one_b
-                                                                            : pipeline_order::gpipe;
+    if constexpr (S::kind == config::strategy_kind::pipelined) {
+        r.order = S::virtual_stages > 1 ? pipeline_order::interleaved
+                  : std::is_same_v<typename S::schedule, config::one_f_one_b> ? pipeline_order::one_f_one_b
+                                                                              : pipeline_order::gpipe;
+        r.virtual_stages = S::virtual_stages;
+    }
     if (!ipu_of_stage.empty()) {
         r.ipu_of_stage.assign(ipu_of_stage.begin(), ipu_of_stage.end());
     } else if constexpr (S::stages == config::dynamic) {
@@ -183,8 +191,12 @@ template <config::Strategy S>
                                                   std::size_t replicas, std::span<const std::size_t> ipu_of_stage) {
     schedule_request r;
     r.strategy = c.strategy;
-    if (c.strategy == config::strategy_kind::pipelined)
-        r.order = c.schedule_is_gpipe ? pipeline_order::gpipe : pipeline_order::one_f_one_b;
+    if (c.strategy == config::strategy_kind::pipelined) {
+        r.order = c.virtual_stages > 1 ? pipeline_order::interleaved
+                  : c.schedule_is_gpipe ? pipeline_order::gpipe
+                                        : pipeline_order::one_f_one_b;
+        r.virtual_stages = c.virtual_stages;
+    }
     r.ipu_of_stage.assign(ipu_of_stage.begin(), ipu_of_stage.end());
     r.micro_batches = micro_batches;
     r.training = c.training;
@@ -232,35 +244,64 @@ inline std::vector<std::vector<pass>> stage_sequences(pipeline_order order, std:
     return seq;
 }
 
-/// Interleaves per-stage sequences into one global order by rounds: in each round every stage
-/// whose next pass has its inputs (from earlier rounds) performs it, as the stages would in parallel.
-inline std::vector<pass> interleave(const std::vector<std::vector<pass>>& seq, std::size_t M) {
-    const std::size_t S = seq.size();
+/// Interleaves the sequences of lanes that run in parallel (a stage each, or an IPU each when
+/// interleaved) into one global order by rounds: in each round every lane whose next pass has its
+/// inputs (from earlier rounds) performs it.
+inline std::vector<pass> interleave(const std::vector<std::vector<pass>>& seq, std::size_t S, std::size_t M) {
     std::vector<std::vector<char>> fwd(S, std::vector<char>(M, 0)), bwd(S, std::vector<char>(M, 0));
-    std::vector<std::size_t> next(S, 0);
+    std::vector<std::size_t> next(seq.size(), 0);
     std::vector<pass> order;
     std::size_t remaining = 0;
     for (const auto& q : seq) remaining += q.size();
     while (remaining > 0) {
-        std::vector<pass> round;
-        for (std::size_t s = 0; s < S; ++s) {
-            if (next[s] == seq[s].size()) continue;
-            const pass p = seq[s][next[s]];
+        std::vector<std::pair<std::size_t, pass>> round;
+        for (std::size_t lane = 0; lane < seq.size(); ++lane) {
+            if (next[lane] == seq[lane].size()) continue;
+            const pass p = seq[lane][next[lane]];
+            const std::size_t s = p.stage;
             const bool ready = p.backward
                                    ? fwd[s][p.micro_batch] && (s + 1 == S || bwd[s + 1][p.micro_batch])
                                    : (s == 0 || fwd[s - 1][p.micro_batch]);
-            if (ready) round.push_back(p);
+            if (ready) round.emplace_back(lane, p);
         }
         if (round.empty())
-            throw std::logic_error("tessera::exec::make_schedule: the stage sequences cannot make progress");
-        for (const auto& p : round) {
+            throw std::logic_error("tessera::exec::make_schedule: the pipeline's sequences cannot make progress");
+        for (const auto& [lane, p] : round) {
             (p.backward ? bwd : fwd)[p.stage][p.micro_batch] = 1;
-            ++next[p.stage];
+            ++next[lane];
             order.push_back(p);
             --remaining;
         }
     }
     return order;
+}
+
+/// Each IPU's sequence of an interleaved pipeline (Megatron-LM's interleaved 1F1B): forwards go
+/// through the micro-batches in groups of I (the IPU count), chunk by chunk within a group, backwards
+/// the same with the chunks reversed; IPU d warms up with 2 (I - d - 1) + (V - 1) I forwards (all of
+/// them when G = I), then alternates one forward and one backward. Chunk c of IPU d is stage c·I + d.
+inline std::vector<std::vector<pass>> ipu_sequences(std::size_t I, std::size_t V, std::size_t M, bool training) {
+    const std::size_t total = M * V;
+    const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+    std::vector<std::vector<pass>> seq(I);
+    for (std::size_t d = 0; d < I; ++d) {
+        const auto at = [&](std::size_t k, bool backward) {
+            const std::size_t j = k % (I * V), chunk = j / I;
+            const std::size_t c = backward ? V - 1 - chunk : chunk;
+            return pass{backward, u32(c * I + d), u32(k / (I * V) * I + j % I)};
+        };
+        auto& q = seq[d];
+        const std::size_t warmup = !training || M == I ? total : std::min(total, 2 * (I - d - 1) + (V - 1) * I);
+        std::size_t f = 0, b = 0;
+        for (; f < warmup; ++f) q.push_back(at(f, false));
+        if (!training) continue;
+        while (f < total) {
+            q.push_back(at(f++, false));
+            q.push_back(at(b++, true));
+        }
+        while (b < total) q.push_back(at(b++, true));
+    }
+    return seq;
 }
 
 inline std::vector<pass> global_order(const schedule_request& r, std::size_t S) {
@@ -284,7 +325,10 @@ inline std::vector<pass> global_order(const schedule_request& r, std::size_t S) 
                     for (std::size_t m = 0; m < M; ++m) order.push_back({true, u32(s), u32(m)});
             break;
         case config::strategy_kind::pipelined:
-            order = interleave(stage_sequences(r.order, S, M, r.training), M);
+            if (r.order == pipeline_order::interleaved)
+                order = interleave(ipu_sequences(S / r.virtual_stages, r.virtual_stages, M, r.training), S, M);
+            else
+                order = interleave(stage_sequences(r.order, S, M, r.training), S, M);
             break;
     }
     return order;
@@ -298,7 +342,24 @@ inline schedule make_schedule(const schedule_request& r) {
     if (r.micro_batches == 0)
         throw config::config_error("tessera::exec::make_schedule: at least one micro-batch per program is needed");
     if (r.replicas == 0) throw config::config_error("tessera::exec::make_schedule: replicas must be at least 1");
-    if (r.strategy == config::strategy_kind::pipelined) {
+    if (r.strategy == config::strategy_kind::pipelined && r.order == pipeline_order::interleaved) {
+        const std::size_t V = r.virtual_stages, I = V > 0 && S % V == 0 ? S / V : 0, M = r.micro_batches;
+        if (V < 2 || I == 0)
+            throw config::config_error("tessera::exec::make_schedule: an interleaved pipeline needs 2 or more model "
+                                       "chunks per IPU dividing its " + std::to_string(S) + " stages, got " +
+                                       std::to_string(V));
+        for (std::size_t s = 0; s < S; ++s)
+            if (r.ipu_of_stage[s] != s % I)
+                throw config::config_error("tessera::exec::make_schedule: an interleaved pipeline puts stage " +
+                                           std::to_string(s) + " on IPU " + std::to_string(s % I) + ", not " +
+                                           std::to_string(r.ipu_of_stage[s]));
+        if (M % I != 0 || M < I || (r.training && M < 2 * I - 1))
+            throw config::pipeline_depth_error(
+                "tessera::exec::make_schedule: an interleaved pipeline on " + std::to_string(I) + " IPUs runs its " +
+                "micro-batches in groups of " + std::to_string(I) + ": it needs a multiple of " + std::to_string(I) +
+                (r.training ? " and at least " + std::to_string(2 * I - 1) : std::string()) + ", got " +
+                std::to_string(M));
+    } else if (r.strategy == config::strategy_kind::pipelined) {
         if (r.training && r.micro_batches < 2 * S - 1)
             throw config::pipeline_depth_error(
                 "tessera::exec::make_schedule: pipelined training with " + std::to_string(S) +
