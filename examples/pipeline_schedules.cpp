@@ -37,3 +37,7 @@ int main() {
     price<cfg::pipelined<cfg::one_f_one_b, 4>>("1f1b");
     price<cfg::pipelined<cfg::interleaved<2>, 8>>("interleaved<2>");
 }
+// schedule                step    bubble   fullest IPU    IPU-to-IPU
+// gpipe               31.59 ms    49.4 %       649 MiB       196 MiB
+// 1f1b                27.64 ms    42.2 %       640 MiB       196 MiB
+// interleaved<2>      33.22 ms    40.9 %       517 MiB       564 MiB
