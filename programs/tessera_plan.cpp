@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
                 j.member("max_ipu_memory_bytes", c.max_ipu_memory_bytes).member("bottleneck", c.bottleneck);
                 j.member("bubble_fraction", c.bubble_fraction).member("precision", c.request.precision);
                 j.member("strategy", c.request.strategy).member("schedule", c.request.schedule);
-                j.member("ipus_per_replica", programs::stages_of(c.request)).member("replicas", c.request.replicas);
+                j.member("ipus_per_replica", programs::stages_of(c.request) / programs::virtual_stages_of(c.request));
+                j.member("replicas", c.request.replicas);
                 j.member("batch_size", c.request.batch_size).member("gradient_accumulation", c.request.gradient_accumulation);
                 j.member("device_iterations", c.request.device_iterations).member("eight_bit_io", c.request.eight_bit_io);
                 j.member("async_dataloader", c.request.async_dataloader).member("workers", c.request.workers);

@@ -28,13 +28,14 @@ std::string namespace_line(const tessera::programs::train_request& r) {
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, input_replica_group=%zu, instances=%zu, "
                 "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "precision='%s', recompute=%s, replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
-                "split='%s', stochastic_rounding=%s, strategy='%s', workers=%zu)\n",
+                "split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, r.input_replica_group, r.instances,
-                tessera::programs::stages_of(r), r.loss_scaling.c_str(), r.lr,
+                tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
-                static_cast<unsigned long long>(r.seed), split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(), r.workers);
+                static_cast<unsigned long long>(r.seed), split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
+                tessera::programs::virtual_stages_of(r), r.workers);
     return line;
 }
 
@@ -60,7 +61,11 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     app.add_option("--strategy", r.strategy, "single, sharded, pipelined or phased")
         ->check(CLI::IsMember({"single", "sharded", "pipelined", "phased"}));
-    auto* schedule = app.add_option("--schedule", r.schedule, "pipelined: gpipe or 1f1b")->check(CLI::IsMember({"gpipe", "1f1b"}));
+    auto* schedule = app.add_option("--schedule", r.schedule, "pipelined: gpipe, 1f1b, or interleaved (1F1B over "
+                                    "--virtual-stages model chunks per IPU, stage s on IPU s mod IPUs)")
+                         ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+    auto* chunks = app.add_option("--virtual-stages", r.virtual_stages, "--schedule interleaved: model chunks (stages) "
+                                  "per IPU, 2 or more")->check(CLI::Range(std::size_t{2}, std::size_t{64}));
     auto* ipus = app.add_option("--ipus-per-replica", r.ipus_per_replica,
                                 "stages, one per IPU (phased: one after another on one IPU); any count the model's "
                                 "units allow (single: 1)")->check(CLI::PositiveNumber);
@@ -107,6 +112,12 @@ int main(int argc, char** argv) {
     if (r.strategy != "pipelined" && schedule->count() > 0) {
         std::fprintf(stderr, "tessera-train: error: --schedule %s orders a pipeline's micro-batches, and '%s' has no "
                              "pipeline (use --strategy pipelined)\n", r.schedule.c_str(), r.strategy.c_str());
+        return 2;
+    }
+    if (chunks->count() > 0 && r.schedule != "interleaved") {
+        std::fprintf(stderr, "tessera-train: error: --virtual-stages %zu gives an interleaved pipeline its model chunks "
+                             "per IPU, and the schedule is '%s' (use --schedule interleaved)\n", r.virtual_stages,
+                     r.schedule.c_str());
         return 2;
     }
     if (r.stochastic_rounding && r.precision != "16.16") {

@@ -35,7 +35,10 @@ template <config::Config C, class Model, class Net, class Optimizer>
     std::string text = "compiled: " + std::string(C::precision::name) + ", " + std::to_string(parameters) +
                        " parameters, " + optimizer.name() + " (" + std::to_string(optimizer.state_values_per_parameter()) +
                        " state values per parameter), " + std::string(strategy::name);
-    if constexpr (strategy::kind == config::strategy_kind::pipelined) text += " " + std::string(strategy::schedule::name);
+    if constexpr (strategy::kind == config::strategy_kind::pipelined) {
+        const std::size_t chunks = session.batching().virtual_stages;  // run-time model chunks per IPU
+        text += chunks > 1 ? " interleaved<" + std::to_string(chunks) + ">" : " " + std::string(strategy::schedule::name);
+    }
     const std::size_t stages = session.batching().stages;
     text += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages");
     if (!settings.first_units.empty()) {
@@ -73,7 +76,8 @@ inline std::string configuration_text(const train_request& r, std::size_t images
     return r.model + " " + r.dataset + " images=" + std::to_string(images) + " b=" + std::to_string(r.batch_size) +
            " " + r.precision + " " + r.loss_scaling + " G=" + std::to_string(r.gradient_accumulation) +
            " D=" + std::to_string(r.device_iterations) + " R=" + std::to_string(r.replicas) + " " + r.strategy + " " +
-           r.schedule + " ipus=" + std::to_string(r.ipus_per_replica) + " split=" + split + " " + r.optimizer +
+           r.schedule + (r.schedule == "interleaved" ? " chunks=" + std::to_string(r.virtual_stages) : std::string()) +
+           " ipus=" + std::to_string(r.ipus_per_replica) + " split=" + split + " " + r.optimizer +
            " lr=" + std::to_string(r.lr) + " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed) +
            (r.stochastic_rounding ? " stochastic-rounding" : "");  // optimiser sharding changes no bit: a run may resume with or without it
 }
@@ -87,7 +91,8 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("precision", r.precision).member("loss_scaling", r.loss_scaling);
     j.member("gradient_accumulation", r.gradient_accumulation).member("device_iterations", r.device_iterations);
     j.member("replicas", r.replicas).member("instances", r.instances).member("strategy", r.strategy);
-    j.member("schedule", r.schedule).member("ipus_per_replica", stages_of(r)).member("split", split);
+    j.member("schedule", r.schedule).member("ipus_per_replica", stages_of(r) / virtual_stages_of(r)).member("split", split);
+    j.member("virtual_stages", virtual_stages_of(r));
     j.member("recompute", r.recompute).member("stochastic_rounding", r.stochastic_rounding);
     j.member("optimizer_sharding", r.optimizer_sharding);
     j.member("eight_bit_io", r.eight_bit_io);

@@ -46,7 +46,8 @@ struct train_request {
     std::size_t instances = 1;
     std::size_t input_replica_group = 1;
     std::string strategy = "pipelined";
-    std::string schedule = "1f1b";
+    std::string schedule = "1f1b";        ///< "gpipe", "1f1b" or "interleaved" (1F1B over model chunks)
+    std::size_t virtual_stages = 2;       ///< --schedule interleaved: model chunks (stages) per IPU
     std::size_t ipus_per_replica = 2;
     std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
     bool recompute = false;
@@ -71,7 +72,13 @@ struct train_request {
 /// The stage count of a request: --ipus-per-replica for the staged strategies (one stage per IPU;
 /// phased runs them one after another on one IPU), 1 for single.
 [[nodiscard]] inline std::size_t stages_of(const train_request& r) noexcept {
-    return r.strategy == "single" ? 1 : r.ipus_per_replica;
+    if (r.strategy == "single") return 1;
+    return r.strategy == "pipelined" && r.schedule == "interleaved" ? r.ipus_per_replica * r.virtual_stages
+                                                                    : r.ipus_per_replica;
+}
+/// Model chunks per IPU: --virtual-stages when interleaved, else 1.
+[[nodiscard]] inline std::size_t virtual_stages_of(const train_request& r) noexcept {
+    return r.strategy == "pipelined" && r.schedule == "interleaved" ? r.virtual_stages : 1;
 }
 
 /// Runs the request with its precision's configurations (each precision is compiled in its own file).

@@ -27,6 +27,9 @@ struct options {
     std::optional<std::size_t> input_group{};     ///< replication<R, dynamic>: replicas sharing an input slice
     std::optional<std::size_t> stages{};          ///< sharded<dynamic>, pipelined<S, dynamic>, phased<dynamic>
     std::vector<std::size_t> ipu_map{};           ///< the IPU of each stage (dynamic stages); empty: the strategy's default
+    /// pipelined<one_f_one_b, dynamic>: model chunks per IPU, interleaving the 1F1B pipeline when > 1
+    /// (as pipelined<interleaved<V>, S> does; its default map puts stage s on IPU s mod (stages / V)).
+    std::optional<std::size_t> virtual_stages{};
 };
 
 /// The validated counts of one configuration, all known.
@@ -40,6 +43,7 @@ struct batching {
     std::size_t stages = 1;
     std::size_t ipus_per_replica = 1;
     std::vector<std::size_t> ipu_of_stage{0};  ///< the IPU of each stage within its replica
+    std::size_t virtual_stages = 1;            ///< pipelined: model chunks per IPU (interleaved when > 1)
     bool training = true;
 
     [[nodiscard]] constexpr std::size_t local_replicas() const noexcept { return replicas / instances; }
@@ -113,8 +117,21 @@ inline batching make_batching(const description& c, const options& opts) {
     b.stages = detail::resolve_count("stages", c.stages, opts.stages);
     b.training = c.training;
     using detail::str;
+    b.virtual_stages = c.virtual_stages;
+    if (opts.virtual_stages && *opts.virtual_stages != c.virtual_stages) {
+        if (c.strategy != strategy_kind::pipelined || c.schedule_is_gpipe || c.stages != dynamic || c.virtual_stages > 1)
+            throw config_error("tessera::config: " + str(*opts.virtual_stages) + " model chunks per IPU interleave a 1F1B "
+                               "pipeline whose stage count is given at run time (pipelined<one_f_one_b, dynamic>); "
+                               "this strategy fixes them to " + str(c.virtual_stages));
+        if (*opts.virtual_stages == 0 || b.stages % *opts.virtual_stages != 0)
+            throw config_error("tessera::config: " + str(*opts.virtual_stages) + " model chunks per IPU must divide the " +
+                               str(b.stages) + " stages (each IPU holds the same number)");
+        b.virtual_stages = *opts.virtual_stages;
+    }
     b.ipu_of_stage.clear();
-    for (std::size_t s = 0; s < b.stages; ++s) b.ipu_of_stage.push_back(c.ipu_of_stage(s));
+    for (std::size_t s = 0; s < b.stages; ++s)  // interleaved with a run-time count: stage s on IPU s mod (S / V)
+        b.ipu_of_stage.push_back(c.stages == dynamic && b.virtual_stages > 1 ? s % (b.stages / b.virtual_stages)
+                                                                             : c.ipu_of_stage(s));
     if (!opts.ipu_map.empty()) {
         if (c.stages != dynamic && opts.ipu_map != b.ipu_of_stage)
             throw config_error("tessera::config: the ipu_map is fixed by the config's strategy; make its stage count "
@@ -156,8 +173,8 @@ inline batching make_batching(const description& c, const options& opts) {
         throw replication_error("tessera::config: the input group of " + str(b.input_group) + " replicas does not "
                                 "divide the " + str(b.local_replicas()) + " replicas of each instance");
     const std::size_t s = b.stages, g = b.gradient_accumulation, d = b.device_iterations;
-    if (c.strategy == strategy_kind::pipelined && c.virtual_stages > 1) {
-        const std::size_t i = b.ipus_per_replica, v = c.virtual_stages, n = b.training ? g : d;
+    if (c.strategy == strategy_kind::pipelined && b.virtual_stages > 1) {
+        const std::size_t i = b.ipus_per_replica, v = b.virtual_stages, n = b.training ? g : d;
         for (std::size_t t = 0; t < s; ++t)
             if (s % v != 0 || b.ipu_of_stage[t] != t % (s / v))
                 throw config_error("tessera::config: an interleaved pipeline of " + str(s) + " stages with " + str(v) +

@@ -68,6 +68,10 @@ template <StagedModel M, class Progress = void (*)()>
                                    "tessera::dist); without one the replicas of different processes would diverge");
     if (plan.across.reduce || purpose == compile_for::dry_run) plan.across.processes = b.instances;
     schedule_request request = request_for(c, micro_batches, b.local_replicas() * plan.across.processes, b.ipu_of_stage);
+    if (c.strategy == config::strategy_kind::pipelined && b.virtual_stages > 1) {  // run-time chunks per IPU
+        request.order = pipeline_order::interleaved;
+        request.virtual_stages = b.virtual_stages;
+    }
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
     request.check_overflow = c.training && settings.dynamic_loss_scaling.value_or(c.loss_scaling.dynamic);
     request.optimizer_sharding = c.training && settings.optimizer_sharding;
