@@ -3,7 +3,8 @@
 // run tessera-train --dry-run makes, keeping the fastest that fit.
 //
 // The search in two phases (each phase's figures are the modelled clock's, nothing is guessed):
-//  1. the device: precision × strategy (and schedule) × stages × recomputation × micro-batch × G,
+//  1. the device: precision × strategy (and schedule: GPipe, 1F1B, interleaved with 2 chunks per IPU)
+//     × IPUs per replica × recomputation × micro-batch × G,
 //     replicas filling the IPUs, stages balanced by FLOPs; one that does not fit with replicas is
 //     tried again with the optimiser state sharded across them. Each is compiled once, as a session would
 //     (rules broken: refused; memory over budget: "does not fit"), with one staged network per
@@ -16,6 +17,7 @@
 #include <tessera/tessera.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -41,7 +43,7 @@ struct plan_request {
     std::size_t ipus = 16;                 ///< IPUs of the system
     std::vector<std::string> precisions{"16.16", "16.32", "32.32"};
     std::vector<std::string> strategies{"single", "sharded", "pipelined", "phased"};
-    std::vector<std::string> schedules{"1f1b", "gpipe"};
+    std::vector<std::string> schedules{"1f1b", "gpipe", "interleaved"};
     std::size_t max_batch_size = 32;       ///< largest micro-batch tried (powers of two from 1)
     std::size_t max_stages = 8;            ///< most stages tried per replica
     std::size_t max_samples_per_update = 0;  ///< micro-batch × G × R at most (0: no limit)
@@ -91,9 +93,11 @@ namespace detail {
 }
 
 /// The G values tried: the least a pipeline allows and its multiples; 1, 2, 4, 8, 16 otherwise.
-[[nodiscard]] inline std::vector<std::size_t> accumulations(const std::string& strategy, std::size_t stages) {
+/// An interleaved pipeline on `stages` IPUs needs a multiple of them, at least 2·IPUs − 1: 2·IPUs.
+[[nodiscard]] inline std::vector<std::size_t> accumulations(const std::string& strategy, std::size_t stages,
+                                                            const std::string& schedule = "1f1b") {
     if (strategy != "pipelined") return {1, 2, 4, 8, 16};
-    const std::size_t least = 2 * stages - 1;
+    const std::size_t least = schedule == "interleaved" ? 2 * stages : 2 * stages - 1;
     return {least, 2 * least, 4 * least, 8 * least};
 }
 
@@ -120,21 +124,23 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
         using net_t = std::remove_cvref_t<decltype(net)>;
         using model_t = exec::staged_network<net_t, any_optimizer>;
         const std::size_t images = epoch_images(q.base, shape);
-        // The memo: the staged network of the last (stages, micro-batch, recomputation) asked for;
-        // the search asks in that order, so each is built once (a network copy is hundreds of MB).
-        std::tuple<std::size_t, std::size_t, bool> key{0, 0, false};
-        std::optional<model_t> staged;
+        // The memo: the staged network of the last (stages, micro-batch, recomputation) asked for, one
+        // for one model chunk per IPU and one for interleaved pipelines (twice the stages on as many
+        // IPUs); the search asks in that order, so each is built once (a network copy is hundreds of MB).
+        using memo_key = std::tuple<std::size_t, std::size_t, bool>;
+        std::array<memo_key, 2> key{};
+        std::array<std::optional<model_t>, 2> staged;
         const auto model_for = [&](const train_request& r) -> const model_t& {
-            const std::size_t stages = stages_of(r);
-            if (!staged || key != std::tuple{stages, r.batch_size, r.recompute}) {
-                staged.reset();
+            const std::size_t stages = stages_of(r), slot = virtual_stages_of(r) > 1 ? 1 : 0;
+            if (!staged[slot] || key[slot] != memo_key{stages, r.batch_size, r.recompute}) {
+                staged[slot].reset();
                 tessera::tensor::shape sample = shape.sample();
                 sample.n = r.batch_size;
-                staged.emplace(net, exec::balanced_units(net, sample, stages), sample, optimizer_of(r));
-                if (r.recompute) staged->set_recompute(std::vector<bool>(stages, true));
-                key = {stages, r.batch_size, r.recompute};
+                staged[slot].emplace(net, exec::balanced_units(net, sample, stages), sample, optimizer_of(r));
+                if (r.recompute) staged[slot]->set_recompute(std::vector<bool>(stages, true));
+                key[slot] = {stages, r.batch_size, r.recompute};
             }
-            return *staged;
+            return *staged[slot];
         };
         // The dry run of `r` on the memoised network (what dry_run_request computes, without
         // building the network again). Throws what a session would throw, but memory: reported.
@@ -160,9 +166,10 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                         const std::vector<std::string> schedules =
                             strategy == "pipelined" ? q.schedules : std::vector<std::string>{"1f1b"};
                         for (const auto& schedule : schedules)
-                            for (const std::size_t g : detail::accumulations(strategy, stages)) {
+                            for (const std::size_t g : detail::accumulations(strategy, stages, schedule)) {
                                 train_request r = q.base;
                                 r.strategy = strategy, r.schedule = schedule, r.ipus_per_replica = stages;
+                                r.virtual_stages = 2;  // interleaved: two model chunks per IPU
                                 r.recompute = recompute, r.batch_size = mb, r.gradient_accumulation = g;
                                 r.device_iterations = 1, r.eight_bit_io = true, r.async_dataloader = true;
                                 r.split.clear();

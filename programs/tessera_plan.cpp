@@ -27,6 +27,7 @@ std::string command_of(const programs::train_request& r) {
     if (r.images) c += " --images " + std::to_string(r.images);
     c += " --precision " + r.precision + " --strategy " + r.strategy;
     if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
+    if (r.strategy == "pipelined" && r.schedule == "interleaved") c += " --virtual-stages " + std::to_string(r.virtual_stages);
     if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
     if (r.recompute) c += " --recompute";
     if (r.optimizer_sharding) c += " --optimizer-sharding";
@@ -89,7 +90,7 @@ void write_svg(std::ostream& out, const std::vector<programs::plan_candidate>& a
 int main(int argc, char** argv) {
     programs::plan_request q;
     q.base.host = "tutorial";
-    std::string precisions = "16.16,16.32,32.32", strategies = "single,sharded,pipelined,phased", schedules = "1f1b,gpipe";
+    std::string precisions = "16.16,16.32,32.32", strategies = "single,sharded,pipelined,phased", schedules = "1f1b,gpipe,interleaved";
     std::string json_path, csv_path, svg_path;
     CLI::App app{"tessera-plan: the fastest configurations that fit, searched on the modelled clock"};
     app.add_option("--model", q.base.model, "resnet20|32|44|56|110 or resnet18|34|50|101|152")
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"sgd", "adamw"}));
     app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");
     app.add_option("--strategies", strategies, "allowed strategies, e.g. pipelined,single");
-    app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b");
+    app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b (interleaved: 2 model chunks per IPU)");
     app.add_option("--max-batch-size", q.max_batch_size, "largest micro-batch tried")->check(CLI::PositiveNumber);
     app.add_option("--max-stages", q.max_stages, "most stages per replica tried")->check(CLI::PositiveNumber);
     app.add_option("--max-samples-per-update", q.max_samples_per_update, "micro-batch x G x replicas at most");
@@ -129,7 +130,8 @@ int main(int argc, char** argv) {
             if (s != "single" && s != "sharded" && s != "pipelined" && s != "phased")
                 throw programs::usage_error("--strategies: '" + s + "' is not one of single, sharded, pipelined, phased");
         for (const auto& s : q.schedules)
-            if (s != "1f1b" && s != "gpipe") throw programs::usage_error("--schedules: '" + s + "' is not one of 1f1b, gpipe");
+            if (s != "1f1b" && s != "gpipe" && s != "interleaved")
+                throw programs::usage_error("--schedules: '" + s + "' is not one of 1f1b, gpipe, interleaved");
         const programs::dataset_shape shape = programs::shape_of_dataset(q.base);
         (void)programs::host_of(q.base);  // a bad host file: refused before searching
 
