@@ -216,20 +216,23 @@ void check_same_training(Session& sharded, Session& plain, std::size_t R) {
 
 TEST_CASE("sharded optimiser state: R = 2 and 4 replicas train bit for bit as without sharding",
           "[exec][nn][session][threads][shard]") {
+    // At 16.16, the network and optimiser types of the stochastic-rounding test above (one set of
+    // instantiations); fp32 sharding is checked over MPI processes (tests/dist) and per optimiser
+    // (tests/optim).
     namespace optim = tessera::optim;
     constexpr std::size_t G = 4;
-    const net_t net = make_net();
-    const auto train = [&]<std::size_t R>(std::integral_constant<std::size_t, R>, const auto& optimizer) {
+    const half_net_t net = make_net<H>();
+    const auto train = [&]<std::size_t R>(std::integral_constant<std::size_t, R>, const optim::sgd& optimizer) {
         CAPTURE(R);
-        using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<G>,
+        using c = cfg::config<H, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<G>,
                               cfg::device_iterations<2>, cfg::replication<R>, cfg::all>;
         auto sharded = exec::training_model<c>(net, optimizer, {1, side, side, channels}, {.micro_batch = batch},
                                                {.optimizer_sharding = true});
         auto plain = exec::training_model<c>(net, optimizer, {1, side, side, channels}, {.micro_batch = batch});
-        const auto a = tessera::test::within_deadline(300, "sharded", [&] { return sharded(images); });
-        const auto b = tessera::test::within_deadline(300, "plain", [&] { return plain(images); });
+        const auto a = tessera::test::within_deadline(300, "sharded", [&] { return sharded(half_images); });
+        const auto b = tessera::test::within_deadline(300, "plain", [&] { return plain(half_images); });
         CHECK(a.losses == b.losses);
-        check_same_training<net_t>(sharded, plain, R);
+        check_same_training<half_net_t>(sharded, plain, R);
         // Each replica's IPUs hold 1/R of the state (the sizes are in the plan; the model holds them too).
         for (std::size_t ipu = 0; ipu < 2; ++ipu) CHECK(sharded.plan().ipus[ipu].on_chip() < plain.plan().ipus[ipu].on_chip());
         std::size_t held = 0;
@@ -240,7 +243,7 @@ TEST_CASE("sharded optimiser state: R = 2 and 4 replicas train bit for bit as wi
         CHECK(held == optimiser_state(plain).size());
     };
     train(std::integral_constant<std::size_t, 2>{}, optim::sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 0.01}));
-    // (AdamW's two moments are sharded as SGD's momentum is: tests/optim/test_shard.cpp.)
+    // (AdamW's two moments are sharded as SGD's momentum is: tests/optim/test_weight_rounding.cpp.)
     train(std::integral_constant<std::size_t, 4>{},
           optim::sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}));
 }
@@ -275,17 +278,17 @@ TEST_CASE("sharded optimiser state at 16.16 with stochastic rounding and dynamic
 TEST_CASE("sharded optimiser state: checkpoints hold the whole state, and resume with or without sharding",
           "[exec][nn][session][threads][shard]") {
     namespace optim = tessera::optim;
-    using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>, cfg::device_iterations<2>,
-                          cfg::replication<2>, cfg::all>;
-    const net_t net = make_net();
+    using c = cfg::config<H, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>,
+                          cfg::device_iterations<2>, cfg::replication<2>, cfg::all>;
+    const half_net_t net = make_net<H>();
     const optim::sgd opt({.learning_rate = 0.05, .momentum = 0.9});
     const auto session = [&](bool shard) {
         return exec::training_model<c>(net, opt, {1, side, side, channels}, {.micro_batch = batch},
                                        {.optimizer_sharding = shard});
     };
     auto sharded = session(true), plain = session(false);
-    const auto later = [](std::size_t r, std::size_t d, std::size_t m) { return images(r, d + 2, m); };
-    (void)tessera::test::within_deadline(300, "first calls", [&] { return sharded(images), plain(images); });
+    const auto later = [](std::size_t r, std::size_t d, std::size_t m) { return half_images(r, d + 2, m); };
+    (void)tessera::test::within_deadline(300, "first calls", [&] { return sharded(half_images), plain(half_images); });
     const auto dir = std::filesystem::temp_directory_path();
     const auto from_sharded = dir / "tessera_sharded.ckpt", from_plain = dir / "tessera_plain.ckpt";
     exec::save_session(from_sharded, sharded, {.steps = 2}, "sharding test");
@@ -304,8 +307,8 @@ TEST_CASE("sharded optimiser state: checkpoints hold the whole state, and resume
     });
     // A checkpoint holds replica 0's batch-norm statistics, which a resumed run gives every replica:
     // replica 0 continues as the plain run, and the two resumed runs agree on every replica.
-    check_same_training<net_t>(resumed_sharded, resumed_plain, 2);
-    net_t a = resumed_plain.model().network(), b = plain.model().network();
+    check_same_training<half_net_t>(resumed_sharded, resumed_plain, 2);
+    half_net_t a = resumed_plain.model().network(), b = plain.model().network();
     CHECK(parameters_and_buffers(a) == parameters_and_buffers(b));
     CHECK(optimiser_state(resumed_sharded) == optimiser_state(plain));
     std::filesystem::remove(from_sharded);
