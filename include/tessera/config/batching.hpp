@@ -175,12 +175,11 @@ inline batching make_batching(const description& c, const options& opts) {
     const std::size_t s = b.stages, g = b.gradient_accumulation, d = b.device_iterations;
     if (c.strategy == strategy_kind::pipelined && b.virtual_stages > 1) {
         const std::size_t i = b.ipus_per_replica, v = b.virtual_stages, n = b.training ? g : d;
-        for (std::size_t t = 0; t < s; ++t)
-            if (s % v != 0 || b.ipu_of_stage[t] != t % (s / v))
-                throw config_error("tessera::config: an interleaved pipeline of " + str(s) + " stages with " + str(v) +
-                                   " per IPU puts stage s on IPU s mod " + str(s / std::max<std::size_t>(v, 1)) +
-                                   " (stage " + str(t) + " is on IPU " + str(b.ipu_of_stage[t]) + ")");
-        if (n % i != 0 || (b.training && n < 2 * i - 1) || n < i)
+        if (const std::size_t t = first_stage_off_round_robin(b.ipu_of_stage, v); t < s)
+            throw config_error("tessera::config: an interleaved pipeline of " + str(s) + " stages with " + str(v) +
+                               " per IPU puts stage s on IPU s mod " + str(s / v) + " (stage " + str(t) +
+                               " is on IPU " + str(b.ipu_of_stage[t]) + ")");
+        if (!interleaved_count_fits(n, i, b.training))
             throw pipeline_depth_error("tessera::config: an interleaved pipeline on " + str(i) + " IPUs runs its " +
                                        "micro-batches in groups of " + str(i) + ": " +
                                        (b.training ? "gradient_accumulation" : "device_iterations") + " must be a "

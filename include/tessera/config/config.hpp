@@ -151,7 +151,8 @@ private:
         rules::pipelined_inference_needs_device_iterations<!is_training && is_pipelined && !is_interleaved, stages,
                                                            device_iterations>() &&
         rules::interleaved_pipeline_needs_whole_groups<is_interleaved, ipus_per_replica,
-                                                       is_training ? gradient_accumulation : device_iterations>() &&
+                                                       is_training ? gradient_accumulation : device_iterations,
+                                                       true>() &&
         rules::inference_has_no_gradient_accumulation<!is_training, gradient_accumulation>();
 
 public:

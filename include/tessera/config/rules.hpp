@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "tessera/config/policy.hpp"
+#include "tessera/config/strategy.hpp"
 
 namespace tessera::config::rules {
 
@@ -42,9 +43,9 @@ constexpr bool pipelined_training_needs_accumulation() {
     return true;
 }
 
-template <bool Applies, std::size_t Ipus, std::size_t Count>
+template <bool Applies, std::size_t Ipus, std::size_t Count, bool Training>
 constexpr bool interleaved_pipeline_needs_whole_groups() {
-    static_assert(!Applies || Count == dynamic || (Count % Ipus == 0 && Count >= 2 * Ipus - 1),
+    static_assert(!Applies || Count == dynamic || interleaved_count_fits(Count, Ipus, Training),
                   "tessera::config: an interleaved pipeline runs its micro-batches in groups of as many as it has "
                   "IPUs: gradient_accumulation<G> (device_iterations<D> for inference) must be a multiple of the "
                   "IPU count I, and at least 2*I - 1 when training");

@@ -8,6 +8,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -177,17 +178,35 @@ struct pipeline_map_of<interleaved<V>, Stages> {
     using type = decltype(round_robin_map<Stages / V>(std::make_index_sequence<Stages>{}));
 };
 
+}  // namespace detail
+
+/// The first stage an interleaved pipeline with V model chunks per IPU would find on the wrong IPU
+/// (stage s belongs on IPU s mod (stages / V)); ipu_of_stage.size() when every stage is in place, 0
+/// when V does not divide the stages.
+[[nodiscard]] constexpr std::size_t first_stage_off_round_robin(std::span<const std::size_t> ipu_of_stage,
+                                                                std::size_t virtual_stages) noexcept {
+    const std::size_t stages = ipu_of_stage.size();
+    if (virtual_stages == 0 || stages % virtual_stages != 0) return 0;
+    for (std::size_t s = 0; s < stages; ++s)
+        if (ipu_of_stage[s] != s % (stages / virtual_stages)) return s;
+    return stages;
+}
+
+/// Whether an interleaved pipeline on `ipus` IPUs runs `count` micro-batches (G training, D inference):
+/// a multiple of the IPUs (its groups), and at least 2·IPUs − 1 when training.
+[[nodiscard]] constexpr bool interleaved_count_fits(std::size_t count, std::size_t ipus, bool training) noexcept {
+    return ipus > 0 && count % ipus == 0 && count >= ipus && (!training || count >= 2 * ipus - 1);
+}
+
+namespace detail {
+
 /// Whether Map puts stage s on IPU s mod (Stages / V), as interleaving needs.
 template <class Map, std::size_t Stages, std::size_t V>
 constexpr bool map_is_round_robin() {
-    if constexpr (Stages == dynamic || V == 1) {
+    if constexpr (Stages == dynamic || V == 1)
         return true;
-    } else {
-        if (Stages % V != 0) return false;
-        for (std::size_t s = 0; s < Stages; ++s)
-            if (Map::ipus[s] != s % (Stages / V)) return false;
-        return true;
-    }
+    else
+        return first_stage_off_round_robin(Map::ipus, V) == Stages;
 }
 
 /// Model chunks per IPU of strategy S: V for pipelined<interleaved<V>, ...>, else 1.

@@ -145,7 +145,7 @@ private:
         // Sharded optimiser state: local replica r of process p is replica p·R + r of them all.
         if constexpr (ShardedOptimizerModel<M>) {
             const schedule& sched = m_executor->program();
-            if (sched.request.training && sched.optimizer_sharded())
+            if (sched.optimizer_sharded())
                 for (std::size_t r = 0; r < m_models.size(); ++r)
                     m_models[r].shard_optimizer_state(settings.across.rank * m_models.size() + r, sched.request.replicas);
         }

@@ -108,7 +108,7 @@ public:
                                            std::to_string(m_schedule.stages));
         if (iterations == 0) throw config::config_error("tessera::exec::executor::run: device iterations must be >= 1");
         if constexpr (ShardedOptimizerModel<M>)
-            if (m_schedule.request.training && m_schedule.optimizer_sharded())
+            if (m_schedule.optimizer_sharded())
                 for (std::size_t r = 0; r < models.size(); ++r) {
                     const std::size_t shards = models[r].optimizer_shards(), index = m_across.rank * m_replicas + r;
                     if (shards != m_schedule.request.replicas || models[r].optimizer_shard_index() != index)
@@ -219,7 +219,7 @@ private:
             throw config::config_error("tessera::exec::executor: the schedule was made for " +
                                        std::to_string(sched.request.replicas) + " replicas, the executor has " +
                                        std::to_string(replicas));
-        if (sched.request.training && sched.optimizer_sharded()) {
+        if (sched.optimizer_sharded()) {
             if (!ShardedOptimizerModel<M>)
                 throw config::config_error("tessera::exec::executor: the schedule shards the optimiser state, and "
                                            "this model cannot keep a shard of it (see ShardedOptimizerModel)");

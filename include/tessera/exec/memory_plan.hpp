@@ -73,7 +73,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
     const bool training = sched.request.training;
     // Sharded optimiser state: each replica keeps the state of its shard of the weights (the largest
     // shard has one element more than the smallest: counted as ceil(bytes / replicas)).
-    const std::size_t shards = training && sched.optimizer_sharded() ? sched.request.replicas : 1;
+    const std::size_t shards = sched.optimizer_sharded() ? sched.request.replicas : 1;
     const auto optimiser_bytes = [&](const stage_cost& c) { return (c.optimiser_bytes + shards - 1) / shards; };
     memory_plan plan;
     for (std::size_t ipu = 0; ipu < sched.ipus; ++ipu) {

@@ -120,7 +120,9 @@ struct schedule {
     bool activations_off_chip = false;                ///< phased: stashed activations kept in Streaming Memory
 
     /// Replicas keep and update shards of the optimiser state (training, replicas > 1, asked for).
-    [[nodiscard]] bool optimizer_sharded() const noexcept { return request.optimizer_sharding && request.replicas > 1; }
+    [[nodiscard]] bool optimizer_sharded() const noexcept {
+        return request.training && request.optimizer_sharding && request.replicas > 1;
+    }
     [[nodiscard]] std::size_t instructions() const noexcept {
         std::size_t n = 0;
         for (const auto& p : programs) n += p.size();
@@ -144,7 +146,7 @@ struct schedule {
              (ipus == 1 ? " IPU, " : " IPUs, ") + std::to_string(request.micro_batches) + " micro-batches, " +
              (request.training ? "training" : "inference");
         if (request.replicas > 1) s += ", " + std::to_string(request.replicas) + " replicas";
-        if (request.training && optimizer_sharded()) s += ", optimiser state sharded";
+        if (optimizer_sharded()) s += ", optimiser state sharded";
         if (request.training && request.check_overflow) s += ", updates after an overflow vote";
         return s;
     }
@@ -348,12 +350,11 @@ inline schedule make_schedule(const schedule_request& r) {
             throw config::config_error("tessera::exec::make_schedule: an interleaved pipeline needs 2 or more model "
                                        "chunks per IPU dividing its " + std::to_string(S) + " stages, got " +
                                        std::to_string(V));
-        for (std::size_t s = 0; s < S; ++s)
-            if (r.ipu_of_stage[s] != s % I)
-                throw config::config_error("tessera::exec::make_schedule: an interleaved pipeline puts stage " +
-                                           std::to_string(s) + " on IPU " + std::to_string(s % I) + ", not " +
-                                           std::to_string(r.ipu_of_stage[s]));
-        if (M % I != 0 || M < I || (r.training && M < 2 * I - 1))
+        if (const std::size_t s = config::first_stage_off_round_robin(r.ipu_of_stage, V); s < S)
+            throw config::config_error("tessera::exec::make_schedule: an interleaved pipeline puts stage " +
+                                       std::to_string(s) + " on IPU " + std::to_string(s % I) + ", not " +
+                                       std::to_string(r.ipu_of_stage[s]));
+        if (!config::interleaved_count_fits(M, I, r.training))
             throw config::pipeline_depth_error(
                 "tessera::exec::make_schedule: an interleaved pipeline on " + std::to_string(I) + " IPUs runs its " +
                 "micro-batches in groups of " + std::to_string(I) + ": it needs a multiple of " + std::to_string(I) +
@@ -398,7 +399,7 @@ inline schedule make_schedule(const schedule_request& r) {
     };
     const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
     const bool overflow_vote = r.training && r.check_overflow;
-    const bool shard_state = r.optimizer_sharding && r.replicas > 1;
+    const bool shard_state = out.optimizer_sharded();
     std::vector<std::size_t> deferred_updates;
 
     for (const auto& p : order) {

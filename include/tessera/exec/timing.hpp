@@ -46,6 +46,20 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
     const bool accumulators_off = !sched.weights_streamed && where.gradient_accumulators == location::streaming_memory;
     const bool optimiser_off = !sched.weights_streamed && where.optimiser_state == location::streaming_memory;
     const bool stash_off = sched.activations_off_chip || where.activations == location::streaming_memory;
+    // A collective over the replicas: `passes` × (R - 1) / R of `bytes` around the ring of IPU-Links;
+    // with processes reducing through their hosts, to the host (the whole, or its 1/P shard), a ring
+    // of `passes` × (P - 1) / P over the network, and back (the whole, or its shard).
+    const auto collective = [&](double bytes, double passes, bool shard_to_host, bool shard_from_host) {
+        const double r = double(sched.request.replicas);
+        clock.transfer(passes * (r - 1.0) / r * bytes, link::ipu_link, activity::all_reduce, std::move(name));
+        if (costs.processes > 1 && costs.host_network_bandwidth > 0) {
+            const double p = double(costs.processes);
+            clock.transfer(shard_to_host ? bytes / p : bytes, link::host_link, activity::all_reduce, also("to host"));
+            clock.advance(passes * (p - 1.0) / p * bytes / costs.host_network_bandwidth, activity::all_reduce,
+                          also("across hosts"));
+            clock.transfer(shard_from_host ? bytes / p : bytes, link::host_link, activity::all_reduce, also("from host"));
+        }
+    };
     // Sharded optimiser state: a replica keeps, moves and steps 1/R of it.
     const double state_share = sched.optimizer_sharded() ? 1.0 / double(sched.request.replicas) : 1.0;
     switch (in.op) {
@@ -94,47 +108,21 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
                                (training ? double(c.accumulator_bytes()) + double(c.optimiser_bytes) * state_share : 0.0),
                            link::streaming_memory, activity::streaming, std::move(name));
             break;
-        case opcode::all_reduce: {
+        case opcode::all_reduce:
             // A ring all-reduce: each replica sends and receives 2 (R - 1) / R of the gradients, one
             // direction of its IPU-Links, while its neighbour does the same.
-            const double r = double(sched.request.replicas), bytes = double(c.accumulator_bytes());
-            clock.transfer(2.0 * (r - 1.0) / r * bytes, link::ipu_link, activity::all_reduce, std::move(name));
-            if (costs.processes > 1 && costs.host_network_bandwidth > 0) {  // to the host, a ring over the network, back
-                const double p = double(costs.processes);
-                clock.transfer(bytes, link::host_link, activity::all_reduce, also("to host"));
-                clock.advance(2.0 * (p - 1.0) / p * bytes / costs.host_network_bandwidth, activity::all_reduce,
-                              also("across hosts"));
-                clock.transfer(bytes, link::host_link, activity::all_reduce, also("from host"));
-            }
+            collective(double(c.accumulator_bytes()), 2.0, false, false);
             break;
-        }
-        case opcode::reduce_scatter: {
+        case opcode::reduce_scatter:
             // A ring reduce-scatter: each replica sends and receives (R - 1) / R of the gradients and
             // ends with the sum of its shard; across hosts, each host's shard of the sums comes back.
-            const double r = double(sched.request.replicas), bytes = double(c.accumulator_bytes());
-            clock.transfer((r - 1.0) / r * bytes, link::ipu_link, activity::all_reduce, std::move(name));
-            if (costs.processes > 1 && costs.host_network_bandwidth > 0) {
-                const double p = double(costs.processes);
-                clock.transfer(bytes, link::host_link, activity::all_reduce, also("to host"));
-                clock.advance((p - 1.0) / p * bytes / costs.host_network_bandwidth, activity::all_reduce,
-                              also("across hosts"));
-                clock.transfer(bytes / p, link::host_link, activity::all_reduce, also("from host"));
-            }
+            collective(double(c.accumulator_bytes()), 1.0, false, true);
             break;
-        }
-        case opcode::all_gather: {
-            // A ring all-gather of the updated weights, in their storage type: (R - 1) / R of them in.
-            const double r = double(sched.request.replicas), bytes = double(c.weight_bytes);
-            clock.transfer((r - 1.0) / r * bytes, link::ipu_link, activity::all_reduce, std::move(name));
-            if (costs.processes > 1 && costs.host_network_bandwidth > 0) {
-                const double p = double(costs.processes);
-                clock.transfer(bytes / p, link::host_link, activity::all_reduce, also("to host"));
-                clock.advance((p - 1.0) / p * bytes / costs.host_network_bandwidth, activity::all_reduce,
-                              also("across hosts"));
-                clock.transfer(bytes, link::host_link, activity::all_reduce, also("from host"));
-            }
+        case opcode::all_gather:
+            // A ring all-gather of the updated weights, in their storage type: (R - 1) / R of them in;
+            // across hosts, each host sends its shard and receives them all.
+            collective(double(c.weight_bytes), 1.0, true, false);
             break;
-        }
         case opcode::update: {
             // Sharded optimiser state: a replica steps 1/R of the weights with 1/R of the state, and
             // zeroes the rest of its gradients.

@@ -130,7 +130,7 @@ template <class Tensor, class Label, class Stash, class Input = Tensor>
         if (across.reduce) combine = [&across, s](std::span<float> g) { across.reduce(s, g); };
         w.reduce.push_back(std::make_unique<emulator::collective_group<float>>(R, std::move(combine)));
     }
-    const bool sharded = sched.request.training && sched.optimizer_sharded();
+    const bool sharded = sched.optimizer_sharded();
     if (sharded) {
         // Process p's replicas own shards p·R to (p + 1)·R − 1: its part of the weights is one range.
         const std::size_t P = across.processes;
