@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tessera/config/config.hpp"
 #include "tessera/config/strategy.hpp"
 #include "tessera/exec/memory_plan.hpp"
 #include "tessera/exec/schedule.hpp"
@@ -403,6 +404,9 @@ TEST_CASE("interleaved schedules run without deadlock, with votes, replicas and 
         checked(voting);
     }
     checked(exec::request_for<cfg::pipelined<cfg::interleaved<2>, 4>>(2, false));  // inference: D = I
+    // ... which the configuration's compile-time rule accepts too (it asks 2I - 1 of training only).
+    using inference = cfg::config<cfg::pipelined<cfg::interleaved<2>, 4>, cfg::inference, cfg::device_iterations<2>>;
+    static_assert(inference::ipus_needed == 2);
     // Interleaving lowers the stash of 1F1B over the same stages: fewer forwards run ahead per chunk.
     const auto flat = exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 1, 0, 1>>>(8);
     const auto inter = exec::make_schedule<cfg::pipelined<cfg::interleaved<2>, 4>>(8);

@@ -152,7 +152,7 @@ private:
                                                            device_iterations>() &&
         rules::interleaved_pipeline_needs_whole_groups<is_interleaved, ipus_per_replica,
                                                        is_training ? gradient_accumulation : device_iterations,
-                                                       true>() &&
+                                                       is_training>() &&
         rules::inference_has_no_gradient_accumulation<!is_training, gradient_accumulation>();
 
 public:
