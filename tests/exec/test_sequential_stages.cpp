@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <type_traits>
 #include <span>
@@ -56,19 +57,22 @@ const tessera::test::random_images images{batch, side, channels, classes, 7};
 
 // R replicas of the whole network, G micro-batches each per update from `feed`, gradients summed in
 // replica order, then each replica's copy of `optimizer` steps; returns every replica's network.
+// With `rounding_seed`, activations and their gradients round stochastically, micro-batch m of
+// replica r at step d drawing exec::micro_batch_rounding(seed, r, d, m), as sessions promise.
 template <class Net, class Feed, class Opt = plain_sgd>
 std::vector<Net> trained_replicas(const Net& initial, std::size_t R, std::size_t G, std::size_t D, const Feed& feed,
-                                  const Opt& optimizer = {}) {
+                                  const Opt& optimizer = {}, std::optional<std::uint64_t> rounding_seed = {}) {
     std::vector<Net> nets(R, initial);
     std::vector<Opt> opts(R, optimizer);
-    const nn::context ctx{};
     for (std::size_t d = 0; d < D; ++d) {
         for (std::size_t r = 0; r < R; ++r)
             for (std::size_t m = 0; m < G; ++m) {
                 auto [x, y] = feed(r, d, m);
                 typename Net::state st;
+                nn::context ctx{};
+                if (rounding_seed) ctx.rounding = exec::micro_batch_rounding(*rounding_seed, r, d, m);
                 nn::softmax_cross_entropy<typename Net::precision> loss;
-                (void)loss(nets[r].forward(x, st, ctx), y);
+                (void)loss(nets[r].forward(x, st, ctx), y, 1.0, exec::loss_gradient_rounding(ctx.rounding));
                 (void)nets[r].backward(loss.gradient(), st, ctx, false);
             }
         std::vector<std::vector<std::span<float>>> g(R);
@@ -182,6 +186,49 @@ TEST_CASE("16.16 with stochastic rounding of weights: a pipeline trains bit for 
     // Rounding to nearest gives other weights: the stochastic rounding did round.
     const optim::sgd nearest({.learning_rate = 0.05, .momentum = 0.9});
     CHECK(parameters_only(trained) != parameters_only(trained_replicas(net, R, G, D, half_images, nearest)[0]));
+}
+
+TEST_CASE("16.16 with stochastic rounding of activations and gradients: pipelines, recomputation and replicas "
+          "train bit for bit as the whole network", "[exec][nn][session][threads][rounding]") {
+    namespace optim = tessera::optim;
+    constexpr std::size_t G = 4, D = 3, R = 2;
+    constexpr std::uint64_t seed = 11;
+    using c = cfg::config<H, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<G>,
+                          cfg::device_iterations<D>, cfg::replication<R>, cfg::all>;
+    const half_net_t net = make_net<H>();
+    const optim::sgd stochastic({.learning_rate = 0.05, .momentum = 0.9, .rounding = {.stochastic = true, .seed = 9}});
+    auto expected = trained_replicas(net, R, G, D, half_images, stochastic, seed);
+    for (const bool recompute : {false, true}) {
+        INFO("stage 0 recomputes its forward: " << recompute);
+        exec::session_options settings{.stochastic_rounding = seed};
+        if (recompute) settings.recompute = {true, false};
+        auto run = exec::training_model<c>(net, stochastic, {1, side, side, channels}, {.micro_batch = batch}, settings);
+        (void)tessera::test::within_deadline(300, "16.16 session", [&] { return run(half_images); });
+        for (std::size_t r = 0; r < R; ++r) {
+            half_net_t trained = run.replica(r).network();
+            CHECK(parameters_and_buffers(trained) == parameters_and_buffers(expected[r]));
+        }
+    }
+    // Rounding activations to nearest gives other weights: the activations did round stochastically.
+    CHECK(parameters_only(expected[0]) !=
+          parameters_only(trained_replicas(net, R, G, D, half_images, stochastic)[0]));
+    // Another seed draws other bits.
+    CHECK(parameters_only(expected[0]) !=
+          parameters_only(trained_replicas(net, R, G, D, half_images, stochastic, seed + 1)[0]));
+}
+
+TEST_CASE("stochastic rounding of activations is refused where nothing rounds to 16 bits", "[exec][session][rounding]") {
+    using c = cfg::config<cfg::gradient_accumulation<1>, cfg::device_iterations<1>, cfg::all>;
+    const net_t net = make_net();  // fp32 activations
+    CHECK_THROWS_WITH(exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch},
+                                              {.stochastic_rounding = 1}),
+                      Catch::Matchers::Contains("32-bit floats, not halves"));
+    // 16-bit activations, but an optimiser that counts no steps: nothing to key the bits by.
+    using c16 = cfg::config<H, cfg::gradient_accumulation<1>, cfg::device_iterations<1>, cfg::all>;
+    const half_net_t half_net = make_net<H>();
+    CHECK_THROWS_WITH(exec::training_model<c16>(half_net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch},
+                                              {.stochastic_rounding = 1}),
+                      Catch::Matchers::Contains("counts no steps"));
 }
 
 // Sharded optimiser state: a session whose replicas each keep and step a shard of the state trains bit

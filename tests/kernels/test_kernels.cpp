@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -484,6 +485,117 @@ TEST_CASE("half-storage batch norm and relu equal the fp32 kernels on the same v
         k::relu_backward(rh.data(), dyh.data(), n, rdh.data(), ws, {2});
         k::relu_backward(rf.data(), dyf.data(), n, rdf.data(), ws, {2});
         CHECK(same_bits(rdh, rounded(rdf)) == "");
+    }
+}
+
+namespace {
+
+/// "" when each element of `got` is round_to_half_stochastic(want[i]) with the bits of element i of
+/// r's stream, else the first element that differs.
+std::string rounded_stochastically(const std::vector<half>& got, const std::vector<float>& want,
+                                   const tessera::tensor::rounding& r) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const half expected = tessera::tensor::round_to_half_stochastic(want[i], tessera::tensor::counter_bits(r.seed, r.stream, i));
+        if (got[i].bits() != expected.bits())
+            return "element " + std::to_string(i) + ": " + std::to_string(float(got[i])) + " vs " + std::to_string(float(expected));
+    }
+    return {};
+}
+
+/// How many elements of `got` differ from `want` rounded to nearest (a stochastic rounding rounds
+/// some of them the other way).
+std::size_t differ_from_nearest(const std::vector<half>& got, const std::vector<float>& want) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) n += got[i].bits() != half(want[i]).bits();
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("kernels writing half activations or gradients round them stochastically when asked: element i is the fp32 "
+          "value rounded with the bits of element i", "[kernels][half][rounding]") {
+    const tessera::tensor::rounding r{.stochastic = true, .seed = 5, .stream = 77};
+    k::workspace<float> ws;
+    SECTION("convolutions, im2col and Winograd, forward and input gradient") {
+        for (const auto& [in, cout, g] : conv_cases) {
+            CAPTURE(in.str(), cout);
+            const shape out = g.output(in, cout);
+            const auto xh = random_vector<half>(in.size(), 20);
+            const auto wh = random_vector<half>(g.kh * g.kw * in.c * cout, 21);
+            const auto dyh = random_vector<half>(out.size(), 22);
+            std::vector<half> yh(out.size()), dxh(in.size());
+            std::vector<float> yf(out.size()), dxf(in.size()), dw(wh.size(), 0.f);
+            k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yh.data(), ws, {2}, k::conv_algorithm::automatic, r);
+            k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yf.data(), ws, {2});
+            CHECK(rounded_stochastically(yh, yf, r) == "");
+            k::conv2d_backward(xh.data(), in, dyh.data(), wh.data(), cout, g, dw.data(), dxh.data(), ws, {2},
+                               k::conv_algorithm::automatic, r);
+            k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxf.data(), ws, {2});
+            CHECK(rounded_stochastically(dxh, dxf, r) == "");
+        }
+    }
+    SECTION("batch norm with its ReLU, over two threads, forward and input gradient") {
+        const std::size_t ch = 48, rows = 9001, n = rows * ch;
+        const auto xh = random_vector<half>(n, 70, -2, 2), dyh = random_vector<half>(n, 71);
+        const auto g = random_vector<float>(ch, 72, 0.5, 1.5), b = random_vector<float>(ch, 73);
+        for (const bool relu : {false, true}) {
+            std::vector<float> m(ch, 0), v(ch, 1), yf(n), dxf(n), dg(ch, 0), db(ch, 0);
+            std::vector<half> yh(n), dxh(n);
+            k::batch_norm_saved<float> saved;
+            k::batch_norm_forward_train(xh.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m.data(), v.data(), saved,
+                                        yh.data(), ws, {2}, relu, r);
+            k::batch_norm_forward_train(xh.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m.data(), v.data(), saved,
+                                        yf.data(), ws, {2}, relu);
+            CHECK(rounded_stochastically(yh, yf, r) == "");
+            CHECK(differ_from_nearest(yh, yf) > n / 10);
+            const half* mask = relu ? yh.data() : nullptr;
+            k::batch_norm_backward(xh.data(), dyh.data(), rows, ch, g.data(), saved, dxh.data(), dg.data(), db.data(), ws,
+                                   {2}, mask, r);
+            k::batch_norm_backward(xh.data(), dyh.data(), rows, ch, g.data(), saved, dxf.data(), dg.data(), db.data(), ws,
+                                   {2}, mask);
+            CHECK(rounded_stochastically(dxh, dxf, r) == "");
+        }
+    }
+    SECTION("fully connected, pooling and the loss gradient") {
+        const std::size_t batch = 5, in = 24, out = 7;
+        const auto xh = random_vector<half>(batch * in, 80), wh = random_vector<half>(out * in, 81),
+                   bh = random_vector<half>(out, 82), dyh = random_vector<half>(batch * out, 83);
+        std::vector<half> yh(batch * out), dxh(batch * in);
+        std::vector<float> yf(batch * out), dxf(batch * in), dw(out * in, 0.f), db(out, 0.f);
+        k::linear_forward(xh.data(), batch, in, wh.data(), bh.data(), out, yh.data(), ws, {}, r);
+        k::linear_forward(xh.data(), batch, in, wh.data(), bh.data(), out, yf.data(), ws);
+        CHECK(rounded_stochastically(yh, yf, r) == "");
+        k::linear_backward(xh.data(), dyh.data(), batch, in, wh.data(), out, dxh.data(), dw.data(), db.data(), ws, {}, r);
+        k::linear_backward(xh.data(), dyh.data(), batch, in, wh.data(), out, dxf.data(), dw.data(), db.data(), ws);
+        CHECK(rounded_stochastically(dxh, dxf, r) == "");
+
+        const shape s{2, 6, 5, 3};
+        const k::window pool{3, 3, 2, 1};
+        const shape o = pool.output(s, s.c);
+        const auto ph = random_vector<half>(s.size(), 84), pdy = random_vector<half>(o.size(), 85);
+        std::vector<half> ah(o.size()), adh(s.size()), gh(s.n * s.c), gdh(s.size());
+        std::vector<float> af(o.size()), adf(s.size()), gf(s.n * s.c), gdf(s.size());
+        k::avg_pool_forward(ph.data(), s, pool, ah.data(), ws, r);
+        k::avg_pool_forward(ph.data(), s, pool, af.data(), ws);
+        CHECK(rounded_stochastically(ah, af, r) == "");
+        k::avg_pool_backward(pdy.data(), s, pool, adh.data(), ws, r);
+        k::avg_pool_backward(pdy.data(), s, pool, adf.data(), ws);
+        CHECK(rounded_stochastically(adh, adf, r) == "");
+        k::global_avg_pool_forward(ph.data(), s, gh.data(), ws, r);
+        k::global_avg_pool_forward(ph.data(), s, gf.data(), ws);
+        CHECK(rounded_stochastically(gh, gf, r) == "");
+        const std::vector<half> gdy(ph.begin(), ph.begin() + static_cast<std::ptrdiff_t>(s.n * s.c));
+        k::global_avg_pool_backward(gdy.data(), s, gdh.data(), ws, r);
+        k::global_avg_pool_backward(gdy.data(), s, gdf.data(), ws);
+        CHECK(rounded_stochastically(gdh, gdf, r) == "");
+
+        const std::vector<std::int32_t> labels{0, 3, 6, 1, 2};
+        std::vector<half> lh(batch * out);
+        std::vector<float> lf(batch * out);
+        (void)k::softmax_cross_entropy(yh.data(), batch, out, labels.data(), lh.data(), 1024.0f, ws, r);
+        (void)k::softmax_cross_entropy(yh.data(), batch, out, labels.data(), lf.data(), 1024.0f, ws);
+        CHECK(rounded_stochastically(lh, lf, r) == "");
     }
 }
 

@@ -212,3 +212,23 @@ TEST_CASE("the residual add of half activations is fp32's sum rounded once, bit 
         differing += out[i].bits() != tessera::half(float(a[i]) + float(b[i])).bits();
     CHECK(differing == 0);
 }
+
+TEST_CASE("the residual add rounds the half sum stochastically when asked, element i with the bits of element i",
+          "[nn][half][rounding]") {
+    const std::size_t n = 70001;  // over two threads, a scalar tail
+    std::mt19937 rng(81);
+    std::normal_distribution<float> value(0.0f, 3.0f);
+    std::vector<tessera::half> a(n), b(n), out(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = tessera::half(value(rng)), b[i] = tessera::half(value(rng));
+    const tessera::tensor::rounding r{.stochastic = true, .seed = 3, .stream = 4};
+    nn::detail::add<float>(a.data(), b.data(), out.data(), n, {2}, r);
+    std::size_t differing = 0, other_than_nearest = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const float sum = float(a[i]) + float(b[i]);
+        differing += out[i].bits() !=
+                     tessera::tensor::round_to_half_stochastic(sum, tessera::tensor::counter_bits(r.seed, r.stream, i)).bits();
+        other_than_nearest += out[i].bits() != tessera::half(sum).bits();
+    }
+    CHECK(differing == 0);
+    CHECK(other_than_nearest > n / 10);  // it did not round to nearest
+}

@@ -100,6 +100,24 @@ TEST_CASE("resnet names its units and parameters like torchvision and runs unit 
     const auto& y2 = model.forward_units(8, model.units(), mid, split, ctx);
     REQUIRE(max_abs_diff(y, y2) == 0.0);
 
+    // In 16.16 with stochastic rounding too: each unit draws its own part of the micro-batch's stream,
+    // whatever range runs it, so a pipeline stage rounds as the whole network does; the stream matters.
+    nn::resnet20<config::half> half_model(1, 10);
+    auto xh = random_activation<config::half>(in, 31);
+    nn::context sr{nn::mode::train, 1};
+    sr.rounding = {.stochastic = true, .seed = 1, .stream = 2};
+    decltype(half_model)::state hw, hs, other;
+    const auto yh = half_model.forward(xh, hw, sr);
+    const auto& midh = half_model.forward_units(0, 8, xh, hs, sr);
+    const auto& yh2 = half_model.forward_units(8, half_model.units(), midh, hs, sr);
+    REQUIRE(std::equal(yh.begin(), yh.end(), yh2.begin(), yh2.end(),
+                       [](tessera::half p, tessera::half q) { return p.bits() == q.bits(); }));
+    nn::context sr2 = sr;
+    sr2.rounding.stream = 3;
+    const auto& yh3 = half_model.forward(xh, other, sr2);
+    REQUIRE_FALSE(std::equal(yh.begin(), yh.end(), yh3.begin(), yh3.end(),
+                             [](tessera::half p, tessera::half q) { return p.bits() == q.bits(); }));
+
     // ResNet-20: about 40.6 M multiply-adds per 32×32 image, so (28/32)² of that at 28×28 with one
     // input channel: ≈ 31 M multiply-adds = 62 MFLOPs (two per multiply-add), plus batch norm and ReLU.
     const auto c = model.cost({1, 28, 28, 1});

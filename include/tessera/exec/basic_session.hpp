@@ -149,6 +149,14 @@ private:
                 for (std::size_t r = 0; r < m_models.size(); ++r)
                     m_models[r].shard_optimizer_state(settings.across.rank * m_models.size() + r, sched.request.replicas);
         }
+        if (settings.stochastic_rounding) {
+            if constexpr (StochasticRoundingModel<M>)
+                for (std::size_t r = 0; r < m_models.size(); ++r)
+                    m_models[r].set_stochastic_rounding(*settings.stochastic_rounding, settings.across.rank * m_models.size() + r);
+            else
+                throw config::config_error("tessera::exec::session: session_options::stochastic_rounding needs a model "
+                                           "that rounds its activations stochastically (StochasticRoundingModel)");
+        }
     }
 
     static std::unique_ptr<executor<M>> compile(const config::description& c, const M& model, const config::batching& b,

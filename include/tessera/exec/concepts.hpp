@@ -2,6 +2,7 @@
 // What the executor needs from a model split into stages.
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -89,6 +90,18 @@ concept ShardedOptimizerModel =
         { m.weights(s) } -> std::same_as<std::span<float>>;
         m.put_weights(s);
         m.gather_optimizer_state(replicas);
+    };
+
+/// A staged model whose 16-bit activations can round stochastically (session_options::
+/// stochastic_rounding; staged_network is one): set_stochastic_rounding(seed, replica) turns it on
+/// for replica `replica` of them all; forward(s, x, m), recompute(s, x, m) and loss(y, t, m) take the
+/// micro-batch's index in the step, which keys the random bits with the step and the replica.
+template <class M>
+concept StochasticRoundingModel =
+    StagedModel<M> && requires(M& m, std::size_t s, typename M::tensor t, const typename M::label& y) {
+        m.set_stochastic_rounding(std::uint64_t{}, s);
+        { m.forward(s, std::move(t), s) } -> std::same_as<std::pair<typename M::tensor, typename M::stash>>;
+        { m.loss(t, y, s) } -> std::same_as<std::pair<float, typename M::tensor>>;
     };
 
 /// A staged model that scores the last stage's output against its label (top-1 hits over the real

@@ -362,13 +362,23 @@ private:
                 case opcode::fwd: {
                     tensor x = inputs.take(s, m, in);
                     if (training && m_costs.stages[s].recompute) kept_inputs.put(s, m, tensor(x));
-                    auto [y, st] = model.forward(s, std::move(x));
+                    auto [y, st] = [&] {
+                        if constexpr (StochasticRoundingModel<M>)
+                            return model.forward(s, std::move(x), m);
+                        else
+                            return model.forward(s, std::move(x));
+                    }();
                     if (training && !m_costs.stages[s].recompute) stashes.put(s, m, std::move(st));
                     if (s + 1 < S) {
                         inputs.put(s + 1, m, std::move(y));
                     } else if (training) {
                         const label target = labels.take(0, m, in);
-                        auto [loss, g] = model.loss(y, target);
+                        auto [loss, g] = [&] {
+                            if constexpr (StochasticRoundingModel<M>)
+                                return model.loss(y, target, m);
+                            else
+                                return model.loss(y, target);
+                        }();
                         grads.put(s, m, std::move(g));
                         top1_score hits{};
                         if constexpr (ScoredModel<M>) hits = model.score(y, target);
@@ -407,7 +417,9 @@ private:
                     typename M::stash st = [&] {
                         if (m_costs.stages[s].recompute) {
                             tensor x = kept_inputs.take(s, m, in);
-                            if constexpr (requires { { model.recompute(s, std::move(x)) } -> std::same_as<typename M::stash>; })
+                            if constexpr (requires { { model.recompute(s, std::move(x), m) } -> std::same_as<typename M::stash>; })
+                                return model.recompute(s, std::move(x), m);
+                            else if constexpr (requires { { model.recompute(s, std::move(x)) } -> std::same_as<typename M::stash>; })
                                 return model.recompute(s, std::move(x));
                             else
                                 return model.forward(s, std::move(x)).second;

@@ -1,6 +1,7 @@
 #pragma once
 // The settings of a session that are not policies: the device, the host, reports, stage cuts.
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <vector>
@@ -37,6 +38,12 @@ struct session_options {
     /// tensor sharding of the optimiser state, ZeRO stage 1). The weights are bit-identical to a run
     /// without; the memory plan holds 1/replicas of the state per IPU. Needs a ShardedOptimizerModel.
     bool optimizer_sharding = false;
+    /// Networks with 16-bit activations: round activations and activation gradients to half
+    /// stochastically in training, as the IPU does with stochastic rounding on, the bits keyed by this
+    /// seed, the replica, the step and the micro-batch (exec::micro_batch_rounding), so every strategy
+    /// draws the same. The optimiser's own option (optim::weight_rounding) rounds the weights.
+    /// Needs a StochasticRoundingModel; none: round to nearest.
+    std::optional<std::uint64_t> stochastic_rounding{};
     emulator::host_spec host{};              ///< the host on the modelled clock (run_result::host)
     emulator::host_loading loading{};        ///< how it loads: sync or async, workers, prefetch depth
 };

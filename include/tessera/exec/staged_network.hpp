@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "tessera/config/error.hpp"
 #include "tessera/config/loss_scaling.hpp"
+#include "tessera/exec/activation_rounding.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/host_input.hpp"
 #include "tessera/exec/ipu_kernel_pools.hpp"
@@ -61,6 +63,7 @@ public:
     struct stage_state {
         tensor input;                // kept alive until backward, as nn's layers require
         typename N::state state;
+        tessera::tensor::rounding rounding{};  // the micro-batch's, for its backward
     };
     using stash = std::unique_ptr<stage_state>;  // a stable address: layer states point at their inputs
     static_assert(std::is_same_v<typename precision::accumulate_type, float>,
@@ -211,6 +214,25 @@ public:
         m_skipped = other.m_skipped;
     }
 
+    /// Rounds the 16-bit activations and activation gradients of training stochastically, as the IPU
+    /// does with stochastic rounding on: micro-batch m of step t draws micro_batch_rounding(seed,
+    /// replica, t, m), t counting the optimiser's steps and the skipped ones (so a resumed run draws
+    /// what an unbroken one draws). `replica` counts over every process. Evaluation (nn::mode::eval)
+    /// rounds to nearest. config_error when activations are not 16-bit or the optimiser counts no steps.
+    void set_stochastic_rounding(std::uint64_t seed, std::size_t replica) {
+        if constexpr (!std::is_same_v<typename precision::data_type, tessera::half>)
+            throw config::config_error("tessera::exec::staged_network::set_stochastic_rounding: activations are stored "
+                                       "in " + std::to_string(8 * sizeof(typename precision::data_type)) +
+                                       "-bit floats, not halves: nothing rounds to 16 bits (use 16-bit data, e.g. 16.16)");
+        else if constexpr (!requires(const O& o) { o.steps(); })
+            throw config::config_error("tessera::exec::staged_network::set_stochastic_rounding: the optimiser counts no "
+                                       "steps (steps()), which key the random bits");
+        m_rounding_seed = seed;
+        m_rounding_replica = replica;
+    }
+    /// The seed of stochastic rounding of activations, if set_stochastic_rounding was called.
+    [[nodiscard]] std::optional<std::uint64_t> stochastic_rounding() const noexcept { return m_rounding_seed; }
+
     /// Makes this model replica `index` of `count` whose optimiser state is sharded (PopTorch's
     /// replicated tensor sharding, ZeRO stage 1): of each stage's weights, counted in visiting order,
     /// it keeps the optimiser state of shard `index` of `count` (optim::shard_of) and updates those
@@ -298,17 +320,18 @@ public:
         });
     }
 
-    /// Runs stage s on a micro-batch of any size from 0 to the compiled one (a short one is the
-    /// padded tail of an epoch: batch statistics over its real samples only). An empty micro-batch
-    /// (all padding) does not run the network: its output is empty and no running statistic moves.
-    std::pair<tensor, stash> forward(std::size_t s, tensor x) {
-        return run_forward(s, std::move(x), m_pools.context(s, m_context));
+    /// Runs stage s on micro-batch `micro_batch` of the step, of any size from 0 to the compiled one (a
+    /// short one is the padded tail of an epoch: batch statistics over its real samples only). An
+    /// empty micro-batch (all padding) does not run the network: its output is empty and no running
+    /// statistic moves. The micro-batch's index keys stochastic rounding (set_stochastic_rounding).
+    std::pair<tensor, stash> forward(std::size_t s, tensor x, std::size_t micro_batch = 0) {
+        return run_forward(s, std::move(x), micro_batch_context(s, micro_batch));
     }
 
-    /// The forward of stage s again, during its backward (recomputation): the same batch statistics,
-    /// no second move of the batch-norm running statistics; returns what backward needs.
-    stash recompute(std::size_t s, tensor x) {
-        nn::context again = m_pools.context(s, m_context);
+    /// The forward of stage s again, during its backward (recomputation): the same batch statistics
+    /// and rounding, no second move of the batch-norm running statistics; returns what backward needs.
+    stash recompute(std::size_t s, tensor x, std::size_t micro_batch = 0) {
+        nn::context again = micro_batch_context(s, micro_batch);
         again.update_running_statistics = false;
         return run_forward(s, std::move(x), again).second;
     }
@@ -326,8 +349,9 @@ public:
     /// No real sample (an empty micro-batch, or one of padding only): loss 0 and a zero gradient.
     /// The loss of a micro-batch and its gradient. A loss that is not finite throws non_finite_loss
     /// unless the loss scaling is dynamic (then the step's overflow vote skips it).
-    std::pair<float, tensor> loss(const tensor& logits, const label& labels) {
-        auto result = loss_unchecked(logits, labels);
+    std::pair<float, tensor> loss(const tensor& logits, const label& labels, std::size_t micro_batch = 0) {
+        const nn::context ctx = micro_batch_context(stages() - 1, micro_batch);
+        auto result = loss_unchecked(logits, labels, loss_gradient_rounding(ctx.rounding));
         if (!std::isfinite(result.first) && !m_rule.dynamic) [[unlikely]]
             throw non_finite_loss("tessera::exec::staged_network: the loss of a micro-batch of " +
                                   std::to_string(labels.valid) + " samples is " + std::to_string(result.first) +
@@ -337,14 +361,15 @@ public:
     }
 
 private:
-    std::pair<float, tensor> loss_unchecked(const tensor& logits, const label& labels) {
+    std::pair<float, tensor> loss_unchecked(const tensor& logits, const label& labels,
+                                            const tessera::tensor::rounding& rounding) {
         const auto shape = tessera::tensor::shape_of(logits);
         if (labels.valid > labels.classes.size() || labels.classes.size() != shape.n)
             throw config::config_error("tessera::exec::staged_network::loss: " + std::to_string(labels.classes.size()) +
                                        " labels (" + std::to_string(labels.valid) + " real) for a batch of " +
                                        std::to_string(shape.n));
         if (labels.valid == shape.n && shape.n > 0) {
-            const auto r = m_loss(logits, labels.classes, m_scale.back());
+            const auto r = m_loss(logits, labels.classes, m_scale.back(), rounding);
             return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
         }
         tensor grad = tessera::tensor::make_nhwc<typename precision::data_type>(shape);
@@ -353,7 +378,7 @@ private:
         // Padding is at the end: the loss of the first `valid` rows, averaged over them only.
         const auto r = kernels::softmax_cross_entropy(logits.data(), labels.valid, shape.per_sample(),
                                                       labels.classes.data(), grad.data(),
-                                                      static_cast<float>(m_scale.back()), m_workspace);
+                                                      static_cast<float>(m_scale.back()), m_workspace, rounding);
         return {static_cast<float>(r.loss), std::move(grad)};
     }
 
@@ -377,8 +402,9 @@ public:
                                        std::to_string(tessera::tensor::shape_of(dy).n) + " samples for a forward of " +
                                        std::to_string(in.n));
         if (in.n == 0) return s > 0 ? tessera::tensor::make_nhwc<typename precision::data_type>(in) : tensor{};
-        const auto& dx =
-            m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, m_pools.context(s, m_context), s > 0);
+        nn::context ctx = m_pools.context(s, m_context);
+        ctx.rounding = st->rounding;
+        const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, ctx, s > 0);
         return s > 0 ? tensor(dx) : tensor{};
     }
 
@@ -510,6 +536,17 @@ private:
             }
     }
 
+    /// Stage s's context for micro-batch m: with stochastic rounding in training, m's stream at the
+    /// stage's step (every stage steps alike, so any stage's count is the step's).
+    [[nodiscard]] nn::context micro_batch_context(std::size_t s, std::size_t m) {
+        nn::context ctx = m_pools.context(s, m_context);
+        if constexpr (requires(const O& o) { o.steps(); })
+            if (m_rounding_seed && m_context.mode == nn::mode::train)
+                ctx.rounding = micro_batch_rounding(*m_rounding_seed, m_rounding_replica,
+                                                    m_optimizers.at(s).steps() + m_skipped.at(s), m);
+        return ctx;
+    }
+
     std::pair<tensor, stash> run_forward(std::size_t s, tensor x, const nn::context& ctx) {
         const auto in = tessera::tensor::shape_of(x);
         if (in.n > m_input.n)
@@ -518,6 +555,7 @@ private:
                                        std::to_string(m_input.n));
         auto st = std::make_unique<stage_state>();
         st->input = std::move(x);
+        st->rounding = ctx.rounding;
         if (in.n == 0) {
             tessera::tensor::shape out = in.with_batch(1);  // shape inference only (checks the sample shape)
             for (std::size_t u = first_unit(s); u < last_unit(s); ++u) out = m_net.unit_output_shape(u, out);
@@ -546,6 +584,8 @@ private:
     std::vector<double> m_scale;
     std::vector<std::size_t> m_good_steps, m_skipped;
     std::vector<bool> m_recompute;  // empty: no stage recomputes
+    std::optional<std::uint64_t> m_rounding_seed;  // stochastic rounding of activations, when set
+    std::size_t m_rounding_replica = 0;
     static constexpr double max_loss_scale = 65536.0 * 65536.0;
 };
 

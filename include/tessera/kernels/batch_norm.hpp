@@ -52,7 +52,7 @@ void normalise_rows(bool relu, const TX* x, std::size_t rows, std::size_t channe
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
-                              workspace<C>& ws, parallelism par = {}, bool relu = false) {
+                              workspace<C>& ws, parallelism par = {}, bool relu = false, const tensor::rounding& rounding = {}) {
     // xc and out: x and y themselves when their storage loads into registers, else converted copies.
     const auto run = [&](const auto* xc, auto* out) {
         saved.mean.assign(channels, C(0));
@@ -85,20 +85,19 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
             detail::normalise_rows(relu, xc + b * channels, e - b, channels, scale, shift, out + b * channels);
         });
     };
-    if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
-        run(x, y);
-    } else {
-        const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
-        store_compute<C, Y> dst(y, rows * channels, ws.c, par);
-        run(xc, dst.target());
-        dst.commit();
-    }
+    if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>)
+        if (!rounds_stochastically<C, Y>(rounding)) return run(x, y);
+    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
+    store_compute<C, Y> dst(y, rows * channels, ws.c, par, rounding);
+    run(xc, dst.target());
+    dst.commit();
 }
 
 /// Evaluation forward: normalises with the running statistics (then max(·, 0) when relu).
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta, C eps,
-                             const C* running_mean, const C* running_var, Y* y, workspace<C>& ws, bool relu = false) {
+                             const C* running_mean, const C* running_var, Y* y, workspace<C>& ws, bool relu = false,
+                             const tensor::rounding& rounding = {}) {
     const C* xc = load_compute<C>(x, rows * channels, ws.a);
     if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
     C* scale = ws.b.data();
@@ -107,7 +106,7 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
         scale[c] = detail::load_as<C>(gamma[c]) / std::sqrt(running_var[c] + eps);
         shift[c] = detail::load_as<C>(beta[c]) - running_mean[c] * scale[c];
     }
-    store_compute<C, Y> dst(y, rows * channels, ws.c);
+    store_compute<C, Y> dst(y, rows * channels, ws.c, {}, rounding);
     detail::normalise_rows(relu, xc, rows, channels, scale, shift, dst.target());
     dst.commit();
 }
@@ -116,7 +115,7 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
 template <Compute C, Storage T, Storage D, Storage W, Storage X, class M>
 void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
                                 const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
-                                parallelism par, const M* mask) {
+                                parallelism par, const M* mask, const tensor::rounding& rounding = {}) {
     // xc, dyc and out: the tensors themselves when their storage loads into registers, else copies.
     const auto rows_of = [channels](const M* m, std::size_t row) {
         if constexpr (std::is_void_v<M>)
@@ -154,15 +153,13 @@ void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::
                                      out + b * channels, rows_of(mask, b));
         });
     };
-    if constexpr (simd::in_register<C, T> && simd::in_register<C, D> && simd::in_register<C, X>) {
-        run(x, dy, dx);
-    } else {
-        const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
-        const C* dyc = load_compute<C>(dy, rows * channels, ws.col, par);
-        store_compute<C, X> dst(dx, rows * channels, ws.c, par);
-        run(xc, dyc, dst.target());
-        dst.commit();
-    }
+    if constexpr (simd::in_register<C, T> && simd::in_register<C, D> && simd::in_register<C, X>)
+        if (!rounds_stochastically<C, X>(rounding)) return run(x, dy, dx);
+    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
+    const C* dyc = load_compute<C>(dy, rows * channels, ws.col, par);
+    store_compute<C, X> dst(dx, rows * channels, ws.c, par, rounding);
+    run(xc, dyc, dst.target());
+    dst.commit();
 }
 
 /// Backward of the training forward: dx (overwritten), dgamma and dbeta (accumulated).
@@ -171,17 +168,18 @@ void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::
 template <Compute C, Storage T, Storage D, Storage W, Storage X, Storage R = T>
 void batch_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
                          const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
-                         parallelism par = {}, const R* relu_output = nullptr) {
+                         parallelism par = {}, const R* relu_output = nullptr, const tensor::rounding& rounding = {}) {
     if (relu_output != nullptr) {
         if constexpr (simd::in_register<C, R>) {
-            batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, relu_output);
+            batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, relu_output,
+                                       rounding);
         } else {
             const C* mask = load_compute<C>(relu_output, rows * channels, ws.mask, par);
-            batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, mask);
+            batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, mask, rounding);
         }
     } else {
         batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par,
-                                   static_cast<const void*>(nullptr));
+                                   static_cast<const void*>(nullptr), rounding);
     }
 }
 

@@ -111,11 +111,12 @@ void col2im_add(const C* col, const tensor::shape& in, const window& g, const li
 /// channels. Computation in C; x, w and y may be stored in any Storage type.
 template <Compute C, Storage T, Storage W, Storage Y>
 void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t cout, const window& g, Y* y,
-                    workspace<C>& ws, gemm_options opt = {}, conv_algorithm algorithm = conv_algorithm::automatic) {
-    if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_forward(x, in, w, cout, g, y, ws, opt);
+                    workspace<C>& ws, gemm_options opt = {}, conv_algorithm algorithm = conv_algorithm::automatic,
+                    const tensor::rounding& rounding = {}) {
+    if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_forward(x, in, w, cout, g, y, ws, opt, rounding);
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
-    store_compute<C, Y> dst(y, out.size(), ws.c, parallelism{opt.threads, opt.pool});
+    store_compute<C, Y> dst(y, out.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding);
     if (g.is_pointwise()) {
         gemm(trans::no, trans::no, rows, cout, in.c, C(1), x, in.c, w, cout, C(0), dst.target(), cout,
              detail::all_threads(opt, ws));
@@ -146,11 +147,12 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
 template <Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g,
                           X* dx, workspace<C>& ws, gemm_options opt = {},
-                          conv_algorithm algorithm = conv_algorithm::automatic) {
-    if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt);
+                          conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {}) {
+    if (uses_winograd(algorithm, in, cout, g))
+        return winograd::conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, rounding);
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
-    store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool});
+    store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding);
     if (g.is_pointwise()) {
         gemm(trans::no, trans::yes, rows, in.c, cout, C(1), dy, cout, w, cout, C(0), dst.target(), in.c,
              detail::all_threads(opt, ws));
@@ -215,10 +217,11 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {},
-                     conv_algorithm algorithm = conv_algorithm::automatic) {
-    if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_backward(x, in, dy, w, cout, g, dw, dx, ws, opt);
+                     conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {}) {
+    if (uses_winograd(algorithm, in, cout, g))
+        return winograd::conv2d_backward(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding);
     conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt, conv_algorithm::im2col);
-    if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col);
+    if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col, rounding);
 }
 
 /// Direct 7-loop convolution in double: the reference for tests (w [kh][kw][cin][cout]).

@@ -10,8 +10,8 @@ namespace tessera::kernels {
 /// x: batch × in, w: out × in, b: out (may be null), y: batch × out.
 template <Compute C, Storage T, Storage W, Storage Y>
 void linear_forward(const T* x, std::size_t batch, std::size_t in, const W* w, const W* b, std::size_t out, Y* y,
-                    workspace<C>& ws, gemm_options opt = {}) {
-    store_compute<C, Y> dst(y, batch * out, ws.c);
+                    workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
+    store_compute<C, Y> dst(y, batch * out, ws.c, {}, rounding);
     C* yo = dst.target();
     gemm(trans::no, trans::yes, batch, out, in, C(1), x, in, w, in, C(0), yo, out, opt);
     if (b != nullptr)
@@ -23,9 +23,9 @@ void linear_forward(const T* x, std::size_t batch, std::size_t in, const W* w, c
 /// dx = dy·W (overwritten; skipped when dx is null), dw += dyᵀ·x, db += Σ dy (skipped when null).
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void linear_backward(const T* x, const D* dy, std::size_t batch, std::size_t in, const W* w, std::size_t out, X* dx,
-                     C* dw, C* db, workspace<C>& ws, gemm_options opt = {}) {
+                     C* dw, C* db, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
     if (dx != nullptr) {
-        store_compute<C, X> dst(dx, batch * in, ws.c);
+        store_compute<C, X> dst(dx, batch * in, ws.c, {}, rounding);
         gemm(trans::no, trans::no, batch, in, out, C(1), dy, out, w, in, C(0), dst.target(), in, opt);
         dst.commit();
     }

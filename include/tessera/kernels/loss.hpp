@@ -33,7 +33,8 @@ template <Storage T>
 /// scale · (softmax − onehot) / batch: the gradient of scale × mean loss (scale = the loss scale).
 template <Compute C, Storage T, Storage D>
 loss_result<C> softmax_cross_entropy(const T* logits, std::size_t batch, std::size_t classes,
-                                     const std::int32_t* labels, D* dlogits, C scale, workspace<C>& ws) {
+                                     const std::int32_t* labels, D* dlogits, C scale, workspace<C>& ws,
+                                     const tensor::rounding& rounding = {}) {
     const C* z = load_compute<C>(logits, batch * classes, ws.a);
     if (ws.b.size() < classes) ws.b.resize(classes);
     loss_result<C> result;
@@ -54,7 +55,13 @@ loss_result<C> softmax_cross_entropy(const T* logits, std::size_t batch, std::si
             for (std::size_t k = 0; k < classes; ++k) {
                 const C p = std::exp(zr[k] - log_sum);
                 const C g = (p - (k == static_cast<std::size_t>(label) ? C(1) : C(0))) * scale / static_cast<C>(batch);
-                dlogits[r * classes + k] = detail::store_as<D>(g);
+                const std::size_t i = r * classes + k;
+                if constexpr (std::is_same_v<D, tensor::half> && std::is_same_v<C, float>)
+                    if (rounding.stochastic) {
+                        dlogits[i] = tensor::round_to_half_stochastic(g, tensor::counter_bits(rounding.seed, rounding.stream, i));
+                        continue;
+                    }
+                dlogits[i] = detail::store_as<D>(g);
             }
     }
     result.loss = static_cast<C>(total / static_cast<double>(batch));

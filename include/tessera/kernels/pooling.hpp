@@ -55,10 +55,11 @@ void max_pool_backward(const D* dy, const tensor::shape& in, const window& g, co
 
 /// Average pooling; padded positions count in the divisor (PyTorch's count_include_pad=True).
 template <Compute C, Storage T, Storage Y>
-void avg_pool_forward(const T* x, const tensor::shape& in, const window& g, Y* y, workspace<C>& ws) {
+void avg_pool_forward(const T* x, const tensor::shape& in, const window& g, Y* y, workspace<C>& ws,
+                      const tensor::rounding& rounding = {}) {
     const tensor::shape out = g.output(in, in.c);
     const C* xc = load_compute<C>(x, in.size(), ws.a);
-    store_compute<C, Y> dst(y, out.size(), ws.c);
+    store_compute<C, Y> dst(y, out.size(), ws.c, {}, rounding);
     C* yo = dst.target();
     const C scale = C(1) / static_cast<C>(g.kh * g.kw);
     std::fill(yo, yo + out.size(), C(0));
@@ -79,10 +80,11 @@ void avg_pool_forward(const T* x, const tensor::shape& in, const window& g, Y* y
 }
 
 template <Compute C, Storage D, Storage X>
-void avg_pool_backward(const D* dy, const tensor::shape& in, const window& g, X* dx, workspace<C>& ws) {
+void avg_pool_backward(const D* dy, const tensor::shape& in, const window& g, X* dx, workspace<C>& ws,
+                       const tensor::rounding& rounding = {}) {
     const tensor::shape out = g.output(in, in.c);
     const C* dyc = load_compute<C>(dy, out.size(), ws.b);
-    store_compute<C, X> dst(dx, in.size(), ws.c);
+    store_compute<C, X> dst(dx, in.size(), ws.c, {}, rounding);
     C* dxo = dst.target();
     const C scale = C(1) / static_cast<C>(g.kh * g.kw);
     std::fill(dxo, dxo + in.size(), C(0));
@@ -104,9 +106,10 @@ void avg_pool_backward(const D* dy, const tensor::shape& in, const window& g, X*
 
 /// Global average pooling: (n, h, w, c) -> (n, 1, 1, c).
 template <Compute C, Storage T, Storage Y>
-void global_avg_pool_forward(const T* x, const tensor::shape& in, Y* y, workspace<C>& ws) {
+void global_avg_pool_forward(const T* x, const tensor::shape& in, Y* y, workspace<C>& ws,
+                             const tensor::rounding& rounding = {}) {
     const C* xc = load_compute<C>(x, in.size(), ws.a);
-    store_compute<C, Y> dst(y, in.n * in.c, ws.c);
+    store_compute<C, Y> dst(y, in.n * in.c, ws.c, {}, rounding);
     C* out = dst.target();
     const std::size_t hw = in.h * in.w;
     const C scale = C(1) / static_cast<C>(hw);
@@ -121,9 +124,10 @@ void global_avg_pool_forward(const T* x, const tensor::shape& in, Y* y, workspac
 }
 
 template <Compute C, Storage D, Storage X>
-void global_avg_pool_backward(const D* dy, const tensor::shape& in, X* dx, workspace<C>& ws) {
+void global_avg_pool_backward(const D* dy, const tensor::shape& in, X* dx, workspace<C>& ws,
+                              const tensor::rounding& rounding = {}) {
     const C* dyc = load_compute<C>(dy, in.n * in.c, ws.b);
-    store_compute<C, X> dst(dx, in.size(), ws.c);
+    store_compute<C, X> dst(dx, in.size(), ws.c, {}, rounding);
     C* out = dst.target();
     const std::size_t hw = in.h * in.w;
     const C scale = C(1) / static_cast<C>(hw);

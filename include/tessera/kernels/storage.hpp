@@ -10,6 +10,7 @@
 #include "tessera/tensor/bfloat16.hpp"
 #include "tessera/tensor/convert.hpp"
 #include "tessera/tensor/half.hpp"
+#include "tessera/tensor/stochastic_rounding.hpp"
 #include "tessera/kernels/thread_pool.hpp"
 
 namespace tessera::kernels {
@@ -66,13 +67,22 @@ template <Compute C, Storage T>
     }
 }
 
+/// Whether values computed in C and stored as T with `r` round stochastically (16-bit halves only;
+/// a kernel then computes into a C buffer rather than writing halves from its registers).
+template <Compute C, Storage T>
+[[nodiscard]] constexpr bool rounds_stochastically(const tensor::rounding& r) noexcept {
+    return std::is_same_v<T, tensor::half> && std::is_same_v<C, float> && r.stochastic;
+}
+
 /// A destination for n elements of type T computed in C: writes go to `target()`, `commit()` converts
-/// them into dst when T is not C (a no-op otherwise), split between threads for large tensors.
+/// them into dst when T is not C (a no-op otherwise), split between threads for large tensors; to a
+/// half, stochastically when `rounding` says so (element i of dst draws the bits of element i).
 template <Compute C, Storage T>
 class store_compute {
 public:
-    store_compute(T* dst, std::size_t n, aligned_vector<C>& scratch, parallelism par = {})
-        : m_dst(dst), m_n(n), m_scratch(scratch), m_par(par) {
+    store_compute(T* dst, std::size_t n, aligned_vector<C>& scratch, parallelism par = {},
+                  const tensor::rounding& rounding = {})
+        : m_dst(dst), m_n(n), m_scratch(scratch), m_par(par), m_rounding(rounding) {
         if constexpr (!std::is_same_v<C, T>)
             if (m_scratch.size() < n) m_scratch.resize(n);
     }
@@ -86,6 +96,13 @@ public:
         if constexpr (!std::is_same_v<C, T>) {
             const C* from = m_scratch.data();
             T* to = m_dst;
+            if (rounds_stochastically<C, T>(m_rounding)) {
+                if constexpr (std::is_same_v<T, tensor::half> && std::is_same_v<C, float>)
+                    detail::parallel_ranges(m_par, m_n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+                        tensor::convert_stochastic(from + b, to + b, e - b, m_rounding, b);
+                    });
+                return;
+            }
             detail::parallel_ranges(m_par, m_n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
                 convert_n(from + b, to + b, e - b);
             });
@@ -97,6 +114,7 @@ private:
     std::size_t m_n;
     aligned_vector<C>& m_scratch;
     parallelism m_par;
+    tensor::rounding m_rounding;
 };
 
 /// Packing buffers a caller may keep between GEMM calls (single-threaded calls only), so that

@@ -130,11 +130,11 @@ struct plan {
 /// y = conv(x, w) for a window that fits (3×3, stride 1): as kernels::conv2d_forward.
 template <Compute C, Storage T, Storage W, Storage Y>
 void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t cout, const window& g, Y* y,
-                    workspace<C>& ws, gemm_options opt = {}) {
+                    workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
     const detail::plan<C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
-    store_compute<C, Y> dst(y, g.output(in, cout).size(), ws.c, par);
+    store_compute<C, Y> dst(y, g.output(in, cout).size(), ws.c, par, rounding);
     const C* u = p.weights(w, false, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
@@ -152,11 +152,11 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
 /// dx = the gradient of conv2d_forward with respect to its input (overwrites dx).
 template <Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g, X* dx,
-                          workspace<C>& ws, gemm_options opt = {}) {
+                          workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
     const detail::plan<C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
-    store_compute<C, X> dst(dx, in.size(), ws.c, par);
+    store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding);
     const C* ut = p.weights(w, true, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks), image = in.h * in.w * in.c;
     p.reserve(ws, threads, opt);
@@ -178,7 +178,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 /// conv2d_backward_data in one pass over the chunks, each output gradient transformed once.
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
-                     C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}) {
+                     C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
     const detail::plan<C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
@@ -186,7 +186,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
     std::optional<store_compute<C, X>> dst;
     const C* ut = nullptr;
     if (dx != nullptr) {
-        dst.emplace(dx, in.size(), ws.c, par);
+        dst.emplace(dx, in.size(), ws.c, par, rounding);
         ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
     }
     const std::size_t size = detail::positions * p.plane, image = in.h * in.w * in.c;

@@ -65,10 +65,11 @@ public:
             kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                               m_momentum, ctx.update_running_statistics ? m_running_mean.data() : nullptr,
                                               ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
-                                              st.output.data(), m_ws, ctx.parallel(), Relu);
+                                              st.output.data(), m_ws, ctx.parallel(), Relu, ctx.forward_rounding());
         else
             kernels::batch_norm_forward_eval(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
-                                             m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws, Relu);
+                                             m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws, Relu,
+                                             ctx.forward_rounding());
         st.input = &x;
         return st.output;
     }
@@ -80,7 +81,7 @@ public:
         const T* relu_output = Relu ? st.output.data() : nullptr;  // the mask of the fused ReLU
         kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
                                      st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),
-                                     relu_output);
+                                     relu_output, ctx.backward_rounding());
         (void)want_dx;
         return st.grad_input;
     }

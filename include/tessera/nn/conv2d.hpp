@@ -65,7 +65,7 @@ public:
         const tensor::shape s = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(s));
         kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), m_ws, ctx.gemm(),
-                                algorithm(ctx));
+                                algorithm(ctx), ctx.forward_rounding());
         st.input = &x;
         return st.output;
     }
@@ -74,7 +74,8 @@ public:
         const tensor::shape s = tensor::shape_of(*st.input);
         if (want_dx) detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
-                                 want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm(), algorithm(ctx));
+                                 want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm(), algorithm(ctx),
+                                 ctx.backward_rounding());
         return st.grad_input;
     }
 

@@ -52,8 +52,24 @@ struct context {
     /// more channels, im2col + GEMM for the others; im2col: every layer by im2col + GEMM; winograd:
     /// every 3×3 stride-1 layer by Winograd, whatever its channels, the others by im2col + GEMM.
     kernels::conv_algorithm convolution = kernels::conv_algorithm::automatic;
+    /// How the call stores what it computes in a 16-bit data type: to nearest, or stochastically as the
+    /// IPU does with stochastic rounding on. The stream names this layer's tensors of this micro-batch;
+    /// a layer rounds its output with `forward_rounding()` and its input gradient with
+    /// `backward_rounding()`, and a network gives each of its layers `child(i)`.
+    tensor::rounding rounding{};
     [[nodiscard]] kernels::parallelism parallel() const noexcept { return {threads, pool}; }
     [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads, nullptr, pool}; }
+    /// This context for part i of the layer (its i-th sub-layer): the same but for the rounding stream.
+    [[nodiscard]] context child(std::uint64_t i) const noexcept {
+        context c = *this;
+        c.rounding = rounding.child(i);
+        return c;
+    }
+    [[nodiscard]] const tensor::rounding& forward_rounding() const noexcept { return rounding; }
+    [[nodiscard]] tensor::rounding backward_rounding() const noexcept { return rounding.child(backward_tag); }
+
+private:
+    static constexpr std::uint64_t backward_tag = ~std::uint64_t{0};
 };
 
 /// A parameter visitor receives (name, values in the weight type, gradient in the accumulate type).

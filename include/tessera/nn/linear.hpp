@@ -57,7 +57,8 @@ public:
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         const tensor::shape s = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(s));
-        kernels::linear_forward(x.data(), s.n, m_in, m_weight.data(), m_bias.data(), m_out, st.output.data(), m_ws, ctx.gemm());
+        kernels::linear_forward(x.data(), s.n, m_in, m_weight.data(), m_bias.data(), m_out, st.output.data(), m_ws, ctx.gemm(),
+                                ctx.forward_rounding());
         st.input = &x;
         return st.output;
     }
@@ -66,7 +67,7 @@ public:
         if (want_dx) detail::ensure_shape(st.grad_input, s);
         kernels::linear_backward(st.input->data(), dy.data(), s.n, m_in, m_weight.data(), m_out,
                                  want_dx ? st.grad_input.data() : static_cast<T*>(nullptr), m_dweight.data(),
-                                 m_dbias.data(), m_ws, ctx.gemm());
+                                 m_dbias.data(), m_ws, ctx.gemm(), ctx.backward_rounding());
         return st.grad_input;
     }
     template <class F>

@@ -11,21 +11,22 @@
 namespace tessera::nn {
 
 /// Computes mean cross-entropy and top-1 hits, and stores d(scale · loss)/dlogits in the data type
-/// (so with fp16 activations the scaled gradient is what flows backward, as on the IPU).
+/// (so with fp16 activations the scaled gradient is what flows backward, as on the IPU), rounded to a
+/// half as `rounding` says.
 template <Numeric P>
 class softmax_cross_entropy {
 public:
     using C = typename P::accumulate_type;
 
     kernels::loss_result<C> operator()(const activation<P>& logits, std::span<const std::int32_t> labels,
-                                       double loss_scale = 1.0) {
+                                       double loss_scale = 1.0, const tensor::rounding& rounding = {}) {
         const tensor::shape s = tensor::shape_of(logits);
         if (labels.size() != s.n)
             throw tensor::shape_error("tessera::nn::softmax_cross_entropy: " + std::to_string(labels.size()) +
                                       " labels for a batch of " + std::to_string(s.n));
         detail::ensure_shape(m_grad, s);
         return kernels::softmax_cross_entropy(logits.data(), s.n, s.per_sample(), labels.data(), m_grad.data(),
-                                              static_cast<C>(loss_scale), m_ws);
+                                              static_cast<C>(loss_scale), m_ws, rounding);
     }
 
     /// The gradient of the last call.

@@ -71,16 +71,16 @@ public:
         return {f, f, detail::bytes_of(s.size() + o.size(), sizeof(T)), detail::bytes_of(s.size() + o.size(), sizeof(T)), 0,
                 {pass::elementwise(pass_phase::forward, f + out, 1), pass::elementwise(pass_phase::backward, f + in, 1)}};
     }
-    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         st.in = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(st.in));
-        kernels::avg_pool_forward(x.data(), st.in, m_window, st.output.data(), m_ws);
+        kernels::avg_pool_forward(x.data(), st.in, m_window, st.output.data(), m_ws, ctx.forward_rounding());
         return st.output;
     }
-    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, st.in);
-            kernels::avg_pool_backward(dy.data(), st.in, m_window, st.grad_input.data(), m_ws);
+            kernels::avg_pool_backward(dy.data(), st.in, m_window, st.grad_input.data(), m_ws, ctx.backward_rounding());
         }
         return st.grad_input;
     }
@@ -108,16 +108,16 @@ public:
         return {n, n, detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), 0,
                 {pass::reduction(pass_phase::forward, n, 1, means), pass::elementwise(pass_phase::backward, n + means, 1)}};
     }
-    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         st.in = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(st.in));
-        kernels::global_avg_pool_forward(x.data(), st.in, st.output.data(), m_ws);
+        kernels::global_avg_pool_forward(x.data(), st.in, st.output.data(), m_ws, ctx.forward_rounding());
         return st.output;
     }
-    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, st.in);
-            kernels::global_avg_pool_backward(dy.data(), st.in, st.grad_input.data(), m_ws);
+            kernels::global_avg_pool_backward(dy.data(), st.in, st.grad_input.data(), m_ws, ctx.backward_rounding());
         }
         return st.grad_input;
     }

@@ -32,26 +32,34 @@ concept ShortcutPolicy = requires {
 
 namespace detail {
 
-/// out = a + b elementwise, computed in C, any storage types.
+/// out = a + b elementwise, computed in C, any storage types; a half sum rounded as `rounding` says
+/// (element i drawing the bits of element i, on any number of threads).
 template <class C, class T>
-void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism threads = {}) {
+void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism threads = {},
+         const tensor::rounding& rounding = {}) {
+    constexpr std::size_t grain = std::size_t{1} << 16;
     if constexpr (kernels::simd::in_register<C, T>) {  // C itself, or half widened in registers
-        kernels::detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t lo, std::size_t hi, std::size_t) {
-            kernels::simd::add<C>(a + lo, b + lo, out + lo, hi - lo);
-        });
-    } else {
-        kernels::detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t lo, std::size_t hi, std::size_t) {
-            constexpr std::size_t chunk = 256;
-            alignas(64) C x[chunk], y[chunk];
-            for (std::size_t i = lo; i < hi; i += chunk) {
-                const std::size_t m = std::min(chunk, hi - i);
-                kernels::convert_n(a + i, x, m);
-                kernels::convert_n(b + i, y, m);
-                kernels::simd::add_to(y, x, m);
-                kernels::convert_n(x, out + i, m);
-            }
-        });
+        if (!kernels::rounds_stochastically<C, T>(rounding))
+            return kernels::detail::parallel_ranges(threads, n, grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
+                kernels::simd::add<C>(a + lo, b + lo, out + lo, hi - lo);
+            });
     }
+    kernels::detail::parallel_ranges(threads, n, grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
+        constexpr std::size_t chunk = 256;
+        alignas(64) C x[chunk], y[chunk];
+        for (std::size_t i = lo; i < hi; i += chunk) {
+            const std::size_t m = std::min(chunk, hi - i);
+            kernels::convert_n(a + i, x, m);
+            kernels::convert_n(b + i, y, m);
+            kernels::simd::add_to(y, x, m);
+            if constexpr (std::is_same_v<T, tensor::half> && std::is_same_v<C, float>)
+                if (rounding.stochastic) {
+                    tensor::convert_stochastic(x, out + i, m, rounding, i);
+                    continue;
+                }
+            kernels::convert_n(x, out + i, m);
+        }
+    });
 }
 
 }  // namespace detail
@@ -203,20 +211,20 @@ public:
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
-        const auto& a = m_main.forward(x, st.main, ctx);
-        const auto& b = m_skip.forward(x, st.skip, ctx);
+        const auto& a = m_main.forward(x, st.main, ctx.child(0));
+        const auto& b = m_skip.forward(x, st.skip, ctx.child(1));
         detail::ensure_shape(st.sum, tensor::shape_of(a));
-        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size(), ctx.parallel());
-        return m_relu.forward(st.sum, st.out, ctx);
+        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size(), ctx.parallel(), ctx.forward_rounding());
+        return m_relu.forward(st.sum, st.out, ctx.child(2));
     }
 
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
-        const auto& dsum = m_relu.backward(dy, st.out, ctx, true);
-        const auto& da = m_main.backward(dsum, st.main, ctx, want_dx);
-        const auto& db = m_skip.backward(dsum, st.skip, ctx, want_dx);
+        const auto& dsum = m_relu.backward(dy, st.out, ctx.child(2), true);
+        const auto& da = m_main.backward(dsum, st.main, ctx.child(0), want_dx);
+        const auto& db = m_skip.backward(dsum, st.skip, ctx.child(1), want_dx);
         if (!want_dx) return st.grad_input;
         detail::ensure_shape(st.grad_input, tensor::shape_of(da));
-        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size(), ctx.parallel());
+        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size(), ctx.parallel(), ctx.backward_rounding());
         return st.grad_input;
     }
 

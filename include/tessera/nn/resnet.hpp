@@ -176,11 +176,11 @@ public:
         const activation<P>* cur = &x;
         for (std::size_t u = first; u < last; ++u) {
             if (u == 0)
-                cur = &m_stem.forward(*cur, st.stem, ctx);
+                cur = &m_stem.forward(*cur, st.stem, ctx.child(u));
             else if (u == units() - 1)
-                cur = &m_head.forward(*cur, st.head, ctx);
+                cur = &m_head.forward(*cur, st.head, ctx.child(u));
             else
-                cur = &m_blocks[u - 1].forward(*cur, st.blocks[u - 1], ctx);
+                cur = &m_blocks[u - 1].forward(*cur, st.blocks[u - 1], ctx.child(u));
         }
         return *cur;
     }
@@ -194,11 +194,11 @@ public:
         for (std::size_t u = last; u-- > first;) {
             const bool dx = u > first || want_dx;
             if (u == 0)
-                cur = &m_stem.backward(*cur, st.stem, ctx, dx);
+                cur = &m_stem.backward(*cur, st.stem, ctx.child(u), dx);
             else if (u == units() - 1)
-                cur = &m_head.backward(*cur, st.head, ctx, dx);
+                cur = &m_head.backward(*cur, st.head, ctx.child(u), dx);
             else
-                cur = &m_blocks[u - 1].backward(*cur, st.blocks[u - 1], ctx, dx);
+                cur = &m_blocks[u - 1].backward(*cur, st.blocks[u - 1], ctx.child(u), dx);
         }
         return *cur;
     }

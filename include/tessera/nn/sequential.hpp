@@ -109,7 +109,7 @@ public:
         const activation<precision>* cur = &x;
         for (std::size_t u = first; u < last; ++u)
             at_unit(u, [&](auto& layer, auto i) {
-                cur = &layer.forward(*cur, std::get<decltype(i)::value>(st.parts), ctx);
+                cur = &layer.forward(*cur, std::get<decltype(i)::value>(st.parts), ctx.child(u));
             });
         return *cur;
     }
@@ -121,7 +121,7 @@ public:
         const activation<precision>* cur = &dy;
         for (std::size_t u = last; u-- > first;)
             at_unit(u, [&](auto& layer, auto i) {
-                cur = &layer.backward(*cur, std::get<decltype(i)::value>(st.parts), ctx, u > first || want_dx);
+                cur = &layer.backward(*cur, std::get<decltype(i)::value>(st.parts), ctx.child(u), u > first || want_dx);
             });
         return *cur;
     }
@@ -205,7 +205,7 @@ private:
 
     template <std::size_t I>
     const activation<precision>& forward_from(const activation<precision>& x, state& st, const context& ctx) {
-        const auto& y = std::get<I>(m_layers).forward(x, std::get<I>(st.parts), ctx);
+        const auto& y = std::get<I>(m_layers).forward(x, std::get<I>(st.parts), ctx.child(I));
         if constexpr (I + 1 < size)
             return forward_from<I + 1>(y, st, ctx);
         else
@@ -215,7 +215,7 @@ private:
     template <std::size_t I>
     const activation<precision>& backward_from(const activation<precision>& dy, state& st, const context& ctx,
                                                bool want_dx) {
-        const auto& dx = std::get<I>(m_layers).backward(dy, std::get<I>(st.parts), ctx, I > 0 || want_dx);
+        const auto& dx = std::get<I>(m_layers).backward(dy, std::get<I>(st.parts), ctx.child(I), I > 0 || want_dx);
         if constexpr (I == 0)
             return dx;
         else

@@ -5,6 +5,7 @@
 // rounding is exact in expectation. The random bits come from a counter-based generator: a pure
 // function of (seed, stream, counter), so a result does not depend on thread count or order.
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 #include "tessera/tensor/half.hpp"
@@ -56,6 +57,31 @@ namespace tessera::tensor {
     magnitude = spacing_exp >= 0 ? magnitude * static_cast<float>(std::uint64_t{1} << spacing_exp)
                                  : magnitude / static_cast<float>(std::uint64_t{1} << -spacing_exp);
     return half(sign ? -magnitude : magnitude);
+}
+
+/// How a value computed in float is stored in 16 bits: to nearest (the default), or stochastically
+/// with element k drawing counter_bits(seed, stream, k). A stream names one tensor of one pass of one
+/// micro-batch; child(tag) names a distinct tensor inside it (a layer inside a network, the gradient
+/// beside the output), so no two tensors of a step share their bits.
+struct rounding {
+    bool stochastic = false;
+    std::uint64_t seed = 0;
+    std::uint64_t stream = 0;
+
+    /// The stream of part `tag` of this one (itself when rounding to nearest: nothing to draw).
+    [[nodiscard]] constexpr rounding child(std::uint64_t tag) const noexcept {
+        if (!stochastic) return *this;
+        return {true, seed, mix64(stream ^ mix64(tag + 0x9E3779B97F4A7C15ull))};
+    }
+    friend constexpr bool operator==(const rounding&, const rounding&) = default;
+};
+
+/// to[i] = from[i] rounded to half stochastically, element i drawing the bits of element `first + i`
+/// of r's stream (a range of a tensor rounds as the whole tensor would: thread splits do not matter).
+inline void convert_stochastic(const float* from, half* to, std::size_t n, const rounding& r,
+                               std::size_t first = 0) noexcept {
+    for (std::size_t i = 0; i < n; ++i)
+        to[i] = round_to_half_stochastic(from[i], counter_bits(r.seed, r.stream, first + i));
 }
 
 }  // namespace tessera::tensor
