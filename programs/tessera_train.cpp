@@ -73,8 +73,9 @@ int main(int argc, char** argv) {
                                        "e.g. layer3[0]; balanced by FLOPs when absent")->delimiter(',');
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
     app.add_flag("--stochastic-rounding,!--no-stochastic-rounding", r.stochastic_rounding,
-                 "round updated 16-bit weights up or down with probability proportional to the "
-                 "distance, as the IPU's stochastic rounding does (keyed by --seed; 16.16 only)");
+                 "round 16-bit results (updated weights, activations, their gradients) up or down with "
+                 "probability proportional to the distance, as the IPU's stochastic rounding does (keyed by "
+                 "--seed; 16.16, or 16.32 for activations alone; evaluation rounds to nearest)");
     app.add_flag("--optimizer-sharding,!--no-optimizer-sharding", r.optimizer_sharding,
                  "each replica keeps the optimiser state of 1/R of the weights and updates those, the all-reduce "
                  "becoming a reduce-scatter and an all-gather (PopTorch's replicated tensor sharding; needs --replicas > 1)");
@@ -120,9 +121,9 @@ int main(int argc, char** argv) {
                      r.schedule.c_str());
         return 2;
     }
-    if (r.stochastic_rounding && r.precision != "16.16") {
-        std::fprintf(stderr, "tessera-train: error: --stochastic-rounding rounds 16-bit weights, and precision %s keeps "
-                             "its weights in fp32, stored exactly (use --precision 16.16)\n", r.precision.c_str());
+    if (r.stochastic_rounding && r.precision == "32.32") {
+        std::fprintf(stderr, "tessera-train: error: --stochastic-rounding rounds 16-bit results, and precision %s keeps "
+                             "activations and weights in fp32 (use --precision 16.16 or 16.32)\n", r.precision.c_str());
         return 2;
     }
     if (r.optimizer_sharding && r.replicas < 2) {

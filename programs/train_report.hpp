@@ -63,7 +63,13 @@ template <config::Config C, class Model, class Net, class Optimizer>
     std::size_t recomputed = 0;
     for (const bool r : settings.recompute) recomputed += r ? 1 : 0;
     if (recomputed > 0) text += ", recomputation on " + std::to_string(recomputed) + " of " + std::to_string(stages) + " stages";
-    if (optimizer.rounding().stochastic) text += ", stochastic rounding of weights";
+    // What rounds stochastically: 16-bit weights (the optimizer's option) and 16-bit activations and
+    // their gradients (the session's).
+    constexpr bool half_weights = C::precision::weight_bits == 16;
+    const bool weights = half_weights && optimizer.rounding().stochastic, activations = settings.stochastic_rounding.has_value();
+    if (weights || activations)
+        text += std::string(", stochastic rounding of ") + (weights ? (activations ? "weights, " : "weights") : "") +
+                (activations ? "activations and gradients" : "");
     if (session.program().optimizer_sharded())
         text += ", optimiser state sharded over " + std::to_string(session.program().request.replicas) + " replicas";
     return text;

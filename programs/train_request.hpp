@@ -51,7 +51,7 @@ struct train_request {
     std::size_t ipus_per_replica = 2;
     std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
     bool recompute = false;
-    bool stochastic_rounding = false;     ///< updated 16-bit weights rounded stochastically (16.16)
+    bool stochastic_rounding = false;     ///< 16-bit weights, activations and gradients rounded stochastically
     bool optimizer_sharding = false;      ///< each replica keeps and steps 1/R of the optimiser state
     bool eight_bit_io = true;
     bool async_dataloader = true;

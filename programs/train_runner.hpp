@@ -86,6 +86,7 @@ int train_network(const train_request& r, const Net& first, const dataset_pair& 
         eval_settings.outputs.reset();
         eval_settings.loss_scale.reset();
         eval_settings.dynamic_loss_scaling.reset();
+        eval_settings.stochastic_rounding.reset();  // evaluation rounds to nearest: the same score whatever the seed
         const any_optimizer never_steps = optimizer_of(r);
         using eval_session = decltype(exec::inference_model<C>(trained, never_steps, sample, {}, eval_settings));
         return std::make_shared<eval_session>(exec::inference_model<C>(

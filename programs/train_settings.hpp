@@ -89,7 +89,8 @@ template <class C>
 }
 
 /// The session options of a request for network `net` cut into `b.stages` stages: output mode, loss
-/// scaling, host and loading, the cuts (--split) and recomputation.
+/// scaling, host and loading, the cuts (--split), recomputation, optimiser sharding and stochastic
+/// rounding of activations.
 template <class Net>
 [[nodiscard]] exec::session_options session_options_of(const train_request& r, const Net& net, const config::batching& b,
                                                        const data::loader_options& loading) {
@@ -112,6 +113,7 @@ template <class Net>
     }
     if (r.recompute) settings.recompute.assign(b.stages, true);
     settings.optimizer_sharding = r.optimizer_sharding;
+    if (r.stochastic_rounding) settings.stochastic_rounding = r.seed;  // activations; optimizer_of rounds the weights
     return settings;
 }
 

@@ -20,12 +20,23 @@ namespace tessera::tensor {
     return z ^ (z >> 31);
 }
 
+/// The part of counter_bits that depends on (seed, stream) alone: computed once for a whole tensor.
+[[nodiscard]] constexpr std::uint64_t counter_base(std::uint64_t seed, std::uint64_t stream) noexcept {
+    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+    return mix64(mix64(seed + golden) ^ (stream + 2 * golden));
+}
+
+/// 64 random bits for element `counter` of the stream whose counter_base is `base`.
+[[nodiscard]] constexpr std::uint64_t counter_bits_at(std::uint64_t base, std::uint64_t counter) noexcept {
+    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+    return mix64(base ^ (counter + 3 * golden));
+}
+
 /// 64 random bits for element `counter` of stream `stream` under `seed`: the three words are mixed in
 /// turn, each offset by the golden-ratio increment SplitMix64 steps by.
 [[nodiscard]] constexpr std::uint64_t counter_bits(std::uint64_t seed, std::uint64_t stream,
                                                    std::uint64_t counter) noexcept {
-    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
-    return mix64(mix64(mix64(seed + golden) ^ (stream + 2 * golden)) ^ (counter + 3 * golden));
+    return counter_bits_at(counter_base(seed, stream), counter);
 }
 
 /// `value` rounded to one of the two halves around it: up (away from zero) with probability
@@ -36,27 +47,20 @@ namespace tessera::tensor {
     const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
     const std::uint32_t abs = x & 0x7FFF'FFFFu;
     if (abs >= 0x477F'F000u) return half(value);  // NaN, infinity, and what rounds to infinity anyway
-    if (abs == 0) return half(value);
-    const bool sign = (x >> 31) != 0;
+    const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
     const int biased = static_cast<int>(abs >> 23);
     // value = m · 2^(e − 23), m with its implicit bit (float subnormals: biased exponent 0, no bit).
     const std::uint64_t m = biased == 0 ? (abs & 0x7F'FFFFu) : ((abs & 0x7F'FFFFu) | 0x80'0000u);
     const int e = biased == 0 ? -126 : biased - 127;
-    // The halves around it are multiples of 2^(max(e, −14) − 10): drop d bits of m.
+    // The halves around it are multiples of 2^(max(e, −14) − 10): drop d bits of m, adding d random
+    // bits first (below 2^-64 the chance of rounding up is under 2^-40: taken as zero).
     const int d = 13 + (e < -14 ? -14 - e : 0);
-    std::uint64_t q;  // the multiple chosen, in units of that spacing
-    if (d >= 64) {
-        q = 0;  // below 2^-64: would round up with probability < 2^-40; taken as zero
-    } else {
-        const std::uint64_t below = random & ((std::uint64_t{1} << d) - 1);
-        q = (m + below) >> d;
-    }
-    const int spacing_exp = (e < -14 ? -14 : e) - 10;
-    // q · 2^spacing_exp is a half (q ≤ 2^11), so the conversion below is exact: build it as a float.
-    float magnitude = static_cast<float>(q);
-    magnitude = spacing_exp >= 0 ? magnitude * static_cast<float>(std::uint64_t{1} << spacing_exp)
-                                 : magnitude / static_cast<float>(std::uint64_t{1} << -spacing_exp);
-    return half(sign ? -magnitude : magnitude);
+    const std::uint64_t q = d >= 64 ? 0 : (m + (random & ((std::uint64_t{1} << d) - 1))) >> d;
+    // q of those units is the half whose bits are q plus the exponent field of 2^max(e, −14) less its
+    // implicit bit: q = 2^11 carries into the next binade (from 65504, into infinity); below 2^-14, q
+    // itself is the subnormal's bits (and 2^10 the smallest normal).
+    const auto bits = static_cast<std::uint16_t>((static_cast<std::uint64_t>(e < -14 ? 0 : e + 14) << 10) + q);
+    return half::from_bits(static_cast<std::uint16_t>(sign | bits));
 }
 
 /// How a value computed in float is stored in 16 bits: to nearest (the default), or stochastically
@@ -80,8 +84,8 @@ struct rounding {
 /// of r's stream (a range of a tensor rounds as the whole tensor would: thread splits do not matter).
 inline void convert_stochastic(const float* from, half* to, std::size_t n, const rounding& r,
                                std::size_t first = 0) noexcept {
-    for (std::size_t i = 0; i < n; ++i)
-        to[i] = round_to_half_stochastic(from[i], counter_bits(r.seed, r.stream, first + i));
+    const std::uint64_t base = counter_base(r.seed, r.stream);
+    for (std::size_t i = 0; i < n; ++i) to[i] = round_to_half_stochastic(from[i], counter_bits_at(base, first + i));
 }
 
 }  // namespace tessera::tensor
