@@ -7,6 +7,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/config.hpp"
@@ -23,7 +24,9 @@ using tessera::test::world;
 
 namespace {
 
-using net_t = nn::resnet<nn::basic_block<cfg::fp32, nn::padding_shortcut>, nn::cifar_stem<cfg::fp32>, 1, 1, 1>;
+template <class P>
+using net_of = nn::resnet<nn::basic_block<P, nn::padding_shortcut>, nn::cifar_stem<P>, 1, 1, 1>;
+using net_t = net_of<cfg::fp32>;
 constexpr std::size_t side = 8, classes = 4, micro = 4, G = 4, D = 2, calls = 3;
 
 /// Samples whose pixels and labels follow from their index.
@@ -39,12 +42,14 @@ data::in_memory_dataset<std::uint8_t> indexed_samples(std::size_t n, const std::
     return {{1, side, side}, classes, std::move(values), std::move(labels), "indexed"};
 }
 
-std::vector<float> parameters_of(net_t& net) {
+template <class Net>
+std::vector<float> parameters_of(Net& net) {
     std::vector<float> all;
     net.visit_parameters([&](std::string_view, auto value, auto) { all.insert(all.end(), value.begin(), value.end()); });
     return all;
 }
-std::vector<float> buffers_of(net_t& net) {
+template <class Net>
+std::vector<float> buffers_of(Net& net) {
     std::vector<float> all;
     net.visit_buffers([&](std::string_view, auto value) { all.insert(all.end(), value.begin(), value.end()); });
     return all;
@@ -55,18 +60,26 @@ struct outcome {
     std::vector<std::vector<float>> losses;  // per call, the losses this process's replicas returned
 };
 
+/// How a run trains: fp32, or 16.16 with every 16-bit result rounded stochastically (weights by the
+/// optimiser; activations and gradients keyed by the replica counted over every process).
+enum class numbers { fp32, half_stochastic };
+
 /// Trains `calls` calls of `replicas` replicas over `instances` processes on `dataset`, with the
 /// optimiser state sharded across the replicas or not.
-template <class Strategy>
+template <class Strategy, numbers Numbers = numbers::fp32>
 outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t replicas, std::size_t instances,
               bool sharded = false) {
-    using c = cfg::dispatched_config<cfg::fp32, Strategy, cfg::float_io>;
+    using P = std::conditional_t<Numbers == numbers::fp32, cfg::fp32, cfg::half>;
+    using c = cfg::dispatched_config<P, Strategy, cfg::float_io>;
     const config::options counts{.micro_batch = micro, .gradient_accumulation = G, .device_iterations = D,
                                  .replicas = replicas, .instances = instances, .input_group = 1};
     exec::session_options settings{.record_trace = false, .optimizer_sharding = sharded};
+    const bool stochastic = Numbers == numbers::half_stochastic;
+    if (stochastic) settings.stochastic_rounding = 17;
     if (instances > 1) settings.across = dist::gradient_reduction(world(), Strategy::stages);
-    const optim::sgd sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
-    const net_t net(1, classes);
+    const optim::sgd sgd({.learning_rate = 0.05, .momentum = 0.9, .weight_decay = 1e-4,
+                          .rounding = {.stochastic = stochastic, .seed = 17}});
+    const net_of<P> net(1, classes);
     auto run = exec::training_model<c>(net, sgd, {1, side, side, 1}, counts, settings);
     CHECK(run.program().optimizer_sharded() == sharded);
     if (sharded) CHECK(run.model().optimizer_shard_index() == (instances > 1 ? world().rank() : 0));
@@ -75,12 +88,12 @@ outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t 
                                             {.rank = instances > 1 ? world().rank() : 0, .normalize = norm});
     outcome o;
     for (auto& batch : loader) {
-        const auto r = run(exec::batch_feed<cfg::fp32, float>(batch, run.batching()));
+        const auto r = run(exec::batch_feed<P, float>(batch, run.batching()));
         std::vector<float> losses;
         for (const auto& per_replica : r.losses) losses.insert(losses.end(), per_replica.begin(), per_replica.end());
         o.losses.push_back(std::move(losses));
     }
-    net_t trained = run.model().network();
+    net_of<P> trained = run.model().network();
     o.parameters = parameters_of(trained);
     o.buffers = buffers_of(trained);
     return o;
@@ -92,7 +105,7 @@ outcome train(const data::in_memory_dataset<std::uint8_t>& dataset, std::size_t 
 /// shard exactly what replica r read.
 /// With `sharded`, the 2 processes shard the optimiser state (each steps half of the weights and
 /// keeps half of the momentum, then they all-gather): the reference stays unsharded.
-template <class Strategy>
+template <class Strategy, numbers Numbers = numbers::fp32>
 void same_as_replicas(bool sharded = false) {
     REQUIRE(world().size() == 2);
     const std::size_t rank = world().rank();
@@ -107,8 +120,8 @@ void same_as_replicas(bool sharded = false) {
                         permuted[r * shard + k * (per_call / 2) + (d * G + m) * micro + j] =
                             k * per_call + ((d * 2 + r) * G + m) * micro + j;
 
-    const outcome reference = train<Strategy>(indexed_samples(n, identity), 2, 1);
-    const outcome processes = train<Strategy>(indexed_samples(n, permuted), 2, 2, sharded);
+    const outcome reference = train<Strategy, Numbers>(indexed_samples(n, identity), 2, 1);
+    const outcome processes = train<Strategy, Numbers>(indexed_samples(n, permuted), 2, 2, sharded);
 
     // Gradients meet as (replica 0 + replica 1) in both runs: the same bits.
     REQUIRE(processes.parameters.size() == reference.parameters.size());
@@ -144,6 +157,11 @@ TEST_CASE("2 processes x 1 replica end with 1 process x 2 replicas' weights, bit
 TEST_CASE("2 processes x 1 replica with the optimiser state sharded between them: the unsharded weights, bit for bit",
           "[dist][weights]") {
     same_as_replicas<cfg::pipelined<cfg::one_f_one_b, 2>>(true);
+}
+
+TEST_CASE("2 processes x 1 replica in 16.16 with stochastic rounding of weights, activations and gradients: the "
+          "replicas' bits, the replica counted over the processes", "[dist][weights][rounding]") {
+    same_as_replicas<cfg::pipelined<cfg::one_f_one_b, 2>, numbers::half_stochastic>();
 }
 
 TEST_CASE("the ranks' shards are disjoint and cover the data", "[dist][shards]") {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <random>
 #include <type_traits>
@@ -215,6 +216,29 @@ TEST_CASE("16.16 with stochastic rounding of activations and gradients: pipeline
     // Another seed draws other bits.
     CHECK(parameters_only(expected[0]) !=
           parameters_only(trained_replicas(net, R, G, D, half_images, stochastic, seed + 1)[0]));
+}
+
+TEST_CASE("8-bit pixels normalised on the IPU round to half stochastically when asked, element by element",
+          "[exec][rounding]") {
+    constexpr std::size_t rows = 3, n = rows * channels * side * side;
+    std::vector<std::uint8_t> px(n);
+    for (std::size_t i = 0; i < n; ++i) px[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
+    const auto norm = std::make_shared<const tessera::data::normalization>(
+        tessera::data::normalization{.mean = {0.3f, 0.4f, 0.5f}, .stddev = {0.7f, 0.3f, 0.9f}});
+    const tessera::data::sample_shape shape{channels, side, side};
+    const auto exact = exec::host_input<P>::pixels(px, shape, rows, norm).prepare();  // fp32: nothing rounds
+    const tessera::tensor::rounding r = exec::input_rounding(exec::micro_batch_rounding(4, 1, 2, 3));
+    const auto rounded = exec::host_input<H>::pixels(px, shape, rows, norm).prepare(r);
+    const auto nearest = exec::host_input<H>::pixels(px, shape, rows, norm).prepare();
+    std::size_t wrong = 0, other_than_nearest = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+        const auto want = tessera::tensor::round_to_half_stochastic(exact.data()[k], tessera::tensor::counter_bits(r.seed, r.stream, k));
+        wrong += rounded.data()[k].bits() != want.bits();
+        other_than_nearest += rounded.data()[k].bits() != nearest.data()[k].bits();
+        CHECK(nearest.data()[k].bits() == tessera::half(exact.data()[k]).bits());
+    }
+    CHECK(wrong == 0);
+    CHECK(other_than_nearest > n / 10);
 }
 
 TEST_CASE("stochastic rounding of activations is refused where nothing rounds to 16 bits", "[exec][session][rounding]") {

@@ -26,4 +26,9 @@ namespace tessera::exec {
     return micro_batch.child(~std::uint64_t{1});
 }
 
+/// The rounding of the input a micro-batch's first stage normalises from 8-bit pixels on the IPU.
+[[nodiscard]] constexpr tensor::rounding input_rounding(const tensor::rounding& micro_batch) noexcept {
+    return micro_batch.child(~std::uint64_t{2});
+}
+
 }  // namespace tessera::exec

@@ -345,8 +345,12 @@ private:
             switch (in.op) {
                 case opcode::load:
                     if constexpr (PreparedInputModel<M>)  // e.g. 8-bit pixels, normalised here on the IPU
-                        receive(*w.infeed[r], inputs, 0, dev, in, d,
-                                [&model](input&& x) { return model.prepare(std::move(x)); });
+                        receive(*w.infeed[r], inputs, 0, dev, in, d, [&model, m](input&& x) {
+                            if constexpr (requires { model.prepare(std::move(x), m); })
+                                return model.prepare(std::move(x), m);
+                            else
+                                return model.prepare(std::move(x));
+                        });
                     else
                         receive(*w.infeed[r], inputs, 0, dev, in, d);
                     break;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "tessera/data/normalize.hpp"
 #include "tessera/nn/layer.hpp"
 #include "tessera/tensor/dense.hpp"
+#include "tessera/tensor/stochastic_rounding.hpp"
 
 namespace tessera::exec {
 
@@ -50,25 +52,37 @@ public:
         return m_eight_bit ? m_pixels.size() : m_values.size() * sizeof(value_type);
     }
 
-    /// The activation the first stage computes on: as sent, or normalised from the pixels into NHWC.
-    [[nodiscard]] nn::activation<P> prepare() && {
+    /// The activation the first stage computes on: as sent, or normalised from the pixels into NHWC,
+    /// each value rounded to the data type as `rounding` says (NHWC element i drawing the bits of i).
+    [[nodiscard]] nn::activation<P> prepare(const tessera::tensor::rounding& rounding = {}) && {
         if (!m_eight_bit) return std::move(m_values);
         const std::size_t C = m_shape.channels, H = m_shape.height, W = m_shape.width, per = m_shape.size();
         std::vector<float> chw(m_rows * per);
         data::normalize<std::uint8_t, float>(std::span<const std::uint8_t>(m_pixels), m_shape,
                                              m_norm ? *m_norm : data::normalization{}, std::span<float>(chw));
         auto x = tessera::tensor::make_nhwc<value_type>({m_rows, H, W, C});
-        to_nhwc(chw.data(), x.data(), m_rows, C, H, W);
+        to_nhwc(chw.data(), x.data(), m_rows, C, H, W, rounding);
         return x;
     }
 
     /// CHW samples (float) to NHWC values of the compute type: the layout change both paths share.
-    static void to_nhwc(const float* chw, value_type* out, std::size_t rows, std::size_t C, std::size_t H, std::size_t W) {
+    static void to_nhwc(const float* chw, value_type* out, std::size_t rows, std::size_t C, std::size_t H, std::size_t W,
+                        const tessera::tensor::rounding& rounding = {}) {
+        const std::uint64_t base = tessera::tensor::counter_base(rounding.seed, rounding.stream);
+        const bool stochastic = std::is_same_v<value_type, tessera::half> && rounding.stochastic;
         for (std::size_t i = 0; i < rows; ++i)
             for (std::size_t h = 0; h < H; ++h)
                 for (std::size_t w = 0; w < W; ++w)
-                    for (std::size_t c = 0; c < C; ++c)
-                        out[((i * H + h) * W + w) * C + c] = static_cast<value_type>(chw[((i * C + c) * H + h) * W + w]);
+                    for (std::size_t c = 0; c < C; ++c) {
+                        const std::size_t k = ((i * H + h) * W + w) * C + c;
+                        const float v = chw[((i * C + c) * H + h) * W + w];
+                        if constexpr (std::is_same_v<value_type, tessera::half>)
+                            if (stochastic) {
+                                out[k] = tessera::tensor::round_to_half_stochastic(v, tessera::tensor::counter_bits_at(base, k));
+                                continue;
+                            }
+                        out[k] = static_cast<value_type>(v);
+                    }
     }
 
 private:

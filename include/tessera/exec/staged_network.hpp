@@ -524,8 +524,11 @@ public:
         return c;
     }
 
-    /// The first stage's IPU prepares what the host sent (8-bit I/O: normalises the pixels).
-    [[nodiscard]] tensor prepare(input x) const { return std::move(x).prepare(); }
+    /// The first stage's IPU prepares what the host sent for micro-batch m (8-bit I/O: normalises the
+    /// pixels, rounding them as stochastic rounding says: exec::input_rounding).
+    [[nodiscard]] tensor prepare(input x, std::size_t micro_batch = 0) {
+        return std::move(x).prepare(input_rounding(micro_batch_context(0, micro_batch).rounding));
+    }
 
 private:
     void keep_own_shards() {
