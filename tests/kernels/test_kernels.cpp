@@ -490,13 +490,13 @@ TEST_CASE("half-storage batch norm and relu equal the fp32 kernels on the same v
 
 namespace {
 
-/// "" when each element of `got` is round_to_half_stochastic(want[i]) with the bits of element i of
-/// r's stream, else the first element that differs.
+/// "" when each element of `got` is want[i] rounded with the bits of element i of r's stream
+/// (tensor::round_element), else the first element that differs.
 std::string rounded_stochastically(const std::vector<half>& got, const std::vector<float>& want,
                                    const tessera::tensor::rounding& r) {
     REQUIRE(got.size() == want.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
-        const half expected = tessera::tensor::round_to_half_stochastic(want[i], tessera::tensor::counter_bits(r.seed, r.stream, i));
+        const half expected = tessera::tensor::round_element(want[i], r, i);
         if (got[i].bits() != expected.bits())
             return "element " + std::to_string(i) + ": " + std::to_string(float(got[i])) + " vs " + std::to_string(float(expected));
     }

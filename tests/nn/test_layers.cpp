@@ -226,7 +226,7 @@ TEST_CASE("the residual add rounds the half sum stochastically when asked, eleme
     for (std::size_t i = 0; i < n; ++i) {
         const float sum = float(a[i]) + float(b[i]);
         differing += out[i].bits() !=
-                     tessera::tensor::round_to_half_stochastic(sum, tessera::tensor::counter_bits(r.seed, r.stream, i)).bits();
+                     tessera::tensor::round_element(sum, r, i).bits();
         other_than_nearest += out[i].bits() != tessera::half(sum).bits();
     }
     CHECK(differing == 0);

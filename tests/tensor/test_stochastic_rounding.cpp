@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "tessera/tensor/stochastic_rounding.hpp"
@@ -89,4 +90,74 @@ TEST_CASE("stochastic rounding is unbiased: the mean over many keys is the value
         INFO(x << ": mean " << mean << ", ulp " << ulp << ", round to nearest " << float(half(x)));
         CHECK(std::abs(mean - x) <= 5 * ulp / (2 * std::sqrt(double(N))));
     }
+}
+
+TEST_CASE("convert_stochastic stores what round_element gives each element, in every range, from any offset",
+          "[tensor][rounding]") {
+    // Values over every range the fast path and the general rounding split: normal halves, half
+    // subnormals, float subnormals, zeros, the top binade up to and past 65520, infinities and NaN;
+    // runs of each long enough to fill whole blocks of one kind, and mixed blocks.
+    std::mt19937 gen(12);
+    std::vector<float> values;
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> exponent(-40, 16);
+    for (int run = 0; run < 64; ++run)
+        for (int i = 0; i < 700; ++i) {
+            const float u = unit(gen);
+            switch (run % 4) {
+                case 0: values.push_back(std::ldexp(u, exponent(gen))); break;          // anything from 2^-41 up
+                case 1: values.push_back(u * 3.0f); break;                                 // normal halves only
+                case 2: values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(gen()))); break;  // any bits
+                default: values.push_back(i % 7 == 0 ? 0.0f : u * 65530.0f); break;     // zeros, the top binade
+            }
+        }
+    values.insert(values.end(), {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::quiet_NaN(), 65519.0f, 65520.0f, -65504.0f, 6.1e-5f,
+                                 -5.9e-8f, 1e-40f});
+    const tn::rounding r{.stochastic = true, .seed = 21, .stream = 8};
+    for (const std::size_t first : {std::size_t{0}, std::size_t{1000}}) {
+        std::vector<half> got(values.size());
+        tn::convert_stochastic(values.data(), got.data(), values.size(), r, first);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            const half want = tn::round_element(values[i], r, first + i);
+            if (std::isnan(values[i]))
+                wrong += !std::isnan(static_cast<float>(got[i]));
+            else
+                wrong += got[i].bits() != want.bits();
+        }
+        CHECK(wrong == 0);
+    }
+    // Converting a tensor in two ranges (two threads) gives the bits of converting it whole.
+    std::vector<half> whole(values.size()), parts(values.size());
+    tn::convert_stochastic(values.data(), whole.data(), values.size(), r);
+    const std::size_t cut = 12345;
+    tn::convert_stochastic(values.data(), parts.data(), cut, r, 0);
+    tn::convert_stochastic(values.data() + cut, parts.data() + cut, values.size() - cut, r, cut);
+    for (std::size_t i = 0; i < values.size(); ++i)
+        if (!std::isnan(values[i])) REQUIRE(whole[i].bits() == parts[i].bits());
+}
+
+TEST_CASE("bulk stochastic rounding with 32 random bits an element is unbiased too", "[tensor][rounding]") {
+    // As above, over the elements of one stream: N elements of the same value, their mean.
+    constexpr std::size_t N = 100000;
+    const tn::rounding r{.stochastic = true, .seed = 2, .stream = 3};
+    for (const float x : {1.0f + 1.0f / 4096, 1.37f, -2.71828f, 1000.3f, 1e-5f, 3e-8f, -0.2f}) {
+        const auto [below, above] = neighbours(x);
+        const double ulp = std::fabs(double(above) - double(below));
+        const std::vector<float> same(N, x);
+        std::vector<half> out(N);
+        tn::convert_stochastic(same.data(), out.data(), N, r);
+        double sum = 0;
+        for (const half h : out) sum += static_cast<float>(h);
+        const double mean = sum / N;
+        INFO(x << ": mean " << mean << ", ulp " << ulp);
+        CHECK(std::abs(mean - x) <= 5 * ulp / (2 * std::sqrt(double(N))));
+    }
+    // element_bits: each word matters, and about half the bits are set (32 · 4096 bits: σ ≈ 0.04).
+    CHECK(tn::element_bits(1, 2) != tn::element_bits(1, 3));
+    CHECK(tn::element_bits(1, 2) != tn::element_bits(std::uint64_t{1} << 32 | 1, 2));
+    double ones = 0;
+    for (std::uint32_t k = 0; k < 4096; ++k) ones += std::popcount(tn::element_bits(tn::counter_base(7, 0), k));
+    CHECK(std::abs(ones / 4096 - 16.0) < 0.3);
 }

@@ -78,7 +78,8 @@ public:
                         const float v = chw[((i * C + c) * H + h) * W + w];
                         if constexpr (std::is_same_v<value_type, tessera::half>)
                             if (stochastic) {
-                                out[k] = tessera::tensor::round_to_half_stochastic(v, tessera::tensor::counter_bits_at(base, k));
+                                out[k] = tessera::tensor::round_to_half_stochastic(
+                                    v, tessera::tensor::element_bits(base, static_cast<std::uint32_t>(k)));
                                 continue;
                             }
                         out[k] = static_cast<value_type>(v);

@@ -58,7 +58,7 @@ loss_result<C> softmax_cross_entropy(const T* logits, std::size_t batch, std::si
                 const std::size_t i = r * classes + k;
                 if constexpr (std::is_same_v<D, tensor::half> && std::is_same_v<C, float>)
                     if (rounding.stochastic) {
-                        dlogits[i] = tensor::round_to_half_stochastic(g, tensor::counter_bits(rounding.seed, rounding.stream, i));
+                        dlogits[i] = tensor::round_element(g, rounding, i);
                         continue;
                     }
                 dlogits[i] = detail::store_as<D>(g);
