@@ -1,11 +1,15 @@
 // float <-> half conversion throughput: the F16C path against the portable one, in the same run.
-// Read the ratio of items_per_second between the dispatched (F16C) and portable rows.
+// Read the ratio of items_per_second between the dispatched (F16C) and portable rows. Stochastic
+// rounding (what 16-bit activations cost with it on) against rounding to nearest (the dispatched
+// row): the bulk conversion, and one general rounding per element (what it would cost without the
+// vectorised path).
 #include <cstdint>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "tessera/tensor/convert.hpp"
+#include "tessera/tensor/stochastic_rounding.hpp"
 
 namespace {
 
@@ -71,8 +75,30 @@ void half_to_float_dispatched(benchmark::State& state) {
     state.SetLabel(detail::cpu_has_f16c() ? "F16C" : "portable (no F16C)");
 }
 
+constexpr tessera::tensor::rounding stochastic{.stochastic = true, .seed = 1, .stream = 2};
+
+void float_to_half_stochastic(benchmark::State& state) {
+    const auto in = floats();
+    std::vector<tessera::half> out(count);
+    run(state, [&] {
+        tessera::tensor::convert_stochastic(in.data(), out.data(), count, stochastic);
+        benchmark::DoNotOptimize(out.data());
+    });
+}
+
+void float_to_half_stochastic_per_element(benchmark::State& state) {
+    const auto in = floats();
+    std::vector<tessera::half> out(count);
+    run(state, [&] {
+        for (std::size_t i = 0; i < count; ++i) out[i] = tessera::tensor::round_element(in[i], stochastic, i);
+        benchmark::DoNotOptimize(out.data());
+    });
+}
+
 }  // namespace
 
+BENCHMARK(float_to_half_stochastic);
+BENCHMARK(float_to_half_stochastic_per_element);
 BENCHMARK(float_to_half_portable);
 BENCHMARK(float_to_half_dispatched);
 BENCHMARK(half_to_float_portable);

@@ -530,7 +530,7 @@ TEST_CASE("the real IPU links hold up to 256 messages, fewer when messages are l
 
 TEMPLATE_TEST_CASE("fault injection: every strategy and replica count surfaces each fault, then trains normally",
                    "[exec][threads][faults]", cfg::single, cfg::sharded<2>, (cfg::pipelined<cfg::gpipe, 2>),
-                   (cfg::pipelined<cfg::one_f_one_b, 2>), cfg::phased<2>) {
+                   (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::interleaved<2>, 4>), cfg::phased<2>) {
     // Faults: a stage that throws on its k-th micro-batch (each stage, k = 1 and 3), and a host feed
     // that throws. Each reaches the caller with its type and message within a bounded time (ASan in
     // CI: and nothing leaks); an executor built afterwards trains as the sequential reference does.
