@@ -345,13 +345,24 @@ TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weigh
     }
 }
 
+namespace {
+
+/// Half input, weights and output gradient of a convolution case, the same values each time.
+struct half_conv_operands {
+    std::vector<half> x, w, dy;
+    half_conv_operands(const shape& in, std::size_t cout, const k::window& g)
+        : x(random_vector<half>(in.size(), 20)), w(random_vector<half>(g.kh * g.kw * in.c * cout, 21)),
+          dy(random_vector<half>(g.output(in, cout).size(), 22)) {}
+};
+
+}  // namespace
+
 TEST_CASE("conv2d with half activations and weights agrees with fp32 on the same values", "[kernels][conv][half]") {
     for (const auto& [in, cout, g] : conv_cases) {
         CAPTURE(in.str(), cout);
         const shape out = g.output(in, cout);
-        const auto xh = random_vector<half>(in.size(), 20);
-        const auto wh = random_vector<half>(g.kh * g.kw * in.c * cout, 21);
-        const auto dyh = random_vector<half>(out.size(), 22);
+        const half_conv_operands ops(in, cout, g);
+        const auto &xh = ops.x, &wh = ops.w, &dyh = ops.dy;
         const std::vector<float> xf(xh.begin(), xh.end()), wf(wh.begin(), wh.end()), dyf(dyh.begin(), dyh.end());
         k::workspace<float> ws;
         std::vector<half> yh(out.size()), dxh(in.size());
@@ -521,9 +532,8 @@ TEST_CASE("kernels writing half activations or gradients round them stochastical
         for (const auto& [in, cout, g] : conv_cases) {
             CAPTURE(in.str(), cout);
             const shape out = g.output(in, cout);
-            const auto xh = random_vector<half>(in.size(), 20);
-            const auto wh = random_vector<half>(g.kh * g.kw * in.c * cout, 21);
-            const auto dyh = random_vector<half>(out.size(), 22);
+            const half_conv_operands ops(in, cout, g);
+            const auto &xh = ops.x, &wh = ops.w, &dyh = ops.dy;
             std::vector<half> yh(out.size()), dxh(in.size());
             std::vector<float> yf(out.size()), dxf(in.size()), dw(wh.size(), 0.f);
             k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yh.data(), ws, {2}, k::conv_algorithm::automatic, r);
