@@ -16,10 +16,12 @@
 //                        device iterations, output modes; failures reach the caller
 //   session.hpp          training_model<Config>(staged model) / inference_model<Config>(...);
 //                        basic_session.hpp: what a session does once compiled, one type per model
-//   staged_network.hpp   a unit network (nn::resnet) + optimizer as a staged model
+//   staged_network.hpp   a unit network (nn::resnet) + optimizer as a staged model;
+//                        activation_rounding.hpp: the streams stochastic rounding draws per micro-batch
 //   network_session.hpp  training_model<Config>(net, optimizer, sample shape, options)
 //   batch_feed.hpp       the data loader's combined batches as micro-batches with masks
 //   schedule_report.hpp, timeline.hpp, memory_report.hpp   text, SVG and JSON reports
+#include "tessera/exec/activation_rounding.hpp"
 #include "tessera/exec/basic_session.hpp"
 #include "tessera/exec/batch_feed.hpp"
 #include "tessera/exec/breakdown.hpp"
