@@ -2,7 +2,8 @@
 // The exec layer: graph compilation and execution on the emulated IPUs.
 //
 // What is where:
-//   schedule.hpp         static instruction lists per IPU for single/sharded/pipelined<gpipe|1f1b>/phased
+//   schedule.hpp         static instruction lists per IPU for single/sharded/pipelined<gpipe|1f1b|interleaved>/phased;
+//                        pass_order.hpp: the pipelines' orders of forward and backward passes
 //   cost.hpp, timing.hpp what each instruction costs on the modelled clock (passes through
 //                        emulator::pass_model); simulate() = one call without threads
 //   compile.hpp          graph compilation without threads: the schedule and costs a config makes
@@ -39,6 +40,7 @@
 #include "tessera/exec/network_session.hpp"
 #include "tessera/exec/non_finite_loss.hpp"
 #include "tessera/exec/partition.hpp"
+#include "tessera/exec/pass_order.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/exec/schedule.hpp"
 #include "tessera/exec/schedule_report.hpp"

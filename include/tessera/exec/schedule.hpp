@@ -14,6 +14,7 @@
 #include "tessera/config/error.hpp"
 #include "tessera/config/description.hpp"
 #include "tessera/config/strategy.hpp"
+#include "tessera/exec/pass_order.hpp"
 
 namespace tessera::exec {
 
@@ -86,10 +87,6 @@ struct instruction {
     }
     return s;
 }
-
-/// Order of the forward and backward passes within a pipeline (interleaved: 1F1B over model chunks,
-/// schedule_request::virtual_stages of them per IPU).
-enum class pipeline_order { gpipe, one_f_one_b, interleaved };
 
 /// What a schedule is generated from (run-time values; make_schedule<Strategy> fills it from a policy).
 struct schedule_request {
@@ -215,96 +212,6 @@ template <config::Strategy S>
 // implementation
 
 namespace detail {
-
-struct pass {
-    bool backward;
-    std::uint32_t stage, micro_batch;
-};
-
-/// Each stage's own sequence of passes (pipelined): GPipe = all forwards then all backwards;
-/// 1F1B = (S - 1 - s) warm-up forwards, then one forward and one backward alternately.
-inline std::vector<std::vector<pass>> stage_sequences(pipeline_order order, std::size_t S, std::size_t M, bool training) {
-    std::vector<std::vector<pass>> seq(S);
-    for (std::size_t s = 0; s < S; ++s) {
-        auto& q = seq[s];
-        const auto st = static_cast<std::uint32_t>(s);
-        if (!training || order == pipeline_order::gpipe) {
-            for (std::size_t m = 0; m < M; ++m) q.push_back({false, st, static_cast<std::uint32_t>(m)});
-            if (training)
-                for (std::size_t m = 0; m < M; ++m) q.push_back({true, st, static_cast<std::uint32_t>(m)});
-            continue;
-        }
-        const std::size_t warmup = std::min(S - 1 - s, M);
-        std::size_t f = 0, b = 0;
-        for (; f < warmup; ++f) q.push_back({false, st, static_cast<std::uint32_t>(f)});
-        while (f < M) {
-            q.push_back({false, st, static_cast<std::uint32_t>(f++)});
-            q.push_back({true, st, static_cast<std::uint32_t>(b++)});
-        }
-        while (b < M) q.push_back({true, st, static_cast<std::uint32_t>(b++)});
-    }
-    return seq;
-}
-
-/// Interleaves the sequences of lanes that run in parallel (a stage each, or an IPU each when
-/// interleaved) into one global order by rounds: in each round every lane whose next pass has its
-/// inputs (from earlier rounds) performs it.
-inline std::vector<pass> interleave(const std::vector<std::vector<pass>>& seq, std::size_t S, std::size_t M) {
-    std::vector<std::vector<char>> fwd(S, std::vector<char>(M, 0)), bwd(S, std::vector<char>(M, 0));
-    std::vector<std::size_t> next(seq.size(), 0);
-    std::vector<pass> order;
-    std::size_t remaining = 0;
-    for (const auto& q : seq) remaining += q.size();
-    while (remaining > 0) {
-        std::vector<std::pair<std::size_t, pass>> round;
-        for (std::size_t lane = 0; lane < seq.size(); ++lane) {
-            if (next[lane] == seq[lane].size()) continue;
-            const pass p = seq[lane][next[lane]];
-            const std::size_t s = p.stage;
-            const bool ready = p.backward
-                                   ? fwd[s][p.micro_batch] && (s + 1 == S || bwd[s + 1][p.micro_batch])
-                                   : (s == 0 || fwd[s - 1][p.micro_batch]);
-            if (ready) round.emplace_back(lane, p);
-        }
-        if (round.empty())
-            throw std::logic_error("tessera::exec::make_schedule: the pipeline's sequences cannot make progress");
-        for (const auto& [lane, p] : round) {
-            (p.backward ? bwd : fwd)[p.stage][p.micro_batch] = 1;
-            ++next[lane];
-            order.push_back(p);
-            --remaining;
-        }
-    }
-    return order;
-}
-
-/// Each IPU's sequence of an interleaved pipeline (Megatron-LM's interleaved 1F1B): forwards go
-/// through the micro-batches in groups of I (the IPU count), chunk by chunk within a group, backwards
-/// the same with the chunks reversed; IPU d warms up with 2 (I - d - 1) + (V - 1) I forwards (all of
-/// them when G = I), then alternates one forward and one backward. Chunk c of IPU d is stage c·I + d.
-inline std::vector<std::vector<pass>> ipu_sequences(std::size_t I, std::size_t V, std::size_t M, bool training) {
-    const std::size_t total = M * V;
-    const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
-    std::vector<std::vector<pass>> seq(I);
-    for (std::size_t d = 0; d < I; ++d) {
-        const auto at = [&](std::size_t k, bool backward) {
-            const std::size_t j = k % (I * V), chunk = j / I;
-            const std::size_t c = backward ? V - 1 - chunk : chunk;
-            return pass{backward, u32(c * I + d), u32(k / (I * V) * I + j % I)};
-        };
-        auto& q = seq[d];
-        const std::size_t warmup = !training || M == I ? total : std::min(total, 2 * (I - d - 1) + (V - 1) * I);
-        std::size_t f = 0, b = 0;
-        for (; f < warmup; ++f) q.push_back(at(f, false));
-        if (!training) continue;
-        while (f < total) {
-            q.push_back(at(f++, false));
-            q.push_back(at(b++, true));
-        }
-        while (b < total) q.push_back(at(b++, true));
-    }
-    return seq;
-}
 
 inline std::vector<pass> global_order(const schedule_request& r, std::size_t S) {
     const std::size_t M = r.micro_batches;
