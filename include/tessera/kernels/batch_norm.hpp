@@ -85,12 +85,19 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
             detail::normalise_rows(relu, xc + b * channels, e - b, channels, scale, shift, out + b * channels);
         });
     };
-    if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>)
+    // y computed in C, then converted (rounded stochastically when asked) at the commit; x read in
+    // registers when its storage loads into them.
+    const auto through_scratch = [&](const auto* xc) {
+        store_compute<C, Y> dst(y, rows * channels, ws.c, par, rounding);
+        run(xc, dst.target());
+        dst.commit();
+    };
+    if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
         if (!rounds_stochastically<C, Y>(rounding)) return run(x, y);
-    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
-    store_compute<C, Y> dst(y, rows * channels, ws.c, par, rounding);
-    run(xc, dst.target());
-    dst.commit();
+        through_scratch(x);
+    } else {
+        through_scratch(load_compute<C>(x, rows * channels, ws.a, par));
+    }
 }
 
 /// Evaluation forward: normalises with the running statistics (then max(·, 0) when relu).
@@ -153,13 +160,19 @@ void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::
                                      out + b * channels, rows_of(mask, b));
         });
     };
-    if constexpr (simd::in_register<C, T> && simd::in_register<C, D> && simd::in_register<C, X>)
+    // dx computed in C, then converted (rounded stochastically when asked) at the commit; x and dy read
+    // in registers when their storage loads into them.
+    const auto through_scratch = [&](const auto* xc, const auto* dyc) {
+        store_compute<C, X> dst(dx, rows * channels, ws.c, par, rounding);
+        run(xc, dyc, dst.target());
+        dst.commit();
+    };
+    if constexpr (simd::in_register<C, T> && simd::in_register<C, D> && simd::in_register<C, X>) {
         if (!rounds_stochastically<C, X>(rounding)) return run(x, dy, dx);
-    const C* xc = load_compute<C>(x, rows * channels, ws.a, par);
-    const C* dyc = load_compute<C>(dy, rows * channels, ws.col, par);
-    store_compute<C, X> dst(dx, rows * channels, ws.c, par, rounding);
-    run(xc, dyc, dst.target());
-    dst.commit();
+        through_scratch(x, dy);
+    } else {
+        through_scratch(load_compute<C>(x, rows * channels, ws.a, par), load_compute<C>(dy, rows * channels, ws.col, par));
+    }
 }
 
 /// Backward of the training forward: dx (overwritten), dgamma and dbeta (accumulated).
