@@ -44,7 +44,7 @@ namespace detail {
 
 /// The bits of `value` (given as its bits, x) rounded stochastically to a half, for |value| < 65520
 /// (NaN, infinities and what rounds to infinity anyway are round_to_half_stochastic's to handle).
-/// No branch: a loop over it vectorises where the CPU multiplies 64-bit lanes.
+/// round_to_half_stochastic's arithmetic for values in range (convert_stochastic's general path too).
 [[nodiscard]] constexpr std::uint16_t stochastic_half_bits(std::uint32_t x, std::uint64_t random) noexcept {
     const std::uint32_t abs = x & 0x7FFF'FFFFu;
     const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
@@ -81,7 +81,7 @@ inline constexpr std::uint32_t stochastic_half_limit = 0x477F'F000u;
 }
 
 /// How a value computed in float is stored in 16 bits: to nearest (the default), or stochastically
-/// with element k drawing counter_bits(seed, stream, k). A stream names one tensor of one pass of one
+/// with element k drawing element_bits(counter_base(seed, stream), k) (round_element). A stream names one tensor of one pass of one
 /// micro-batch; child(tag) names a distinct tensor inside it (a layer inside a network, the gradient
 /// beside the output), so no two tensors of a step share their bits.
 struct rounding {
