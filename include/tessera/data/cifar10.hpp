@@ -3,7 +3,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,22 +45,22 @@ inline void parse_cifar10_records(const std::vector<std::uint8_t>& bytes, const 
     }
 }
 
-[[nodiscard]] inline in_memory_dataset<std::uint8_t> read_cifar10_files(const std::vector<std::filesystem::path>& files) {
+[[nodiscard]] inline in_memory_dataset<std::uint8_t> read_cifar10_files(const std::vector<std::string>& files) {
     std::vector<std::uint8_t> values;
     std::vector<label_t> labels;
-    for (const auto& file : files) parse_cifar10_records(read_file(file), file.string(), values, labels);
-    const std::string name = files.empty() ? std::string("CIFAR-10 (no files)") : files.front().parent_path().string();
+    for (const auto& file : files) parse_cifar10_records(read_file(file), file, values, labels);
+    const std::string name = files.empty() ? std::string("CIFAR-10 (no files)") : tessera::detail::parent_directory(files.front());
     return in_memory_dataset<std::uint8_t>({3, 32, 32}, cifar10_classes.size(), std::move(values), std::move(labels), name);
 }
 
 /// A CIFAR-10 split from `directory`: data_batch_1.bin ... data_batch_5.bin (train) or
 /// test_batch.bin (test), as in the "CIFAR-10 binary version" archive.
-[[nodiscard]] inline in_memory_dataset<std::uint8_t> cifar10(split which, const std::filesystem::path& directory) {
-    std::vector<std::filesystem::path> files;
+[[nodiscard]] inline in_memory_dataset<std::uint8_t> cifar10(split which, const std::string& directory) {
+    std::vector<std::string> files;
     if (which == split::train)
-        for (int i = 1; i <= 5; ++i) files.push_back(directory / ("data_batch_" + std::to_string(i) + ".bin"));
+        for (int i = 1; i <= 5; ++i) files.push_back(tessera::detail::join_path(directory, "data_batch_" + std::to_string(i) + ".bin"));
     else
-        files.push_back(directory / "test_batch.bin");
+        files.push_back(tessera::detail::join_path(directory, "test_batch.bin"));
     return read_cifar10_files(files);
 }
 

@@ -2,7 +2,7 @@
 // Fashion-MNIST (Xiao, Rasul and Vollgraf, 2017): 70,000 28x28 grey images of 10 kinds of clothing.
 #include <array>
 #include <cstdint>
-#include <filesystem>
+#include <string>
 #include <string_view>
 
 #include "tessera/data/error.hpp"
@@ -30,14 +30,14 @@ inline constexpr std::array<std::string_view, 10> fashion_mnist_classes{
 ///   train.size();   // 60000
 /// @endcode
 [[nodiscard]] inline in_memory_dataset<std::uint8_t> fashion_mnist(
-    split which = split::train, const std::filesystem::path& directory = fashion_mnist_default_path) {
+    split which = split::train, const std::string& directory = std::string(fashion_mnist_default_path)) {
     const char* prefix = which == split::train ? "train" : "t10k";
-    const auto images = directory / (std::string(prefix) + "-images-idx3-ubyte.gz");
-    const auto labels = directory / (std::string(prefix) + "-labels-idx1-ubyte.gz");
+    const auto images = tessera::detail::join_path(directory, std::string(prefix) + "-images-idx3-ubyte.gz");
+    const auto labels = tessera::detail::join_path(directory, std::string(prefix) + "-labels-idx1-ubyte.gz");
     auto ds = read_idx_dataset(images, labels, fashion_mnist_classes.size());
     constexpr sample_shape expected{1, 28, 28};
     if (ds.shape() != expected)
-        throw shape_error(images.string(), 8, "images of " + to_string(ds.shape()), "Fashion-MNIST's " + to_string(expected));
+        throw shape_error(images, 8, "images of " + to_string(ds.shape()), "Fashion-MNIST's " + to_string(expected));
     return ds;
 }
 

@@ -5,24 +5,23 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "tessera/data/error.hpp"
 #include "tessera/detail/file_bytes.hpp"
+#include "tessera/detail/path.hpp"
 
 namespace tessera::data {
 
 /// The bytes of a file; missing_file_error when it cannot be opened or read.
-[[nodiscard]] inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
-        throw missing_file_error(path.string(), 0, "no such file", "a readable regular file");
+[[nodiscard]] inline std::vector<std::uint8_t> read_file(const std::string& path) {
+    if (!tessera::detail::is_regular_file(path))
+        throw missing_file_error(path, 0, "no such file", "a readable regular file");
     std::vector<std::uint8_t> bytes;
-    if (const auto failure = tessera::detail::read_whole_file(path.string(), bytes))
-        throw missing_file_error(path.string(), 0, tessera::detail::describe(*failure), "a readable file");
+    if (const auto failure = tessera::detail::read_whole_file(path, bytes))
+        throw missing_file_error(path, 0, tessera::detail::describe(*failure), "a readable file");
     return bytes;
 }
 
@@ -124,9 +123,9 @@ enum class at_limit { refuse, stop };
 }
 
 /// The content of a file, inflated when it is gzip-compressed (by its magic number, not its name).
-[[nodiscard]] inline std::vector<std::uint8_t> read_maybe_gzip(const std::filesystem::path& path) {
+[[nodiscard]] inline std::vector<std::uint8_t> read_maybe_gzip(const std::string& path) {
     auto bytes = read_file(path);
-    return is_gzip(bytes) ? gunzip(bytes, path.string()) : bytes;
+    return is_gzip(bytes) ? gunzip(bytes, path) : bytes;
 }
 
 }  // namespace tessera::data

@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -108,12 +107,12 @@ struct idx_header {
 /// from what the header declares). A gzip file is inflated no further than its header declares and
 /// one byte more: a small file that declares two images but inflates to gigabytes is refused after a
 /// few kilobytes.
-[[nodiscard]] inline idx_array read_idx(const std::filesystem::path& path, std::size_t rank) {
+[[nodiscard]] inline idx_array read_idx(const std::string& path, std::size_t rank) {
     if (rank == 0 || rank > 8)
         throw std::invalid_argument("tessera::data::read_idx: rank must be 1 to 8, got " + std::to_string(rank));
     auto bytes = read_file(path);
-    if (!is_gzip(bytes)) return parse_idx(std::move(bytes), path.string(), rank);
-    const std::string name = path.string();
+    if (!is_gzip(bytes)) return parse_idx(std::move(bytes), path, rank);
+    const std::string& name = path;
     const detail::idx_header h =
         detail::read_idx_header(gunzip_prefix(bytes, name, 4 + 4 * rank), name, rank, "values of any size");
     auto plain = gunzip_prefix(bytes, name, h.header_bytes + h.count + 1);
@@ -125,23 +124,22 @@ struct idx_header {
 
 /// An image dataset from an IDX image file (N x H x W) and an IDX label file (N), e.g. MNIST.
 /// Labels must be below `num_classes`; the counts must agree.
-[[nodiscard]] inline in_memory_dataset<std::uint8_t> read_idx_dataset(const std::filesystem::path& images,
-                                                                      const std::filesystem::path& labels,
+[[nodiscard]] inline in_memory_dataset<std::uint8_t> read_idx_dataset(const std::string& images, const std::string& labels,
                                                                       std::size_t num_classes) {
     auto pixels = read_idx(images, 3);
     const auto marks = read_idx(labels, 1);
     if (pixels.dims[0] != marks.dims[0])
-        throw count_mismatch_error(labels.string(), 4, std::to_string(marks.dims[0]) + " labels",
-                                   std::to_string(pixels.dims[0]) + " labels, one per image of " + images.string());
+        throw count_mismatch_error(labels, 4, std::to_string(marks.dims[0]) + " labels",
+                                   std::to_string(pixels.dims[0]) + " labels, one per image of " + images);
     std::vector<label_t> y(marks.values.size());
     for (std::size_t i = 0; i < y.size(); ++i) {
         if (marks.values[i] >= num_classes)
-            throw label_error(labels.string(), marks.header_bytes + i, "label " + std::to_string(marks.values[i]),
+            throw label_error(labels, marks.header_bytes + i, "label " + std::to_string(marks.values[i]),
                               "a label in [0, " + std::to_string(num_classes) + ")");
         y[i] = marks.values[i];
     }
     const sample_shape shape{1, pixels.dims[1], pixels.dims[2]};
-    return in_memory_dataset<std::uint8_t>(shape, num_classes, std::move(pixels.values), std::move(y), images.string());
+    return in_memory_dataset<std::uint8_t>(shape, num_classes, std::move(pixels.values), std::move(y), images);
 }
 
 }  // namespace tessera::data

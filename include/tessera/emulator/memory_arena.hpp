@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/detail/small_sort.hpp"
+
 #include "tessera/emulator/error.hpp"
 
 namespace tessera::emulator {
@@ -56,7 +58,7 @@ public:
             items.reserve(m_live.size() + 1);
             for (const auto& [id, r] : m_live) items.push_back({r.name, r.bytes});
             items.push_back({name, bytes});
-            std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+            tessera::detail::small_stable_sort(items, [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
             if (items.size() > 3) items.resize(3);
             throw out_of_device_memory(m_ipu, m_budget, m_used, {std::move(name), bytes}, std::move(items));
         }

@@ -2,7 +2,6 @@
 // Checkpoints of a training session: weights, buffers, every stage's optimizer, loss scaling, position.
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -37,7 +36,7 @@ inline std::uint64_t fingerprint_of(std::string_view configuration) noexcept {
 ///   exec::save_session("run.ckpt", session, {.epoch = 1, .calls = 20, .steps = 80}, "resnet20 16.16 G8 D4");
 /// @endcode
 template <class Session>
-void save_session(const std::filesystem::path& path, const Session& run, const run_position& position,
+void save_session(const std::string& path, const Session& run, const run_position& position,
                   std::string_view configuration) {
     auto model = run.unsharded_model();  // a sharded optimiser state: all of it
     std::map<std::string, double> scalars;
@@ -64,7 +63,7 @@ void save_session(const std::filesystem::path& path, const Session& run, const r
 /// resume from. Throws optim::checkpoint_error for a missing, corrupt or truncated file, one made for
 /// another model (its entries do not match) or another `configuration`; then `run` is unchanged.
 template <class Session>
-[[nodiscard]] run_position load_session(const std::filesystem::path& path, Session& run, std::string_view configuration) {
+[[nodiscard]] run_position load_session(const std::string& path, Session& run, std::string_view configuration) {
     auto model = run.unsharded_model();  // the whole state is read; each replica then keeps its shard
     std::map<std::string, double> scalars;
     auto optimizers = model.optimizers();
@@ -72,13 +71,13 @@ template <class Session>
     const auto get = [&](const std::string& name) -> double {
         const auto it = scalars.find(name);
         if (it == scalars.end())
-            throw optim::checkpoint_error("tessera::exec::load_session: " + path.string() + " has no '" + name +
+            throw optim::checkpoint_error("tessera::exec::load_session: " + path + " has no '" + name +
                                           "' (not a session checkpoint)");
         return it->second;
     };
     const auto fp = detail::fingerprint_of(configuration);
     if (get("session.fingerprint.high") != double(fp >> 32) || get("session.fingerprint.low") != double(fp & 0xFFFFFFFFu))
-        throw optim::checkpoint_error("tessera::exec::load_session: " + path.string() +
+        throw optim::checkpoint_error("tessera::exec::load_session: " + path +
                                       " was written for another configuration than '" + std::string(configuration) + "'");
     auto scaling = model.loss_scaling_state();
     for (std::size_t s = 0; s < scaling.scale.size(); ++s) {

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -21,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "tessera/detail/path.hpp"
 #include "tessera/optim/parameters.hpp"
 #include "tessera/tensor/bfloat16.hpp"
 #include "tessera/tensor/half.hpp"
@@ -92,14 +92,14 @@ struct entry {
 
 /// Copies a stored entry into values, checking kind, type and size.
 template <class T>
-void restore(const std::map<std::string, entry, std::less<>>& entries, const std::filesystem::path& path,
+void restore(const std::map<std::string, entry, std::less<>>& entries, const std::string& path,
              entry_kind kind, std::string_view name, std::span<T> values) {
     const auto it = entries.find(name);
     if (it == entries.end() || it->second.kind != kind)
-        throw checkpoint_error("tessera::optim::load_checkpoint: " + path.string() + " has no entry '" + std::string(name) + "'");
+        throw checkpoint_error("tessera::optim::load_checkpoint: " + path + " has no entry '" + std::string(name) + "'");
     const entry& e = it->second;
     if (e.dtype != dtype_code<std::remove_const_t<T>>() || e.count != values.size())
-        throw checkpoint_error("tessera::optim::load_checkpoint: entry '" + std::string(name) + "' in " + path.string() +
+        throw checkpoint_error("tessera::optim::load_checkpoint: entry '" + std::string(name) + "' in " + path +
                                " holds " + std::to_string(e.count) + " values of type code " + std::to_string(e.dtype) +
                                ", the model expects " + std::to_string(values.size()) + " of type code " +
                                std::to_string(dtype_code<std::remove_const_t<T>>()));
@@ -116,7 +116,7 @@ void restore(const std::map<std::string, entry, std::less<>>& entries, const std
 /// renamed over `path`, and the directory flushed, so a crash leaves either the old or the new
 /// checkpoint. Any failure throws checkpoint_error and leaves no temporary file.
 template <ParameterSet S, class Optimizer>
-void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& optimizer,
+void save_checkpoint(const std::string& path, S& params, Optimizer& optimizer,
                      const std::map<std::string, double>& scalars = {}) {
     detail::writer w;
     params.visit_parameters([&](std::string_view name, auto value, auto) {
@@ -148,14 +148,13 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
     header.pod(detail::crc(body.m_bytes.data(), body.m_bytes.size()));
     header.pod(detail::crc(header.m_bytes.data(), header.m_bytes.size()));
 
-    std::string tmp = path.string() + ".tmp.XXXXXX";
+    std::string tmp = path + ".tmp.XXXXXX";
     const int fd = ::mkstemp(tmp.data());
     if (fd < 0)
-        throw checkpoint_error("tessera::optim::save_checkpoint: cannot create a temporary file beside " + path.string() +
+        throw checkpoint_error("tessera::optim::save_checkpoint: cannot create a temporary file beside " + path +
                                ": " + std::strerror(errno));
     const auto discard = [&](const std::string& what) {
-        std::error_code ignored;
-        std::filesystem::remove(tmp, ignored);
+        (void)std::remove(tmp.c_str());
         throw checkpoint_error("tessera::optim::save_checkpoint: " + what);
     };
     (void)::fchmod(fd, 0644);  // mkstemp makes it 0600; a checkpoint is an ordinary file
@@ -170,21 +169,20 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
                     std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
     const bool closed = std::fclose(f) == 0;
     if (!ok || !closed) discard("writing " + tmp + " failed");
-    std::error_code renamed;
-    std::filesystem::rename(tmp, path, renamed);  // atomic on POSIX file systems
-    if (renamed) discard("cannot rename " + tmp + " to " + path.string() + ": " + renamed.message());
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)  // atomic on POSIX file systems
+        discard("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
     // The rename is durable once the directory that holds the name is on disk.
-    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    const std::string dir = tessera::detail::parent_directory(path);
     const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
     if (dfd < 0)
-        throw checkpoint_error("tessera::optim::save_checkpoint: wrote " + path.string() + " but cannot open its directory " +
-                               dir.string() + " to flush it: " + std::strerror(errno));
+        throw checkpoint_error("tessera::optim::save_checkpoint: wrote " + path + " but cannot open its directory " +
+                               dir + " to flush it: " + std::strerror(errno));
     const bool synced = ::fsync(dfd) == 0 || errno == EINVAL;  // EINVAL: a file system without directory sync
     const int sync_errno = errno;
     ::close(dfd);
     if (!synced)
-        throw checkpoint_error("tessera::optim::save_checkpoint: wrote " + path.string() + " but flushing its directory " +
-                               dir.string() + " failed: " + std::strerror(sync_errno));
+        throw checkpoint_error("tessera::optim::save_checkpoint: wrote " + path + " but flushing its directory " +
+                               dir + " failed: " + std::strerror(sync_errno));
 }
 
 /// Reads a checkpoint written by save_checkpoint into params (and their buffers), the optimiser and
@@ -194,15 +192,15 @@ void save_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
 /// optimizer is prepared and filled as a copy, then assigned; an optimizer that is a view of state
 /// elsewhere, such as staged_network::stage_optimizers, prepares that state before validation).
 template <ParameterSet S, class Optimizer>
-void load_checkpoint_bytes(const std::vector<unsigned char>& bytes, const std::filesystem::path& path, S& params,
+void load_checkpoint_bytes(const std::vector<unsigned char>& bytes, const std::string& path, S& params,
                            Optimizer& optimizer, std::map<std::string, double>* scalars = nullptr);
 
 template <ParameterSet S, class Optimizer>
-void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& optimizer,
+void load_checkpoint(const std::string& path, S& params, Optimizer& optimizer,
                      std::map<std::string, double>* scalars = nullptr) {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (f == nullptr)
-        throw checkpoint_error("tessera::optim::load_checkpoint: " + path.string() + ": cannot open: " + std::strerror(errno));
+        throw checkpoint_error("tessera::optim::load_checkpoint: " + path + ": cannot open: " + std::strerror(errno));
     std::vector<unsigned char> bytes;
     unsigned char chunk[1 << 16];
     for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) bytes.insert(bytes.end(), chunk, chunk + n);
@@ -212,9 +210,9 @@ void load_checkpoint(const std::filesystem::path& path, S& params, Optimizer& op
 
 /// load_checkpoint on a checkpoint's bytes already read; `path` names it in messages.
 template <ParameterSet S, class Optimizer>
-void load_checkpoint_bytes(const std::vector<unsigned char>& bytes, const std::filesystem::path& path, S& params,
+void load_checkpoint_bytes(const std::vector<unsigned char>& bytes, const std::string& path, S& params,
                            Optimizer& optimizer, std::map<std::string, double>* scalars) {
-    const std::string where = "tessera::optim::load_checkpoint: " + path.string();
+    const std::string where = "tessera::optim::load_checkpoint: " + path;
 
     auto read = [&](std::size_t& at, auto& v) {
         if (at + sizeof(v) > bytes.size()) throw checkpoint_error(where + ": truncated");
