@@ -1,6 +1,7 @@
-// Three pipeline schedules of the same model on the same 4 IPUs, priced by dry runs: GPipe and 1F1B
-// over 4 stages, and interleaved 1F1B with 2 model chunks per IPU (8 stages, stage s on IPU s mod 4).
-// ResNet-50 at 16.16, micro-batch 8, G = 8, each stage recomputing its forward in its backward.
+// Five pipeline schedules of the same model on the same 4 IPUs, priced by dry runs: GPipe, 1F1B and
+// the zero-bubble ZB-H1 and ZB-H2 over 4 stages, and interleaved 1F1B with 2 model chunks per IPU (8
+// stages, stage s on IPU s mod 4). ResNet-50 at 16.16, micro-batch 8, G = 8; once with each stage
+// recomputing its forward in its backward, once without.
 #include <tessera/tessera.hpp>
 
 #include <algorithm>
@@ -10,11 +11,11 @@ namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 
 template <class Strategy>
-void price(const char* name) {
+void price(const char* name, bool recompute) {
     using c = cfg::config<cfg::half, Strategy, cfg::gradient_accumulation<8>, cfg::device_iterations<1>>;
     const tessera::nn::resnet50<cfg::half> net(/*in_channels=*/3, /*classes=*/1000);
     exec::session_options settings{.host = tessera::emulator::native_host()};
-    settings.recompute.assign(Strategy::stages, true);
+    settings.recompute.assign(Strategy::stages, recompute);
     const auto e = exec::dry_run<c>(net, tessera::optim::sgd({.momentum = 0.9}), {1, 224, 224, 3}, {.micro_batch = 8},
                                     /*images=*/8 * 8 * 100, settings, /*epochs=*/1, exec::over_budget::reported);
     // What crosses between IPUs in one step: activations forward, their gradients back.
@@ -32,12 +33,13 @@ void price(const char* name) {
 }
 
 int main() {
-    std::printf("%-16s %11s %9s %13s %13s\n", "schedule", "step", "bubble", "fullest IPU", "IPU-to-IPU");
-    price<cfg::pipelined<cfg::gpipe, 4>>("gpipe");
-    price<cfg::pipelined<cfg::one_f_one_b, 4>>("1f1b");
-    price<cfg::pipelined<cfg::interleaved<2>, 8>>("interleaved<2>");
+    for (const bool recompute : {true, false}) {
+        std::printf("%s\n%-16s %11s %9s %13s %13s\n", recompute ? "recomputing every stage" : "no recomputation",
+                    "schedule", "step", "bubble", "fullest IPU", "IPU-to-IPU");
+        price<cfg::pipelined<cfg::gpipe, 4>>("gpipe", recompute);
+        price<cfg::pipelined<cfg::one_f_one_b, 4>>("1f1b", recompute);
+        price<cfg::pipelined<cfg::interleaved<2>, 8>>("interleaved<2>", recompute);
+        price<cfg::pipelined<cfg::zero_bubble_h1, 4>>("zero-bubble-h1", recompute);
+        price<cfg::pipelined<cfg::zero_bubble_h2, 4>>("zero-bubble-h2", recompute);
+    }
 }
-// schedule                step    bubble   fullest IPU    IPU-to-IPU
-// gpipe               31.59 ms    49.4 %       649 MiB       196 MiB
-// 1f1b                27.64 ms    42.2 %       640 MiB       196 MiB
-// interleaved<2>      33.22 ms    40.9 %       517 MiB       564 MiB

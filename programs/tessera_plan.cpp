@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"sgd", "adamw"}));
     app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");
     app.add_option("--strategies", strategies, "allowed strategies, e.g. pipelined,single");
-    app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b (interleaved: 2 model chunks per IPU)");
+    app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b (interleaved: 2 model chunks per IPU; zero-bubble and "
+                   "zero-bubble-h2 on request)");
     app.add_option("--max-batch-size", q.max_batch_size, "largest micro-batch tried")->check(CLI::PositiveNumber);
     app.add_option("--max-stages", q.max_stages, "most stages per replica tried")->check(CLI::PositiveNumber);
     app.add_option("--max-samples-per-update", q.max_samples_per_update, "micro-batch x G x replicas at most");
@@ -130,8 +131,9 @@ int main(int argc, char** argv) {
             if (s != "single" && s != "sharded" && s != "pipelined" && s != "phased")
                 throw programs::usage_error("--strategies: '" + s + "' is not one of single, sharded, pipelined, phased");
         for (const auto& s : q.schedules)
-            if (s != "1f1b" && s != "gpipe" && s != "interleaved")
-                throw programs::usage_error("--schedules: '" + s + "' is not one of 1f1b, gpipe, interleaved");
+            if (s != "1f1b" && s != "gpipe" && s != "interleaved" && s != "zero-bubble" && s != "zero-bubble-h2")
+                throw programs::usage_error("--schedules: '" + s +
+                                            "' is not one of 1f1b, gpipe, interleaved, zero-bubble, zero-bubble-h2");
         const programs::dataset_shape shape = programs::shape_of_dataset(q.base);
         (void)programs::host_of(q.base);  // a bad host file: refused before searching
 

@@ -61,9 +61,11 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     app.add_option("--strategy", r.strategy, "single, sharded, pipelined or phased")
         ->check(CLI::IsMember({"single", "sharded", "pipelined", "phased"}));
-    auto* schedule = app.add_option("--schedule", r.schedule, "pipelined: gpipe, 1f1b, or interleaved (1F1B over "
-                                    "--virtual-stages model chunks per IPU, stage s on IPU s mod IPUs)")
-                         ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+    auto* schedule = app.add_option("--schedule", r.schedule, "pipelined: gpipe, 1f1b, interleaved (1F1B over "
+                                    "--virtual-stages model chunks per IPU, stage s on IPU s mod IPUs), zero-bubble "
+                                    "(ZB-H1: 1F1B with each backward split into input and weight gradients, the "
+                                    "weight gradients run later) or zero-bubble-h2 (ZB-H2: more warm-up, more memory)")
+                         ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zero-bubble", "zero-bubble-h2"}));
     auto* chunks = app.add_option("--virtual-stages", r.virtual_stages, "--schedule interleaved: model chunks (stages) "
                                   "per IPU, 2 or more")->check(CLI::Range(std::size_t{2}, std::size_t{64}));
     auto* ipus = app.add_option("--ipus-per-replica", r.ipus_per_replica,

@@ -37,7 +37,11 @@ template <config::Config C, class Model, class Net, class Optimizer>
                        " state values per parameter), " + std::string(strategy::name);
     if constexpr (strategy::kind == config::strategy_kind::pipelined) {
         const std::size_t chunks = session.batching().virtual_stages;  // run-time model chunks per IPU
-        text += chunks > 1 ? " interleaved<" + std::to_string(chunks) + ">" : " " + std::string(strategy::schedule::name);
+        const auto zero_bubble = session.batching().zero_bubble;  // run-time split backward passes
+        text += chunks > 1                                        ? " interleaved<" + std::to_string(chunks) + ">"
+                : zero_bubble == config::zero_bubble_kind::h1 ? std::string(" zero-bubble-h1")
+                : zero_bubble == config::zero_bubble_kind::h2 ? std::string(" zero-bubble-h2")
+                                                              : " " + std::string(strategy::schedule::name);
     }
     const std::size_t stages = session.batching().stages;
     text += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/config/strategy.hpp"
 #include "tessera/exec/cross_process.hpp"
 
 namespace tessera::programs {
@@ -46,7 +47,8 @@ struct train_request {
     std::size_t instances = 1;
     std::size_t input_replica_group = 1;
     std::string strategy = "pipelined";
-    std::string schedule = "1f1b";        ///< "gpipe", "1f1b" or "interleaved" (1F1B over model chunks)
+    std::string schedule = "1f1b";        ///< "gpipe", "1f1b", "interleaved" (1F1B over model chunks),
+                                          ///< "zero-bubble" (ZB-H1) or "zero-bubble-h2" (1F1B, backward split)
     std::size_t virtual_stages = 2;       ///< --schedule interleaved: model chunks (stages) per IPU
     std::size_t ipus_per_replica = 2;
     std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
@@ -79,6 +81,14 @@ struct train_request {
 /// Model chunks per IPU: --virtual-stages when interleaved, else 1.
 [[nodiscard]] inline std::size_t virtual_stages_of(const train_request& r) noexcept {
     return r.strategy == "pipelined" && r.schedule == "interleaved" ? r.virtual_stages : 1;
+}
+
+/// The zero-bubble schedule a request asks for (none unless --schedule zero-bubble or zero-bubble-h2).
+[[nodiscard]] inline config::zero_bubble_kind zero_bubble_of(const train_request& r) noexcept {
+    if (r.strategy != "pipelined") return config::zero_bubble_kind::none;
+    if (r.schedule == "zero-bubble") return config::zero_bubble_kind::h1;
+    if (r.schedule == "zero-bubble-h2") return config::zero_bubble_kind::h2;
+    return config::zero_bubble_kind::none;
 }
 
 /// Runs the request with its precision's configurations (each precision is compiled in its own file).

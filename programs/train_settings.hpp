@@ -66,7 +66,8 @@ inline std::optional<double> static_scale(const std::string& s) {
 [[nodiscard]] inline config::options counts_of(const train_request& r) {
     return {.micro_batch = r.batch_size, .gradient_accumulation = r.gradient_accumulation,
             .device_iterations = r.device_iterations, .replicas = r.replicas, .instances = r.instances,
-            .input_group = r.input_replica_group, .stages = stages_of(r), .virtual_stages = virtual_stages_of(r)};
+            .input_group = r.input_replica_group, .stages = stages_of(r), .virtual_stages = virtual_stages_of(r),
+            .zero_bubble = zero_bubble_of(r)};
 }
 
 /// The training loader's options of configuration C (8-bit I/O normalises on the device, float on the host).

@@ -113,7 +113,8 @@ TEMPLATE_TEST_CASE("correctness anchor: every strategy reproduces the sequential
                    "[exec][anchor][threads]", cfg::sharded<2>, cfg::sharded<4>, (cfg::pipelined<cfg::gpipe, 2>),
                    (cfg::pipelined<cfg::gpipe, 4>), (cfg::pipelined<cfg::one_f_one_b, 2>),
                    (cfg::pipelined<cfg::one_f_one_b, 4>), cfg::phased<2>, cfg::phased<4>,
-                   (cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 0, 1, 1>>)) {
+                   (cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 0, 1, 1>>),
+                   (cfg::pipelined<cfg::zero_bubble_h1, 4>), (cfg::pipelined<cfg::zero_bubble_h2, 4>)) {
     constexpr std::size_t S = TestType::stages, G = 2 * S, D = 3;
     const synthetic_feed feed{batch, in_width, out_width};
     const tiny_mlp initial = make_model(S);
@@ -530,14 +531,29 @@ TEST_CASE("the real IPU links hold up to 256 messages, fewer when messages are l
 
 TEMPLATE_TEST_CASE("fault injection: every strategy and replica count surfaces each fault, then trains normally",
                    "[exec][threads][faults]", cfg::single, cfg::sharded<2>, (cfg::pipelined<cfg::gpipe, 2>),
-                   (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::interleaved<2>, 4>), cfg::phased<2>) {
+                   (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::interleaved<2>, 4>),
+                   (cfg::pipelined<cfg::zero_bubble_h1, 2>), (cfg::pipelined<cfg::zero_bubble_h2, 3>), cfg::phased<2>) {
     // Faults: a stage that throws on its k-th micro-batch (each stage, k = 1 and 3), and a host feed
     // that throws. Each reaches the caller with its type and message within a bounded time (ASan in
     // CI: and nothing leaks); an executor built afterwards trains as the sequential reference does.
     const synthetic_feed feed{batch, in_width, out_width};
-    const std::size_t S = TestType::stages, G = 4, D = 2;
+    const std::size_t S = TestType::stages, G = S == 3 ? 5 : 4, D = 2;  // 3 stages (ZB-H2) need G >= 5
+    static_assert(exec::SplitBackwardModel<tiny_mlp>);
+    const bool split = exec::make_schedule<TestType>(G).backward_split();
     std::size_t injected = 0;
     for (std::size_t R : {1u, 2u}) {
+        if (split)  // a weight-gradient pass that throws (zero-bubble: W runs on its own)
+            for (long stage = 0; stage < long(S); ++stage) {
+                tiny_mlp faulty = make_model(S);
+                faulty.fail_weights_stage = stage;
+                std::vector<tiny_mlp> models(R, faulty);
+                exec::executor<tiny_mlp> ex(exec::make_schedule<TestType>(G, true, R), exec::costs_of(faulty), R);
+                const auto what = tessera::test::error_within_deadline<std::domain_error>(60, "W fault", [&] {
+                    return ex.run(std::span(models), feed, D, {});
+                });
+                CHECK(what == "tiny_mlp: stage " + std::to_string(stage) + " weight gradient failed");
+                ++injected;
+            }
         for (long stage = 0; stage < long(S); ++stage)
             for (int k : {1, 3}) {
                 tiny_mlp faulty = make_model(S);
@@ -567,5 +583,5 @@ TEMPLATE_TEST_CASE("fault injection: every strategy and replica count surfaces e
         (void)run_strategy<TestType>(fresh, G, D, feed);
         CHECK(fresh[0].weights() == sequential(make_model(S), R, G, D, feed).weights);
     }
-    CHECK(injected == 2 * (2 * S + 1));
+    CHECK(injected == 2 * (2 * S + 1 + (split ? S : 0)));
 }

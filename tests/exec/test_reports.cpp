@@ -82,8 +82,8 @@ TEST_CASE("the timeline SVG has one row per IPU and one rectangle per interval",
     const std::string svg = exec::timeline_svg(clocks);
     CHECK(count(svg, ">IPU 0</text>") == 1);
     CHECK(count(svg, ">IPU 1</text>") == 1);
-    // Rows' backgrounds, the intervals, and the legend's nine swatches.
-    CHECK(count(svg, "<rect") == 2 + events + 9);
+    // Rows' backgrounds, the intervals, and the legend's ten swatches.
+    CHECK(count(svg, "<rect") == 2 + events + 10);
     CHECK(count(svg, "fill=\"#4c72b0\"><title>fwd s1 mb0 [1 s, 2 s]</title>") == 1);
     CHECK(count(svg, "<title>wait recv_act s1 mb0 &lt;- IPU 0 [0 s, 1 s]</title>") == 1);
     CHECK(svg.find(">15 s</text>") != std::string::npos);  // (G + S - 1) × 3 s
@@ -92,6 +92,33 @@ TEST_CASE("the timeline SVG has one row per IPU and one rectangle per interval",
                      "\"end\":1,\"label\":\"fwd s0 mb0\"}",
                      0) == 0);
     CHECK(count(json, "\"kind\":") == events);
+}
+
+TEST_CASE("a zero-bubble timeline shows forward, input-gradient and weight-gradient passes in their colours; the memory "
+          "plan holds the weight gradients' inputs", "[exec][report][zero-bubble]") {
+    const emu::device_spec spec{.host_sync_latency = 0};
+    const auto sched = exec::make_schedule<cfg::pipelined<cfg::zero_bubble_h1, 2>>(4);
+    exec::stage_cost c{.input_bytes = 1024, .output_bytes = 1024, .stash_bytes = 4096};
+    namespace nn = tessera::nn;
+    c.forward_passes = {nn::pass::contraction(nn::pass_phase::forward, 64, 32, 16)};
+    // The weight gradient of 64 positions × 32 channels: W reads an output gradient of 2,048 values.
+    c.backward_passes = {nn::pass::contraction(nn::pass_phase::backward, 64, 16, 32),
+                         nn::pass::contraction(nn::pass_phase::backward, 16, 32, 64).of_weights()};
+    auto costs = exec::balanced_costs(2, c, 16);
+    costs.output_bytes_to_host = 0;
+    const std::string svg = exec::timeline_svg(exec::simulate(sched, costs, spec));
+    CHECK(count(svg, "fill=\"#4c72b0\"><title>fwd s") == 8);          // forward
+    CHECK(count(svg, "fill=\"#dd8452\"><title>bwd s") == 8);          // input gradients
+    CHECK(count(svg, "fill=\"#ccb974\"><title>bwd_weights s") == 8);  // weight gradients
+    CHECK(svg.find(">weight gradient</text>") != std::string::npos);
+    // Stage 1 runs each W one B late: it holds 2 output gradients at once, of 2,048 halves each.
+    REQUIRE(sched.held_gradients == std::vector<std::size_t>{1, 2});
+    const auto plan = exec::plan_memory(sched, costs);
+    INFO(exec::memory_text(plan));
+    std::size_t held = 0;
+    for (const auto& item : plan.ipus[1].items)
+        if (item.name == "stage 1 gradients held for weight-gradient passes (2 micro-batches)") held = item.bytes;
+    CHECK(held == 2 * 2048 * 2);
 }
 
 TEST_CASE("the memory report shows each IPU's items against its budget", "[exec][report]") {

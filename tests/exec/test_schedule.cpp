@@ -32,7 +32,10 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
     std::vector<std::set<std::pair<std::uint32_t, std::uint32_t>>> have_input(I), have_output(I), have_grad(I),
         have_stash(I), have_input_grad(I);
     std::vector<std::size_t> pc(I, 0), stash_now(S, 0), stash_max(S, 0), updates(S, 0), backwards(S, 0);
-    std::vector<std::size_t> all_reduces(S, 0), all_gathers(S, 0);
+    std::vector<std::size_t> all_reduces(S, 0), all_gathers(S, 0), weight_passes(S, 0);
+    const bool split = sched.backward_split();
+    // A stage's gradients are complete after its backward passes (split: its weight-gradient passes).
+    const auto complete = [&](std::size_t s) { return (split ? weight_passes[s] : backwards[s]) == M; };
     std::vector<bool> voted(I, false);
     std::size_t votes = 0;
     std::set<std::uint32_t> loaded_labels;
@@ -96,15 +99,28 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
                         REQUIRE(have_stash[i].count(sm));
                         const bool local = in.stage + 1 < S && have_input_grad[i].count({in.stage + 1, in.micro_batch});
                         REQUIRE((have_grad[i].count(sm) || local));
-                        --stash_now[in.stage];
-                        have_stash[i].erase(sm);
+                        if (!split) {  // split: the stash lives on until the weight-gradient pass
+                            --stash_now[in.stage];
+                            have_stash[i].erase(sm);
+                        }
                         have_input_grad[i].insert(sm);
                         ++backwards[in.stage];
                         break;
                     }
+                    case opcode::bwd_weights:
+                        REQUIRE(split);
+                        REQUIRE(req.ipu_of_stage[in.stage] == i);
+                        REQUIRE(have_input_grad[i].count(sm));  // after its own input-gradient pass
+                        REQUIRE(have_stash[i].count(sm));
+                        // In micro-batch order: each weight gradient adds micro-batches as the sequential run does.
+                        REQUIRE(weight_passes[in.stage] == in.micro_batch);
+                        --stash_now[in.stage];
+                        have_stash[i].erase(sm);
+                        ++weight_passes[in.stage];
+                        break;
                     case opcode::all_reduce:
                     case opcode::reduce_scatter:
-                        REQUIRE(backwards[in.stage] == M);
+                        REQUIRE(complete(in.stage));
                         REQUIRE((in.op == opcode::reduce_scatter) == sched.optimizer_sharded());
                         ++all_reduces[in.stage];
                         break;
@@ -114,18 +130,18 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
                         ++all_gathers[in.stage];
                         break;
                     case opcode::update:
-                        REQUIRE(backwards[in.stage] == M);  // after all of the stage's backward passes
+                        REQUIRE(complete(in.stage));  // after all of the stage's backward passes
                         REQUIRE(all_reduces[in.stage] == (req.replicas > 1 ? 1u : 0u));
                         if (req.check_overflow) {  // after every stage's: the vote saw all gradients
                             REQUIRE(votes == I);
-                            for (std::size_t t = 0; t < S; ++t) REQUIRE(backwards[t] == M);
+                            for (std::size_t t = 0; t < S; ++t) REQUIRE(complete(t));
                         }
                         ++updates[in.stage];
                         break;
                     case opcode::vote:  // a collective of every IPU: blocks until all have arrived
                         REQUIRE(req.check_overflow);
                         for (std::size_t t = 0; t < S; ++t)
-                            if (req.ipu_of_stage[t] == i) REQUIRE(backwards[t] == M);  // after this IPU's backwards
+                            if (req.ipu_of_stage[t] == i) REQUIRE(complete(t));  // after this IPU's backwards
                         if (!voted[i]) {
                             voted[i] = true;
                             ++votes;
@@ -165,6 +181,7 @@ void check_complete(const exec::schedule& sched) {
         for (std::uint32_t m = 0; m < sched.request.micro_batches; ++m) {
             CHECK(count[{opcode::fwd, s, m}] == 1);
             CHECK(count[{opcode::bwd, s, m}] == (sched.request.training ? 1 : 0));
+            CHECK(count[{opcode::bwd_weights, s, m}] == (sched.backward_split() ? 1 : 0));
         }
     for (const auto& program : sched.programs)  // the lists keep the global order
         for (std::size_t k = 1; k < program.size(); ++k) REQUIRE(program[k - 1].seq < program[k].seq);
@@ -531,4 +548,109 @@ TEST_CASE("the memory plan holds 1/R of the optimiser state on each IPU", "[exec
     const auto a = exec::plan_memory(scheduled_sharding(4, false), two_stages());
     const auto b = exec::plan_memory(scheduled_sharding(4, true), two_stages());
     CHECK(a.ipus[1].on_chip() - b.ipus[1].on_chip() == 3'000'000);
+}
+
+TEST_CASE("zero-bubble ZB-H1: 1F1B's F and B, each W a stage's distance from the first later", "[exec][schedule][zero-bubble]") {
+    // 4 stages, G = 8, worked out by hand from the rule: stage s warms up with 3 - s forwards and runs
+    // the W of a micro-batch s backward passes after its B (the last W's at the end).
+    using zb1 = cfg::pipelined<cfg::zero_bubble_h1, 4>;
+    const auto sched = exec::make_schedule<zb1>(8);
+    CHECK(sched.backward_split());
+    const auto passes = [&](std::size_t ipu) {
+        std::string text;
+        for (const auto& in : sched.programs[ipu])
+            if (in.op == opcode::fwd || in.op == opcode::bwd || in.op == opcode::bwd_weights)
+                text += std::string(in.op == opcode::fwd ? "F" : in.op == opcode::bwd ? "B" : "W") +
+                        std::to_string(in.micro_batch) + " ";
+        return text;
+    };
+    CHECK(passes(0) == "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7 ");
+    CHECK(passes(1) == "F0 F1 F2 B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 F6 B4 W3 F7 B5 W4 B6 W5 B7 W6 W7 ");
+    CHECK(passes(3) == "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7 ");
+    CHECK(sched.description() == "pipelined<zero_bubble_h1>, 4 stages on 4 IPUs, 8 micro-batches, training");
+    check_complete(sched);
+    CHECK(execute_abstractly(sched) == sched.stash);
+    // Every stage holds at most S = 4 micro-batches from F to W: 1F1B's first stage's count.
+    CHECK(sched.stash == std::vector<std::size_t>{4, 4, 4, 4});
+    CHECK(exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4>>(8).stash == std::vector<std::size_t>{4, 3, 2, 1});
+    CHECK(sched.held_gradients == std::vector<std::size_t>{1, 2, 3, 4});
+    // ZB-H2: twice the warm-up and the lag, up to 2S - 1 = 7 micro-batches on every stage.
+    const auto h2 = exec::make_schedule<cfg::pipelined<cfg::zero_bubble_h2, 4>>(8);
+    check_complete(h2);
+    CHECK(execute_abstractly(h2) == h2.stash);
+    CHECK(h2.stash == std::vector<std::size_t>{7, 7, 7, 7});
+}
+
+TEST_CASE("zero-bubble schedules run without deadlock, with votes, replicas, sharding and inference",
+          "[exec][schedule][zero-bubble]") {
+    for (const std::size_t S : {2u, 3u, 5u})
+        for (const std::size_t G : {2 * S - 1, 2 * S + 3, 4 * S}) {
+            CAPTURE(S, G);
+            for (const auto order : {exec::pipeline_order::zero_bubble_h1, exec::pipeline_order::zero_bubble_h2}) {
+                exec::schedule_request r;
+                r.strategy = cfg::strategy_kind::pipelined;
+                r.order = order;
+                r.ipu_of_stage.clear();
+                for (std::size_t s = 0; s < S; ++s) r.ipu_of_stage.push_back(s);
+                r.micro_batches = G;
+                for (const bool votes : {false, true}) {
+                    r.check_overflow = votes, r.replicas = votes ? 2 : 1, r.optimizer_sharding = votes;
+                    const auto sched = exec::make_schedule(r);
+                    check_complete(sched);
+                    CHECK(execute_abstractly(sched) == sched.stash);
+                }
+                r.training = false;  // inference has no backward to split: a 1F1B pipeline's forwards
+                r.micro_batches = S;
+                const auto inference = exec::make_schedule(r);
+                CHECK_FALSE(inference.backward_split());
+                check_complete(inference);
+                execute_abstractly(inference);
+                r.training = true;
+            }
+        }
+    using zb4 = cfg::pipelined<cfg::zero_bubble_h1, 4>;
+    CHECK_THROWS_WITH(exec::make_schedule<zb4>(6), Catch::Contains("G >= 2*S - 1 = 7, got G = 6"));
+}
+
+TEST_CASE("modelled bubble of ZB-H1 is (S - 1)(T_F + T_B - T_W), of ZB-H2 (S - 1) T_F, with equal stages",
+          "[exec][schedule][zero-bubble]") {
+    // Stages of three passes whose modelled seconds are T_F, T_B and T_W (W the weight gradient); no
+    // bytes move, so only compute and bubbles count. Every stage does the same work, so each idles the
+    // bubble: 1 - utilisation = bubble / (bubble + G (T_F + T_B + T_W)).
+    const emu::device_spec spec{.host_sync_latency = 0};
+    const auto stage = [](double f, double b, double w) {
+        exec::stage_cost c;
+        c.forward_passes = {tessera::nn::pass::contraction(tessera::nn::pass_phase::forward, 1024, 256, 256, f)};
+        c.backward_passes = {tessera::nn::pass::contraction(tessera::nn::pass_phase::backward, 1024, 256, 256, b),
+                             tessera::nn::pass::contraction(tessera::nn::pass_phase::backward, 1024, 256, 256, w).of_weights()};
+        return c;
+    };
+    for (const auto& [f, b, w] : {std::tuple{1.0, 1.0, 1.0}, std::tuple{1.0, 2.0, 1.0}, std::tuple{2.0, 3.0, 1.0}}) {
+        const exec::stage_cost c = stage(f, b, w);
+        const double TF = emu::seconds_of(c.forward_passes, spec, 16);
+        const double TB = emu::seconds_of(std::vector<tessera::nn::pass>{c.backward_passes[0]}, spec, 16);
+        const double TW = emu::seconds_of(std::vector<tessera::nn::pass>{c.backward_passes[1]}, spec, 16);
+        REQUIRE(TW <= TF);  // where the paper's ZB-H1 figure holds
+        for (const std::size_t S : {2u, 4u})
+            for (const std::size_t G : {2 * S, 4 * S}) {
+                CAPTURE(f, b, w, S, G);
+                auto m = exec::balanced_costs(S, c);
+                m.bits = 16;
+                m.output_bytes_to_host = 0;
+                const auto idle = [&](exec::pipeline_order order) {
+                    exec::schedule_request r;
+                    r.strategy = cfg::strategy_kind::pipelined;
+                    r.order = order;
+                    r.ipu_of_stage.clear();
+                    for (std::size_t s = 0; s < S; ++s) r.ipu_of_stage.push_back(s);
+                    r.micro_batches = G;
+                    return 1.0 - exec::utilisation(exec::simulate(exec::make_schedule(r), m, spec)).mean_utilisation;
+                };
+                const double work = double(G) * (TF + TB + TW), s1 = double(S - 1);
+                const auto fraction = [&](double bubble) { return bubble / (bubble + work); };
+                CHECK(idle(exec::pipeline_order::one_f_one_b) == Approx(fraction(s1 * (TF + TB + TW))).epsilon(0.02));
+                CHECK(idle(exec::pipeline_order::zero_bubble_h1) == Approx(fraction(s1 * (TF + TB - TW))).epsilon(0.02));
+                CHECK(idle(exec::pipeline_order::zero_bubble_h2) == Approx(fraction(s1 * TF)).epsilon(0.02));
+            }
+    }
 }

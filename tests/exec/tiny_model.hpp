@@ -21,6 +21,7 @@ public:
     using label = std::vector<float>;
     struct stash {
         tensor input, pre_activation;
+        tensor grad_output{};  // backward_input to backward_weights
     };
 
     /// widths = {in, h1, ..., out}: one dense layer (one stage) per consecutive pair.
@@ -90,6 +91,33 @@ public:
         return gx;
     }
 
+    /// The input gradient alone (a split backward, as zero-bubble schedules run it); keeps the output
+    /// gradient in the stash for backward_weights. The two give backward's sums: each gradient adds
+    /// the same terms in the same order.
+    tensor backward_input(std::size_t s, tensor g, stash& st) {
+        const auto& L = m_layers.at(s);
+        if (s + 1 < stages())
+            for (std::size_t k = 0; k < g.size(); ++k)
+                if (!(st.pre_activation[k] > 0)) g[k] *= 0.1f;
+        tensor gx(m_batch * L.in, 0.0f);
+        for (std::size_t b = 0; b < m_batch; ++b)
+            for (std::size_t o = 0; o < L.out; ++o)
+                for (std::size_t i = 0; i < L.in; ++i) gx[b * L.in + i] += g[b * L.out + o] * L.params[o * L.in + i];
+        st.grad_output = std::move(g);
+        return gx;
+    }
+    void backward_weights(std::size_t s, stash st) {
+        auto& L = m_layers.at(s);
+        if (fail_weights_stage == static_cast<long>(s))
+            throw std::domain_error("tiny_mlp: stage " + std::to_string(s) + " weight gradient failed");
+        for (std::size_t b = 0; b < m_batch; ++b)
+            for (std::size_t o = 0; o < L.out; ++o) {
+                const float go = st.grad_output[b * L.out + o];
+                L.grads[L.out * L.in + o] += go;
+                for (std::size_t i = 0; i < L.in; ++i) L.grads[o * L.in + i] += go * st.input[b * L.in + i];
+            }
+    }
+
     std::span<float> gradients(std::size_t s) { return m_layers.at(s).grads; }
 
     void update(std::size_t s, float scale) {
@@ -123,6 +151,7 @@ public:
     bool recompute = false;
     long fail_stage = -1;     ///< a test's fault: this stage's forward throws ...
     long fail_countdown = 0;  ///< ... after this many successful calls
+    long fail_weights_stage = -1;  ///< a test's fault: this stage's weight-gradient pass throws
 
 private:
     struct layer {

@@ -30,6 +30,9 @@ struct options {
     /// pipelined<one_f_one_b, dynamic>: model chunks per IPU, interleaving the 1F1B pipeline when > 1
     /// (as pipelined<interleaved<V>, S> does; its default map puts stage s on IPU s mod (stages / V)).
     std::optional<std::size_t> virtual_stages{};
+    /// pipelined<one_f_one_b, dynamic>: split its backward passes as ZB-H1 or ZB-H2 do (as
+    /// pipelined<zero_bubble_h1 or _h2, S> does).
+    std::optional<zero_bubble_kind> zero_bubble{};
 };
 
 /// The validated counts of one configuration, all known.
@@ -44,6 +47,7 @@ struct batching {
     std::size_t ipus_per_replica = 1;
     std::vector<std::size_t> ipu_of_stage{0};  ///< the IPU of each stage within its replica
     std::size_t virtual_stages = 1;            ///< pipelined: model chunks per IPU (interleaved when > 1)
+    zero_bubble_kind zero_bubble = zero_bubble_kind::none;  ///< pipelined: split backward passes (ZB-H1, ZB-H2)
     bool training = true;
 
     [[nodiscard]] constexpr std::size_t local_replicas() const noexcept { return replicas / instances; }
@@ -127,6 +131,18 @@ inline batching make_batching(const description& c, const options& opts) {
             throw config_error("tessera::config: " + str(*opts.virtual_stages) + " model chunks per IPU must divide the " +
                                str(b.stages) + " stages (each IPU holds the same number)");
         b.virtual_stages = *opts.virtual_stages;
+    }
+    b.zero_bubble = c.zero_bubble;
+    if (opts.zero_bubble && *opts.zero_bubble != c.zero_bubble) {
+        if (c.strategy != strategy_kind::pipelined || c.schedule_is_gpipe || c.stages != dynamic ||
+            c.zero_bubble != zero_bubble_kind::none || c.virtual_stages > 1)
+            throw config_error("tessera::config: a zero-bubble schedule splits the backward passes of a 1F1B pipeline "
+                               "whose stage count is given at run time (pipelined<one_f_one_b, dynamic>); this "
+                               "strategy fixes its schedule");
+        if (b.virtual_stages > 1)
+            throw config_error("tessera::config: a zero-bubble schedule runs one model chunk per IPU, not " +
+                               str(b.virtual_stages));
+        b.zero_bubble = *opts.zero_bubble;
     }
     b.ipu_of_stage.clear();
     for (std::size_t s = 0; s < b.stages; ++s)  // interleaved with a run-time count: stage s on IPU s mod (S / V)

@@ -32,6 +32,7 @@ struct description {
     strategy_kind strategy = strategy_kind::single;
     bool schedule_is_gpipe = false;  ///< pipelined: GPipe (all forwards, then all backwards), else 1F1B
     std::size_t virtual_stages = 1;  ///< pipelined: model chunks per IPU (interleaved 1F1B when > 1)
+    zero_bubble_kind zero_bubble = zero_bubble_kind::none;  ///< pipelined: ZB-H1 or ZB-H2 (split backward passes)
     /// The IPU of stage s when options give no map (the strategy's map, or its default for a dynamic count).
     std::size_t (*ipu_of_stage)(std::size_t) noexcept = &single::ipu_of_stage;
     bool training = true;
@@ -54,6 +55,7 @@ struct description {
         d.strategy = S::kind;
         if constexpr (S::kind == strategy_kind::pipelined) d.schedule_is_gpipe = std::is_same_v<typename S::schedule, gpipe>;
         d.virtual_stages = detail::virtual_stages_of<S>();
+        d.zero_bubble = detail::zero_bubble_of<S>();
         d.ipu_of_stage = &S::ipu_of_stage;
         d.training = C::is_training;
         d.accumulation_reduction = C::accumulation_reduction;

@@ -8,6 +8,7 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <utility>
@@ -146,6 +147,24 @@ struct one_f_one_b {
     static constexpr std::string_view name = "1f1b";
 };
 
+/// Which zero-bubble schedule a pipeline runs; none: its backward passes are whole.
+enum class zero_bubble_kind : std::uint8_t { none, h1, h2 };
+
+/// Zero-bubble ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B with each backward
+/// pass split into the input gradient (B) and the weight gradient (W), the W passes run later where
+/// 1F1B's stages wait. Every stage holds at most S micro-batches, as 1F1B's first stage does; with
+/// T_W <= T_F the bubble is (S - 1)(T_F + T_B - T_W) of a step where 1F1B's is (S - 1)(T_F + T_B + T_W).
+struct zero_bubble_h1 {
+    static constexpr std::string_view name = "zero-bubble-h1";
+    static constexpr zero_bubble_kind zero_bubble = zero_bubble_kind::h1;
+};
+/// Zero-bubble ZB-H2: twice ZB-H1's warm-up forwards, up to 2S - 1 micro-batches on every stage, and
+/// only the start's (S - 1) T_F left of the bubble within a step.
+struct zero_bubble_h2 {
+    static constexpr std::string_view name = "zero-bubble-h2";
+    static constexpr zero_bubble_kind zero_bubble = zero_bubble_kind::h2;
+};
+
 /// Interleaved 1F1B (Narayanan et al., SC'21, Megatron-LM's interleaved schedule): each IPU holds V
 /// model chunks (virtual stages), stage s on IPU s mod (Stages / V), and runs them 1F1B in groups of
 /// as many micro-batches as there are IPUs. The bubble falls from (I - 1) / (G + I - 1) of the step
@@ -209,6 +228,15 @@ constexpr bool map_is_round_robin() {
         return first_stage_off_round_robin(Map::ipus, V) == Stages;
 }
 
+/// The zero-bubble schedule of strategy S: h1 or h2 for pipelined<zero_bubble_h1 or _h2, ...>, else none.
+template <class S>
+constexpr zero_bubble_kind zero_bubble_of() {
+    if constexpr (requires { S::schedule::zero_bubble; })
+        return S::schedule::zero_bubble;
+    else
+        return zero_bubble_kind::none;
+}
+
 /// Model chunks per IPU of strategy S: V for pipelined<interleaved<V>, ...>, else 1.
 template <class S>
 constexpr std::size_t virtual_stages_of() {
@@ -220,7 +248,8 @@ constexpr std::size_t virtual_stages_of() {
 }  // namespace detail
 
 template <class S>
-concept PipelineSchedule = std::same_as<S, gpipe> || std::same_as<S, one_f_one_b> || (detail::chunks_of<S> > 1);
+concept PipelineSchedule = std::same_as<S, gpipe> || std::same_as<S, one_f_one_b> || std::same_as<S, zero_bubble_h1> ||
+                           std::same_as<S, zero_bubble_h2> || (detail::chunks_of<S> > 1);
 
 /// Micro-batches in flight across the stages (PopTorch's PipelinedExecution).
 template <PipelineSchedule Schedule, std::size_t Stages, class Map = typename detail::pipeline_map_of<Schedule, Stages>::type>

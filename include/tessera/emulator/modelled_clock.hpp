@@ -10,12 +10,14 @@
 namespace tessera::emulator {
 
 /// What an interval of modelled time was spent on (the timeline colours these).
-enum class activity { forward, backward, recompute, update, all_reduce, transfer, host_io, streaming, idle };
+/// What a modelled interval is spent on (weight_gradient: the W passes of a split backward).
+enum class activity { forward, backward, weight_gradient, recompute, update, all_reduce, transfer, host_io, streaming, idle };
 
 [[nodiscard]] constexpr const char* to_string(activity a) noexcept {
     switch (a) {
         case activity::forward: return "forward";
         case activity::backward: return "backward";
+        case activity::weight_gradient: return "weight gradient";
         case activity::recompute: return "recompute";
         case activity::update: return "update";
         case activity::all_reduce: return "all-reduce";

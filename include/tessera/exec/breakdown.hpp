@@ -72,6 +72,7 @@ struct time_breakdown {
             switch (e.kind) {
                 case emulator::activity::forward:
                 case emulator::activity::backward:
+                case emulator::activity::weight_gradient:
                 case emulator::activity::recompute: passes += t; break;
                 case emulator::activity::update: b.update += t; break;
                 case emulator::activity::all_reduce: b.all_reduce += t; break;

@@ -72,6 +72,8 @@ template <StagedModel M, class Progress = void (*)()>
         request.order = pipeline_order::interleaved;
         request.virtual_stages = b.virtual_stages;
     }
+    if (c.strategy == config::strategy_kind::pipelined && b.zero_bubble != c.zero_bubble)  // run-time zero-bubble
+        request.order = detail::order_of(false, 1, b.zero_bubble);
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
     request.check_overflow = c.training && settings.dynamic_loss_scaling.value_or(c.loss_scaling.dynamic);
     request.optimizer_sharding = c.training && settings.optimizer_sharding;

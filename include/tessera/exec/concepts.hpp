@@ -104,6 +104,17 @@ concept StochasticRoundingModel =
         { m.loss(t, y, s) } -> std::same_as<std::pair<float, typename M::tensor>>;
     };
 
+/// A staged model whose backward pass splits into the input gradient and the weight gradient, as
+/// zero-bubble schedules run them (opcode::bwd, then opcode::bwd_weights): backward_input(s, dy, st)
+/// returns the gradient of the stage's input and keeps in the stash what backward_weights(s, st)
+/// needs; that call accumulates the rest of the stage's gradients and frees the stash. A model
+/// without these runs its whole backward at bwd, and bwd_weights does nothing.
+template <class M>
+concept SplitBackwardModel = StagedModel<M> && requires(M& m, std::size_t s, typename M::tensor t, typename M::stash st) {
+    { m.backward_input(s, std::move(t), st) } -> std::same_as<typename M::tensor>;
+    m.backward_weights(s, std::move(st));
+};
+
 /// A staged model that scores the last stage's output against its label (top-1 hits over the real
 /// samples): training calls then return a score beside each loss, selected by the same output mode.
 template <class M>

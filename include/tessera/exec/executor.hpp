@@ -339,6 +339,7 @@ private:
         const auto& program = m_schedule.programs[i];
         const auto& links = w.link_of[r * m_schedule.ipus + i];
         bool skip_updates = false;  // set by this step's vote
+        const bool split = m_schedule.backward_split();  // bwd, then bwd_weights
         for (std::size_t pc = 0; pc < program.size(); ++pc) {
             const instruction& in = program[pc];
             const std::uint32_t s = in.stage, m = in.micro_batch;
@@ -430,10 +431,22 @@ private:
                         }
                         return stashes.take(s, m, in);
                     }();
-                    tensor gx = model.backward(s, std::move(g), std::move(st));
+                    tensor gx = [&] {
+                        if constexpr (SplitBackwardModel<M>) {
+                            if (split) {  // the weight gradients wait in the stash for bwd_weights
+                                tensor dx = model.backward_input(s, std::move(g), st);
+                                stashes.put(s, m, std::move(st));
+                                return dx;
+                            }
+                        }
+                        return model.backward(s, std::move(g), std::move(st));
+                    }();
                     if (s > 0) grads.put(s - 1, m, std::move(gx));
                     break;
                 }
+                case opcode::bwd_weights:
+                    if constexpr (SplitBackwardModel<M>) model.backward_weights(s, stashes.take(s, m, in));
+                    break;
                 case opcode::send_grad: {
                     m_charges.apply(clock, i, pc);
                     tensor g = grads.take(s - 1, m, in);

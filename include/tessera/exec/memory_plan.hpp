@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/detail/small_sort.hpp"
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/memory_arena.hpp"
@@ -67,6 +68,15 @@ struct memory_plan {
     return over;
 }
 
+/// Bytes of the output gradients a stage's weight-gradient passes read, per micro-batch: each
+/// contraction's summed operand (positions or samples) × its results' channels, at `bits` per value.
+[[nodiscard]] inline std::size_t weight_gradient_input_bytes(const stage_cost& c, int bits) noexcept {
+    double values = 0;
+    for (const auto& p : c.backward_passes)
+        if (p.weight_gradient && p.kind == nn::pass_kind::contraction) values += p.inputs * p.outputs;
+    return static_cast<std::size_t>(values * bits / 8);
+}
+
 inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec,
                                   bool check) {
     costs.check(sched.stages);
@@ -103,6 +113,14 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                                        sched.activations_off_chip || where.activations == location::streaming_memory
                                            ? location::streaming_memory
                                            : location::on_chip});
+                // A split backward (zero-bubble) keeps, from B to W, the output gradients its weight
+                // gradients read (a recomputing stage: its recomputed activations too).
+                const std::size_t held = sched.held_gradients.empty() ? 0 : sched.held_gradients[s];
+                if (held > 0)
+                    p.items.push_back({st + "gradients held for weight-gradient passes (" + std::to_string(held) +
+                                           (held == 1 ? " micro-batch)" : " micro-batches)"),
+                                       held * (weight_gradient_input_bytes(c, costs.bits) + (c.recompute ? c.stash_bytes : 0)),
+                                       emulator::memory_kind::activations, location::on_chip});
             }
             // Working space of one micro-batch (the stage's output, or its stash while it is computed).
             p.items.push_back({st + "working activations", std::max(c.output_bytes, c.stash_bytes),
@@ -133,7 +151,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
         // Account on arenas, largest first, so that the error names the largest items.
         std::vector<const memory_item*> by_size;
         for (const auto& item : p.items) by_size.push_back(&item);
-        std::stable_sort(by_size.begin(), by_size.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });
+        tessera::detail::small_stable_sort(by_size, [](auto* a, auto* b) { return a->bytes > b->bytes; });
         emulator::memory_arena on_chip(ipu, p.budget);
         emulator::memory_arena off_chip(ipu, spec.streaming_memory_capacity);
         for (const auto* item : by_size)

@@ -12,23 +12,63 @@
 namespace tessera::exec {
 
 /// Order of the forward and backward passes within a pipeline (interleaved: 1F1B over model chunks,
-/// schedule_request::virtual_stages of them per IPU).
-enum class pipeline_order { gpipe, one_f_one_b, interleaved };
+/// schedule_request::virtual_stages of them per IPU; zero-bubble: 1F1B with each backward split into
+/// its input gradient B and its weight gradient W, the W passes run later to fill the bubbles).
+enum class pipeline_order { gpipe, one_f_one_b, interleaved, zero_bubble_h1, zero_bubble_h2 };
+
+/// Whether the order splits each backward pass into B and W (the zero-bubble ones).
+[[nodiscard]] constexpr bool splits_backward(pipeline_order order) noexcept {
+    return order == pipeline_order::zero_bubble_h1 || order == pipeline_order::zero_bubble_h2;
+}
 
 namespace detail {
 
 struct pass {
     bool backward;
     std::uint32_t stage, micro_batch;
+    bool weights = false;  ///< with backward: the weight-gradient half W of a split backward pass
 };
 
+/// Stage s's sequence in a zero-bubble pipeline (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR
+/// 2024): 1F1B's order of F and B with `warmup` forwards first, and each W run `lag` B passes after its
+/// own B (the rest at the end). ZB-H1: 1F1B's warm-up (S - 1 - s) and a lag of s, so every stage holds
+/// at most S micro-batches between F and W, as 1F1B's first stage does; with T_W <= T_F its bubble is
+/// (S - 1)(T_F + T_B - T_W) where 1F1B's is (S - 1)(T_F + T_B + T_W). ZB-H2: 2 (S - 1 - s) warm-up
+/// forwards and a lag of 2s, up to 2S - 1 micro-batches on every stage, and only the start's (S - 1) T_F
+/// left of the bubble within a step. W passes run in micro-batch order on each stage, so every weight
+/// gradient adds its micro-batches in the order the sequential run adds them.
+inline std::vector<pass> zero_bubble_sequence(std::size_t s, std::size_t M, std::size_t warmup, std::size_t lag) {
+    std::vector<pass> q;
+    const auto st = static_cast<std::uint32_t>(s);
+    const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+    std::size_t f = 0, b = 0, w = 0;
+    const auto backward = [&] {
+        q.push_back({true, st, u32(b++)});
+        for (; b - w > lag; ++w) q.push_back({true, st, u32(w), true});
+    };
+    for (; f < std::min(warmup, M); ++f) q.push_back({false, st, u32(f)});
+    while (f < M) {
+        q.push_back({false, st, u32(f++)});
+        backward();
+    }
+    while (b < M) backward();
+    for (; w < M; ++w) q.push_back({true, st, u32(w), true});
+    return q;
+}
+
 /// Each stage's own sequence of passes (pipelined): GPipe = all forwards then all backwards;
-/// 1F1B = (S - 1 - s) warm-up forwards, then one forward and one backward alternately.
+/// 1F1B = (S - 1 - s) warm-up forwards, then one forward and one backward alternately; zero-bubble:
+/// zero_bubble_sequence.
 inline std::vector<std::vector<pass>> stage_sequences(pipeline_order order, std::size_t S, std::size_t M, bool training) {
     std::vector<std::vector<pass>> seq(S);
     for (std::size_t s = 0; s < S; ++s) {
         auto& q = seq[s];
         const auto st = static_cast<std::uint32_t>(s);
+        if (training && splits_backward(order)) {
+            const bool h2 = order == pipeline_order::zero_bubble_h2;
+            q = zero_bubble_sequence(s, M, (h2 ? 2 : 1) * (S - 1 - s), (h2 ? 2 : 1) * s);
+            continue;
+        }
         if (!training || order == pipeline_order::gpipe) {
             for (std::size_t m = 0; m < M; ++m) q.push_back({false, st, static_cast<std::uint32_t>(m)});
             if (training)
@@ -62,15 +102,15 @@ inline std::vector<pass> interleave(const std::vector<std::vector<pass>>& seq, s
             if (next[lane] == seq[lane].size()) continue;
             const pass p = seq[lane][next[lane]];
             const std::size_t s = p.stage;
-            const bool ready = p.backward
-                                   ? fwd[s][p.micro_batch] && (s + 1 == S || bwd[s + 1][p.micro_batch])
-                                   : (s == 0 || fwd[s - 1][p.micro_batch]);
+            const bool ready = p.weights    ? bwd[s][p.micro_batch] != 0  // W after its own B
+                               : p.backward ? fwd[s][p.micro_batch] && (s + 1 == S || bwd[s + 1][p.micro_batch])
+                                            : (s == 0 || fwd[s - 1][p.micro_batch]);
             if (ready) round.emplace_back(lane, p);
         }
         if (round.empty())
             throw std::logic_error("tessera::exec::make_schedule: the pipeline's sequences cannot make progress");
         for (const auto& [lane, p] : round) {
-            (p.backward ? bwd : fwd)[p.stage][p.micro_batch] = 1;
+            if (!p.weights) (p.backward ? bwd : fwd)[p.stage][p.micro_batch] = 1;
             ++next[lane];
             order.push_back(p);
             --remaining;

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tessera/config/error.hpp"
@@ -28,7 +27,7 @@ enum class opcode : std::uint8_t {
     send_act,    ///< send the output activation of `stage` to IPU `peer`
     outfeed,     ///< send the micro-batch's loss (training) or output (inference) to the host
     recv_grad,   ///< receive the gradient of `stage`'s output from IPU `peer`
-    bwd,         ///< backward pass of `stage`: accumulates its weight gradients
+    bwd,         ///< backward pass of `stage`: accumulates its weight gradients (split: the input gradient only)
     send_grad,   ///< send the gradient of `stage`'s input to IPU `peer`
     stream_in,   ///< bring `stage`'s weights in from Streaming Memory (phased)
     stream_out,  ///< write them back
@@ -37,6 +36,7 @@ enum class opcode : std::uint8_t {
     vote,        ///< every IPU of the replica agrees whether any gradient overflowed (dynamic loss scaling)
     reduce_scatter,  ///< sharded optimiser state: sum `stage`'s gradients over the replicas, each keeping its shard
     all_gather,      ///< sharded optimiser state: every replica receives the others' updated shards of `stage`
+    bwd_weights,     ///< split backward (zero-bubble): the weight gradients of `stage` for the micro-batch
 };
 
 [[nodiscard]] constexpr std::string_view to_string(opcode op) noexcept {
@@ -57,6 +57,7 @@ enum class opcode : std::uint8_t {
         case opcode::vote: return "vote";
         case opcode::reduce_scatter: return "reduce_scatter";
         case opcode::all_gather: return "all_gather";
+        case opcode::bwd_weights: return "bwd_weights";
     }
     return "?";
 }
@@ -112,10 +113,17 @@ struct schedule {
     std::size_t stages = 1, ipus = 1;
     std::vector<std::vector<instruction>> programs;  ///< programs[ipu]
     std::vector<std::size_t> stash;                   ///< per stage: activations stashed at most
+    std::vector<std::size_t> held_gradients;          ///< per stage: output gradients kept from bwd to bwd_weights
     std::size_t channel_capacity = 1;                 ///< messages a channel must hold so the lists cannot deadlock
     bool weights_streamed = false;                    ///< phased: one stage's weights on chip at a time
     bool activations_off_chip = false;                ///< phased: stashed activations kept in Streaming Memory
 
+    /// Each backward pass runs as two instructions, bwd (input gradient) and bwd_weights (training
+    /// with a zero-bubble pipeline).
+    [[nodiscard]] bool backward_split() const noexcept {
+        return request.training && request.strategy == config::strategy_kind::pipelined &&
+               splits_backward(request.order);
+    }
     /// Replicas keep and update shards of the optimiser state (training, replicas > 1, asked for).
     [[nodiscard]] bool optimizer_sharded() const noexcept {
         return request.training && request.optimizer_sharding && request.replicas > 1;
@@ -125,6 +133,22 @@ struct schedule {
         for (const auto& p : programs) n += p.size();
         return n;
     }
+    /// Every instruction as (IPU, position in its program), in the global order: the `seq` numbers
+    /// 0, 1, ... make_schedule gives them. Throws std::logic_error when they are not that.
+    [[nodiscard]] std::vector<std::pair<std::size_t, std::size_t>> in_global_order() const {
+        constexpr std::size_t unset = ~std::size_t{0};
+        std::vector<std::pair<std::size_t, std::size_t>> out(instructions(), {unset, unset});
+        for (std::size_t i = 0; i < programs.size(); ++i)
+            for (std::size_t pc = 0; pc < programs[i].size(); ++pc) {
+                const std::size_t seq = programs[i][pc].seq;
+                if (seq >= out.size() || out[seq].first != unset)
+                    throw std::logic_error("tessera::exec::schedule: instruction positions are not 0 to " +
+                                           std::to_string(out.size()) + " once each (" + to_string(programs[i][pc]) +
+                                           " at " + std::to_string(seq) + ")");
+                out[seq] = {i, pc};
+            }
+        return out;
+    }
     /// "pipelined<gpipe>, 2 stages on 2 IPUs, 4 micro-batches, training".
     [[nodiscard]] std::string description() const {
         std::string s;
@@ -133,10 +157,12 @@ struct schedule {
             case config::strategy_kind::sharded: s = "sharded"; break;
             case config::strategy_kind::phased: s = "phased"; break;
             case config::strategy_kind::pipelined:
-                s = request.order == pipeline_order::gpipe         ? "pipelined<gpipe>"
-                    : request.order == pipeline_order::one_f_one_b ? "pipelined<1f1b>"
-                                                                   : "pipelined<interleaved<" +
-                                                                         std::to_string(request.virtual_stages) + ">>";
+                s = request.order == pipeline_order::gpipe            ? "pipelined<gpipe>"
+                    : request.order == pipeline_order::one_f_one_b    ? "pipelined<1f1b>"
+                    : request.order == pipeline_order::zero_bubble_h1 ? "pipelined<zero_bubble_h1>"
+                    : request.order == pipeline_order::zero_bubble_h2 ? "pipelined<zero_bubble_h2>"
+                                                                      : "pipelined<interleaved<" +
+                                                                            std::to_string(request.virtual_stages) + ">>";
                 break;
         }
         s += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages") + " on " + std::to_string(ipus) +
@@ -157,6 +183,18 @@ struct schedule {
 /// (training: G >= 2S - 1; inference: D >= S), config::config_error for other bad requests.
 [[nodiscard]] schedule make_schedule(const schedule_request& request);
 
+namespace detail {
+/// The pass order of a pipeline: GPipe, interleaved over `virtual_stages` chunks, zero-bubble, or 1F1B.
+[[nodiscard]] constexpr pipeline_order order_of(bool gpipe, std::size_t virtual_stages,
+                                                config::zero_bubble_kind zero_bubble) noexcept {
+    if (gpipe) return pipeline_order::gpipe;
+    if (virtual_stages > 1) return pipeline_order::interleaved;
+    if (zero_bubble == config::zero_bubble_kind::h1) return pipeline_order::zero_bubble_h1;
+    if (zero_bubble == config::zero_bubble_kind::h2) return pipeline_order::zero_bubble_h2;
+    return pipeline_order::one_f_one_b;
+}
+}  // namespace detail
+
 /// The request for strategy policy `S` (config::sharded<2>, config::pipelined<config::gpipe, 4>, ...).
 /// `ipu_of_stage`: the IPU of each stage; empty: S's own map (a dynamic stage count needs it given).
 template <config::Strategy S>
@@ -165,9 +203,8 @@ template <config::Strategy S>
     schedule_request r;
     r.strategy = S::kind;
     if constexpr (S::kind == config::strategy_kind::pipelined) {
-        r.order = S::virtual_stages > 1 ? pipeline_order::interleaved
-                  : std::is_same_v<typename S::schedule, config::one_f_one_b> ? pipeline_order::one_f_one_b
-                                                                              : pipeline_order::gpipe;
+        r.order = detail::order_of(std::is_same_v<typename S::schedule, config::gpipe>, S::virtual_stages,
+                                   config::detail::zero_bubble_of<S>());
         r.virtual_stages = S::virtual_stages;
     }
     if (!ipu_of_stage.empty()) {
@@ -191,9 +228,7 @@ template <config::Strategy S>
     schedule_request r;
     r.strategy = c.strategy;
     if (c.strategy == config::strategy_kind::pipelined) {
-        r.order = c.virtual_stages > 1 ? pipeline_order::interleaved
-                  : c.schedule_is_gpipe ? pipeline_order::gpipe
-                                        : pipeline_order::one_f_one_b;
+        r.order = detail::order_of(c.schedule_is_gpipe, c.virtual_stages, c.zero_bubble);
         r.virtual_stages = c.virtual_stages;
     }
     r.ipu_of_stage.assign(ipu_of_stage.begin(), ipu_of_stage.end());
@@ -306,6 +341,7 @@ inline schedule make_schedule(const schedule_request& r) {
     };
     const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
     const bool overflow_vote = r.training && r.check_overflow;
+    const bool split = out.backward_split();
     const bool shard_state = out.optimizer_sharded();
     std::vector<std::size_t> deferred_updates;
 
@@ -324,10 +360,15 @@ inline schedule make_schedule(const schedule_request& r) {
             if (s + 1 == S) emit(i, opcode::outfeed, s, m);
         } else {
             make_resident(i, s);
-            if (s + 1 < S && where[s + 1] != i) emit(i, opcode::recv_grad, s, m, u32(where[s + 1]));
-            emit(i, opcode::bwd, s, m);
-            if (s > 0 && where[s - 1] != i) emit(i, opcode::send_grad, s, m, u32(where[s - 1]));
-            if (++backward_done[s] == r.micro_batches) {
+            if (p.weights) {
+                emit(i, opcode::bwd_weights, s, m);
+            } else {
+                if (s + 1 < S && where[s + 1] != i) emit(i, opcode::recv_grad, s, m, u32(where[s + 1]));
+                emit(i, opcode::bwd, s, m);
+                if (s > 0 && where[s - 1] != i) emit(i, opcode::send_grad, s, m, u32(where[s - 1]));
+            }
+            // A stage's gradients are complete after its last backward pass (split: its last W).
+            if (p.weights == split && ++backward_done[s] == r.micro_batches) {
                 if (r.replicas > 1) emit(i, shard_state ? opcode::reduce_scatter : opcode::all_reduce, s);
                 if (overflow_vote) {
                     deferred_updates.push_back(s);
@@ -350,38 +391,39 @@ inline schedule make_schedule(const schedule_request& r) {
     for (std::size_t i = 0; i < ipus; ++i)
         if (resident[i] >= 0) emit(i, opcode::stream_out, static_cast<std::size_t>(resident[i]));
 
-    // Stash per stage: forwards done and backwards not yet done, along the stage's IPU list.
+    // Stash per stage: forwards done and backwards not yet done (split: weight-gradient passes not yet
+    // done), along the stage's IPU list; and, split, the output gradients kept from B to W.
     out.stash.assign(S, 0);
+    out.held_gradients.assign(S, 0);
     if (r.training) {
+        const opcode frees = split ? opcode::bwd_weights : opcode::bwd;
         for (const auto& program : out.programs) {
-            std::vector<std::size_t> live(S, 0);
+            std::vector<std::size_t> live(S, 0), held(S, 0);
             for (const auto& in : program) {
                 if (in.op == opcode::fwd) out.stash[in.stage] = std::max(out.stash[in.stage], ++live[in.stage]);
-                if (in.op == opcode::bwd) --live[in.stage];
+                if (in.op == frees) --live[in.stage];
+                if (split && in.op == opcode::bwd)
+                    out.held_gradients[in.stage] = std::max(out.held_gradients[in.stage], ++held[in.stage]);
+                if (split && in.op == opcode::bwd_weights) --held[in.stage];
             }
         }
     }
     // Channel capacity: the largest occupancy of any channel along the global order.
-    std::vector<const instruction*> all;
-    for (const auto& program : out.programs)
-        for (const auto& in : program) all.push_back(&in);
-    std::sort(all.begin(), all.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
-    std::map<std::tuple<std::size_t, std::size_t, bool>, std::size_t> occupancy;
+    // Messages in flight per channel (sender, receiver, activation or gradient), flat.
+    std::vector<std::size_t> occupancy(ipus * ipus * 2, 0);
+    const auto channel = [ipus](std::size_t from, std::size_t to, bool grad) { return (from * ipus + to) * 2 + grad; };
     // Walk in global order; the owner of each instruction is found by the stage's IPU.
-    for (const auto* in : all) {
+    for (const auto& [ipu, pc] : out.in_global_order()) {
+        const instruction* in = &out.programs[ipu][pc];
         const std::size_t owner = where[in->stage];
         switch (in->op) {
             case opcode::send_act:
-            case opcode::send_grad: {
-                const bool grad = in->op == opcode::send_grad;
-                auto& n = occupancy[{owner, in->peer, grad}];
-                out.channel_capacity = std::max(out.channel_capacity, ++n);
+            case opcode::send_grad:
+                out.channel_capacity = std::max(
+                    out.channel_capacity, ++occupancy[channel(owner, in->peer, in->op == opcode::send_grad)]);
                 break;
-            }
             case opcode::recv_act:
-            case opcode::recv_grad:
-                --occupancy[{in->peer, owner, in->op == opcode::recv_grad}];
-                break;
+            case opcode::recv_grad: --occupancy[channel(in->peer, owner, in->op == opcode::recv_grad)]; break;
             default: break;
         }
     }

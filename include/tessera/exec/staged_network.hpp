@@ -64,6 +64,7 @@ public:
         tensor input;                // kept alive until backward, as nn's layers require
         typename N::state state;
         tessera::tensor::rounding rounding{};  // the micro-batch's, for its backward
+        tensor grad_output;  // backward_input to backward_weights: the gradient the weight gradients read
     };
     using stash = std::unique_ptr<stage_state>;  // a stable address: layer states point at their inputs
     static_assert(std::is_same_v<typename precision::accumulate_type, float>,
@@ -406,6 +407,40 @@ public:
         ctx.rounding = st->rounding;
         const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, ctx, s > 0);
         return s > 0 ? tensor(dx) : tensor{};
+    }
+
+    /// The input-gradient half of backward (zero-bubble pipelines run it as B): returns the gradient
+    /// of the stage's input, accumulates the gradients that need no weight-gradient pass (batch norm),
+    /// and keeps `dy` in the stash for backward_weights. A network that does not split
+    /// (SplitBackwardNetwork) runs its whole backward here.
+    tensor backward_input(std::size_t s, tensor dy, stash& st) {
+        const auto in = tessera::tensor::shape_of(st->input);
+        if (tessera::tensor::shape_of(dy).n != in.n)
+            throw config::config_error("tessera::exec::staged_network::backward_input: a gradient of " +
+                                       std::to_string(tessera::tensor::shape_of(dy).n) + " samples for a forward of " +
+                                       std::to_string(in.n));
+        if (in.n == 0) return s > 0 ? tessera::tensor::make_nhwc<typename precision::data_type>(in) : tensor{};
+        nn::context ctx = m_pools.context(s, m_context);
+        ctx.rounding = st->rounding;
+        st->grad_output = std::move(dy);
+        const auto& dx = [&]() -> decltype(auto) {
+            if constexpr (SplitBackwardNetwork<N>)
+                return m_net.backward_units_input(first_unit(s), last_unit(s), st->grad_output, st->state, ctx, s > 0);
+            else
+                return m_net.backward_units(first_unit(s), last_unit(s), st->grad_output, st->state, ctx, s > 0);
+        }();
+        return s > 0 ? tensor(dx) : tensor{};
+    }
+
+    /// The weight-gradient half of backward (W), after backward_input on the same stash: accumulates
+    /// the stage's weight gradients and frees the stash.
+    void backward_weights(std::size_t s, stash st) {
+        if constexpr (SplitBackwardNetwork<N>) {
+            if (tessera::tensor::shape_of(st->input).n == 0) return;
+            nn::context ctx = m_pools.context(s, m_context);
+            ctx.rounding = st->rounding;
+            m_net.backward_units_weights(first_unit(s), last_unit(s), st->state, ctx);
+        }
     }
 
     /// The stage's gradients gathered into one contiguous buffer (for the all-reduce); update() puts them back.

@@ -18,6 +18,7 @@ namespace tessera::exec {
     switch (a) {
         case emulator::activity::forward: return "#4c72b0";
         case emulator::activity::backward: return "#dd8452";
+        case emulator::activity::weight_gradient: return "#ccb974";
         case emulator::activity::recompute: return "#8172b3";
         case emulator::activity::update: return "#55a868";
         case emulator::activity::all_reduce: return "#c44e52";
@@ -69,7 +70,8 @@ struct timeline_options {
         svg.text(x, axis + 16, text, 10, k == 0 ? "start" : (k == 4 ? "end" : "middle"));
     }
     double x = o.label_width;
-    for (auto a : {emulator::activity::forward, emulator::activity::backward, emulator::activity::recompute,
+    for (auto a : {emulator::activity::forward, emulator::activity::backward, emulator::activity::weight_gradient,
+                   emulator::activity::recompute,
                    emulator::activity::update, emulator::activity::all_reduce, emulator::activity::transfer,
                    emulator::activity::host_io, emulator::activity::streaming, emulator::activity::idle}) {
         svg.rect(x, axis + 28, 10, 10, timeline_colour(a), {}, "#999999");

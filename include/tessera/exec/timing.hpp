@@ -27,6 +27,14 @@ namespace detail {
     return passes.empty() ? spec.compute_seconds(flops, bits) : emulator::seconds_of(passes, spec, bits);
 }
 
+/// The passes of `passes` that compute weight gradients (weights true) or the others.
+[[nodiscard]] inline std::vector<nn::pass> weight_passes(const std::vector<nn::pass>& passes, bool weights) {
+    std::vector<nn::pass> out;
+    for (const auto& p : passes)
+        if (p.weight_gradient == weights) out.push_back(p);
+    return out;
+}
+
 /// Advances `clock` by the cost of `in` (receives: only the wait, done by the caller with the
 /// message's arrival time; all_reduce: the transfer after the caller synchronised the replicas;
 /// outfeed: nothing — the output mode decides what is sent, see charge_outfeed).
@@ -98,9 +106,20 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             if (c.recompute)
                 clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs.bits, spec), activity::recompute,
                               also("recompute"));
-            clock.advance(compute_seconds(c.backward_passes, c.backward_flops, costs.bits, spec), activity::backward,
-                          std::move(name));
+            if (sched.backward_split())  // the input gradient: the passes but the weight gradients'
+                clock.advance(compute_seconds(weight_passes(c.backward_passes, false), c.backward_flops, costs.bits, spec),
+                              activity::backward, std::move(name));
+            else
+                clock.advance(compute_seconds(c.backward_passes, c.backward_flops, costs.bits, spec), activity::backward,
+                              std::move(name));
             break;
+        case opcode::bwd_weights: {
+            // The weight gradients (a stage that lists no passes charged its whole backward at bwd).
+            const auto passes = weight_passes(c.backward_passes, true);
+            if (!passes.empty())
+                clock.advance(emulator::seconds_of(passes, spec, costs.bits), activity::weight_gradient, std::move(name));
+            break;
+        }
         case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
         case opcode::stream_in:
         case opcode::stream_out:
@@ -205,13 +224,10 @@ private:
     const detail::charge_table charges(sched, costs, spec);
     std::vector<emulator::modelled_clock> clocks(sched.ipus, emulator::modelled_clock(spec, record));
     for (auto& c : clocks) c.host_sync();
-    std::vector<std::pair<std::size_t, std::size_t>> all;  // (IPU, position in its program)
-    for (std::size_t i = 0; i < sched.ipus; ++i)
-        for (std::size_t pc = 0; pc < sched.programs[i].size(); ++pc) all.emplace_back(i, pc);
+    const auto all = sched.in_global_order();  // (IPU, position in its program)
     const auto at = [&](const std::pair<std::size_t, std::size_t>& e) -> const instruction& {
         return sched.programs[e.first][e.second];
     };
-    std::sort(all.begin(), all.end(), [&](const auto& a, const auto& b) { return at(a).seq < at(b).seq; });
     const std::size_t M = sched.request.micro_batches, count = iterations * M;
     // Arrival times of the values in flight on each link, (sender, receiver, gradient?), in FIFO order.
     struct fifo {

@@ -28,6 +28,16 @@ concept UnitNetwork = nn::Numeric<typename N::precision> && std::copy_constructi
                           { n.backward_units(u, u, x, st, ctx, true) } -> std::same_as<const nn::activation<typename N::precision>&>;
                       };
 
+/// A unit network whose backward splits into the input gradient and the weight gradient
+/// (nn::SplitBackwardLayer for a range of units): what zero-bubble pipelines run as B and W.
+template <class N>
+concept SplitBackwardNetwork =
+    UnitNetwork<N> && requires(N& n, std::size_t u, const nn::activation<typename N::precision>& dy, typename N::state& st,
+                               const nn::context& ctx) {
+        { n.backward_units_input(u, u, dy, st, ctx, true) } -> std::same_as<const nn::activation<typename N::precision>&>;
+        n.backward_units_weights(u, u, st, ctx);
+    };
+
 /// The parameters of units [first, last) of a network, as a parameter set an optimizer can step
 /// (optim::unit_range over a UnitNetwork).
 template <UnitNetwork N>

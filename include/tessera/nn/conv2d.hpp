@@ -2,6 +2,7 @@
 // 2-D convolution layer (no bias: every convolution in a ResNet is followed by batch norm).
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "tessera/kernels/conv.hpp"
@@ -21,6 +22,7 @@ public:
     using C = typename P::accumulate_type;
     struct state {
         const activation<P>* input = nullptr;
+        const activation<P>* grad_output = nullptr;  ///< between backward_input and backward_weights
         activation<P> output, grad_input;
     };
 
@@ -58,7 +60,7 @@ public:
                  // the data gradient: the transposed convolution (output and input channels swap roles)
                  pass::contraction(backward, positions, in, out, taps),
                  // the weight gradient: out × (in · taps) results, each summed over the positions
-                 pass::contraction(backward, in * taps, out, positions)}};
+                 pass::contraction(backward, in * taps, out, positions).of_weights()}};
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
@@ -77,6 +79,25 @@ public:
                                  want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm(), algorithm(ctx),
                                  ctx.backward_rounding());
         return st.grad_input;
+    }
+
+    /// The input gradient alone (SplitBackwardLayer); `dy` must stay alive until backward_weights.
+    const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        const tensor::shape s = tensor::shape_of(*st.input);
+        st.grad_output = &dy;
+        if (!want_dx) return st.grad_input;
+        detail::ensure_shape(st.grad_input, s);
+        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), m_ws,
+                                      ctx.gemm(), algorithm(ctx), ctx.backward_rounding());
+        return st.grad_input;
+    }
+    /// The weight gradient of the micro-batch backward_input saw (accumulated, +=).
+    void backward_weights(state& st, const context& ctx) {
+        if (st.grad_output == nullptr)
+            throw std::logic_error("tessera::nn::conv2d::backward_weights: no backward_input before it");
+        kernels::conv2d_backward_weight(st.input->data(), tensor::shape_of(*st.input), st.grad_output->data(), m_out,
+                                        m_window, m_grad.data(), m_ws, ctx.gemm(), algorithm(ctx));
+        st.grad_output = nullptr;
     }
 
     template <class F>

@@ -35,17 +35,26 @@ struct pass {
     double window = 1;    ///< contraction: kernel positions summed over per input channel
     double elements = 0;  ///< element-wise and reduction: values of each operand
     double operands = 1;  ///< element-wise and reduction: tensors of `elements` values read or written
+    /// A backward pass that computes parameter gradients only (a layer's weight gradient): what a
+    /// split backward runs as W (nn::SplitBackwardLayer), after the input gradient B.
+    bool weight_gradient = false;
 
     [[nodiscard]] static constexpr pass contraction(pass_phase ph, double rows, double outputs, double inputs,
                                                     double window = 1) noexcept {
-        return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1};
+        return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1, false};
     }
     [[nodiscard]] static constexpr pass elementwise(pass_phase ph, double elements, double operands) noexcept {
-        return {pass_kind::elementwise, ph, 0, 0, 0, 1, elements, operands};
+        return {pass_kind::elementwise, ph, 0, 0, 0, 1, elements, operands, false};
     }
     [[nodiscard]] static constexpr pass reduction(pass_phase ph, double elements, double operands,
                                                   double outputs) noexcept {
-        return {pass_kind::reduction, ph, 0, outputs, 0, 1, elements, operands};
+        return {pass_kind::reduction, ph, 0, outputs, 0, 1, elements, operands, false};
+    }
+    /// This pass marked as a weight-gradient pass.
+    [[nodiscard]] constexpr pass of_weights() const noexcept {
+        pass p = *this;
+        p.weight_gradient = true;
+        return p;
     }
     /// Multiply-accumulates of a contraction (0 for the other kinds).
     [[nodiscard]] constexpr double macs() const noexcept {

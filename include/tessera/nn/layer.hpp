@@ -102,6 +102,49 @@ concept Layer = Numeric<typename L::precision> && std::default_initializable<typ
                     layer.initialize(rng);
                 };
 
+/// A layer whose backward splits in two, as zero-bubble pipelines run it: `backward_input(dy, st, ctx,
+/// want_dx)` returns what backward returns and accumulates every parameter gradient but those
+/// `backward_weights(st, ctx)` adds later, from what backward_input kept in the state (the output
+/// gradient, which must stay alive until then, as the input does). Between the two, other
+/// micro-batches may run either half; each gradient is still accumulated in micro-batch order, so the
+/// results are those of backward. Convolutions and fully connected layers split (the weight gradient
+/// is their second contraction); batch norm does not (its parameter gradients are sums its input
+/// gradient needs anyway).
+template <class L>
+concept SplitBackwardLayer =
+    Layer<L> && requires(L& layer, typename L::state& st, const activation<typename L::precision>& dy, const context& ctx) {
+        { layer.backward_input(dy, st, ctx, true) } -> std::same_as<const activation<typename L::precision>&>;
+        layer.backward_weights(st, ctx);
+    };
+
+/// The input-gradient half of `layer`'s backward: all of it when the layer does not split.
+template <Layer L>
+const activation<typename L::precision>& backward_input(L& layer, const activation<typename L::precision>& dy,
+                                                        typename L::state& st, const context& ctx, bool want_dx) {
+    if constexpr (SplitBackwardLayer<L>)
+        return layer.backward_input(dy, st, ctx, want_dx);
+    else
+        return layer.backward(dy, st, ctx, want_dx);
+}
+
+/// Backward through `layer` whole, or only its input-gradient half (InputOnly): how a network runs
+/// its parts in either of its own backward passes.
+template <bool InputOnly, Layer L>
+const activation<typename L::precision>& backward_part(L& layer, const activation<typename L::precision>& dy,
+                                                       typename L::state& st, const context& ctx, bool want_dx) {
+    if constexpr (InputOnly)
+        return nn::backward_input(layer, dy, st, ctx, want_dx);
+    else
+        return layer.backward(dy, st, ctx, want_dx);
+}
+
+/// The weight-gradient half of `layer`'s backward, after backward_input: nothing when the layer does
+/// not split (backward_input did it all).
+template <Layer L>
+void backward_weights(L& layer, typename L::state& st, const context& ctx) {
+    if constexpr (SplitBackwardLayer<L>) layer.backward_weights(st, ctx);
+}
+
 /// Base of layers without parameters or buffers (activations, pooling): the visitors visit nothing
 /// and there is nothing to initialise.
 struct parameter_free {

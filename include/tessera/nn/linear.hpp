@@ -2,6 +2,7 @@
 // Fully connected layer: y = x·Wᵀ + b over the flattened (h·w·c) features of each sample.
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "tessera/kernels/linear.hpp"
@@ -19,6 +20,7 @@ public:
     using C = typename P::accumulate_type;
     struct state {
         const activation<P>* input = nullptr;
+        const activation<P>* grad_output = nullptr;  ///< between backward_input and backward_weights
         activation<P> output, grad_input;
     };
 
@@ -51,8 +53,8 @@ public:
                 detail::bytes_of(2 * s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W) + sizeof(C)),
                 m_weight.size() + m_bias.size(),
                 {pass::contraction(forward, n, out, in), pass::contraction(backward, n, in, out),
-                 pass::contraction(backward, in, out, n),      // weight gradient, summed over the samples
-                 pass::reduction(backward, n * out, 1, out)}};  // bias gradient
+                 pass::contraction(backward, in, out, n).of_weights(),      // weight gradient, summed over the samples
+                 pass::reduction(backward, n * out, 1, out).of_weights()}};  // bias gradient
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         const tensor::shape s = tensor::shape_of(x);
@@ -69,6 +71,24 @@ public:
                                  want_dx ? st.grad_input.data() : static_cast<T*>(nullptr), m_dweight.data(),
                                  m_dbias.data(), m_ws, ctx.gemm(), ctx.backward_rounding());
         return st.grad_input;
+    }
+    /// The input gradient alone (SplitBackwardLayer); `dy` must stay alive until backward_weights.
+    const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        const tensor::shape s = tensor::shape_of(*st.input);
+        st.grad_output = &dy;
+        if (!want_dx) return st.grad_input;
+        detail::ensure_shape(st.grad_input, s);
+        kernels::linear_backward_data(dy.data(), s.n, m_in, m_weight.data(), m_out, st.grad_input.data(), m_ws,
+                                      ctx.gemm(), ctx.backward_rounding());
+        return st.grad_input;
+    }
+    /// The weight and bias gradients of the micro-batch backward_input saw (accumulated, +=).
+    void backward_weights(state& st, const context& ctx) {
+        if (st.grad_output == nullptr)
+            throw std::logic_error("tessera::nn::linear::backward_weights: no backward_input before it");
+        kernels::linear_backward_weights(st.input->data(), st.grad_output->data(), tensor::shape_of(*st.input).n, m_in,
+                                         m_out, m_dweight.data(), m_dbias.data(), m_ws, ctx.gemm());
+        st.grad_output = nullptr;
     }
     template <class F>
     void visit_parameters(F&& f, std::string_view prefix = {}) {

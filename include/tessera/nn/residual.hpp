@@ -144,6 +144,16 @@ public:
         return st.grad_input;
     }
 
+    /// The input-gradient half of backward (SplitBackwardLayer): the projection's convolution keeps
+    /// its weight gradient for backward_weights.
+    const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        if (m_kind != kind::projection) return backward(dy, st, ctx, want_dx);
+        return nn::backward_input(*m_conv, m_bn->backward(dy, st.bn, ctx, true), st.conv, ctx, want_dx);
+    }
+    void backward_weights(state& st, const context& ctx) {
+        if (m_kind == kind::projection) nn::backward_weights(*m_conv, st.conv, ctx);
+    }
+
     template <class F>
     void visit_parameters(F&& f, std::string_view prefix = {}) {
         if (m_kind != kind::projection) return;
@@ -219,13 +229,17 @@ public:
     }
 
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
-        const auto& dsum = m_relu.backward(dy, st.out, ctx.child(2), true);
-        const auto& da = m_main.backward(dsum, st.main, ctx.child(0), want_dx);
-        const auto& db = m_skip.backward(dsum, st.skip, ctx.child(1), want_dx);
-        if (!want_dx) return st.grad_input;
-        detail::ensure_shape(st.grad_input, tensor::shape_of(da));
-        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size(), ctx.parallel(), ctx.backward_rounding());
-        return st.grad_input;
+        return backward_pass<false>(dy, st, ctx, want_dx);
+    }
+
+    /// The input-gradient half of backward (SplitBackwardLayer): both branches keep their weight
+    /// gradients for backward_weights.
+    const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        return backward_pass<true>(dy, st, ctx, want_dx);
+    }
+    void backward_weights(state& st, const context& ctx) {
+        nn::backward_weights(m_main, st.main, ctx.child(0));
+        nn::backward_weights(m_skip, st.skip, ctx.child(1));
     }
 
     template <class F>
@@ -247,6 +261,18 @@ public:
     [[nodiscard]] shortcut<P>& skip_branch() noexcept { return m_skip; }
 
 private:
+    // The backward pass: each branch whole, or only its input-gradient half (InputOnly).
+    template <bool InputOnly>
+    const activation<P>& backward_pass(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        const auto& dsum = m_relu.backward(dy, st.out, ctx.child(2), true);
+        const auto& da = nn::backward_part<InputOnly>(m_main, dsum, st.main, ctx.child(0), want_dx);
+        const auto& db = nn::backward_part<InputOnly>(m_skip, dsum, st.skip, ctx.child(1), want_dx);
+        if (!want_dx) return st.grad_input;
+        detail::ensure_shape(st.grad_input, tensor::shape_of(da));
+        detail::add<C>(da.data(), db.data(), st.grad_input.data(), da.size(), ctx.parallel(), ctx.backward_rounding());
+        return st.grad_input;
+    }
+
     Main m_main;
     shortcut<P> m_skip;
     relu<P> m_relu;

@@ -189,18 +189,26 @@ public:
     /// gradient of unit first's input (computed only when want_dx).
     const activation<P>& backward_units(std::size_t first, std::size_t last, const activation<P>& dy, state& st,
                                         const context& ctx, bool want_dx) {
+        return backward_units_pass<false>(first, last, dy, st, ctx, want_dx);
+    }
+
+    /// The input-gradient half of backward_units (convolutions and the head keep their weight
+    /// gradients for backward_units_weights).
+    const activation<P>& backward_units_input(std::size_t first, std::size_t last, const activation<P>& dy, state& st,
+                                              const context& ctx, bool want_dx) {
+        return backward_units_pass<true>(first, last, dy, st, ctx, want_dx);
+    }
+    /// The weight-gradient half of backward_units, after backward_units_input on the same state.
+    void backward_units_weights(std::size_t first, std::size_t last, state& st, const context& ctx) {
         check_range(first, last);
-        const activation<P>* cur = &dy;
         for (std::size_t u = last; u-- > first;) {
-            const bool dx = u > first || want_dx;
             if (u == 0)
-                cur = &m_stem.backward(*cur, st.stem, ctx.child(u), dx);
+                nn::backward_weights(m_stem, st.stem, ctx.child(u));
             else if (u == units() - 1)
-                cur = &m_head.backward(*cur, st.head, ctx.child(u), dx);
+                nn::backward_weights(m_head, st.head, ctx.child(u));
             else
-                cur = &m_blocks[u - 1].backward(*cur, st.blocks[u - 1], ctx.child(u), dx);
+                nn::backward_weights(m_blocks[u - 1], st.blocks[u - 1], ctx.child(u));
         }
-        return *cur;
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
@@ -209,6 +217,10 @@ public:
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         return backward_units(0, units(), dy, st, ctx, want_dx);
     }
+    const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
+        return backward_units_input(0, units(), dy, st, ctx, want_dx);
+    }
+    void backward_weights(state& st, const context& ctx) { backward_units_weights(0, units(), st, ctx); }
 
     /// Parameters of units [first, last) with torchvision's names ("conv1.weight", "layer3.8.bn2.bias", "fc.weight").
     /// f(name, values, gradients). Every visitor goes through one function_ref, so the walk over the
@@ -282,6 +294,23 @@ private:
         if (u >= units())
             throw config::config_error("tessera::nn::resnet: unit " + std::to_string(u) + " does not exist (the model has " +
                                        std::to_string(units()) + " units)");
+    }
+    // Backward through units [first, last): each unit whole, or only its input-gradient half (InputOnly).
+    template <bool InputOnly>
+    const activation<P>& backward_units_pass(std::size_t first, std::size_t last, const activation<P>& dy, state& st,
+                                             const context& ctx, bool want_dx) {
+        check_range(first, last);
+        const activation<P>* cur = &dy;
+        for (std::size_t u = last; u-- > first;) {
+            const bool dx = u > first || want_dx;
+            if (u == 0)
+                cur = &nn::backward_part<InputOnly>(m_stem, *cur, st.stem, ctx.child(u), dx);
+            else if (u == units() - 1)
+                cur = &nn::backward_part<InputOnly>(m_head, *cur, st.head, ctx.child(u), dx);
+            else
+                cur = &nn::backward_part<InputOnly>(m_blocks[u - 1], *cur, st.blocks[u - 1], ctx.child(u), dx);
+        }
+        return *cur;
     }
     void check_range(std::size_t first, std::size_t last) const {
         if (first >= last || last > units())

@@ -117,13 +117,21 @@ public:
     /// gradient of unit first's input (computed only when want_dx).
     const activation<precision>& backward_units(std::size_t first, std::size_t last, const activation<precision>& dy,
                                                 state& st, const context& ctx, bool want_dx) {
+        return backward_units_pass<false>(first, last, dy, st, ctx, want_dx);
+    }
+    /// The input-gradient half of backward_units (the layers that split keep their weight gradients
+    /// for backward_units_weights).
+    const activation<precision>& backward_units_input(std::size_t first, std::size_t last, const activation<precision>& dy,
+                                                      state& st, const context& ctx, bool want_dx) {
+        return backward_units_pass<true>(first, last, dy, st, ctx, want_dx);
+    }
+    /// The weight-gradient half of backward_units, after backward_units_input on the same state.
+    void backward_units_weights(std::size_t first, std::size_t last, state& st, const context& ctx) {
         check_range(first, last);
-        const activation<precision>* cur = &dy;
         for (std::size_t u = last; u-- > first;)
             at_unit(u, [&](auto& layer, auto i) {
-                cur = &layer.backward(*cur, std::get<decltype(i)::value>(st.parts), ctx.child(u), u > first || want_dx);
+                nn::backward_weights(layer, std::get<decltype(i)::value>(st.parts), ctx.child(u));
             });
-        return *cur;
     }
     /// Parameters of units [first, last), named as visit_parameters names them: f(name, values,
     /// gradients). Every visitor goes through one function_ref, so the walk over the layers is
@@ -146,6 +154,12 @@ public:
         return backward_from<size - 1>(dy, st, ctx, want_dx);
     }
 
+    const activation<precision>& backward_input(const activation<precision>& dy, state& st, const context& ctx,
+                                                bool want_dx) {
+        return backward_units_input(0, size, dy, st, ctx, want_dx);
+    }
+    void backward_weights(state& st, const context& ctx) { backward_units_weights(0, size, st, ctx); }
+
     template <class F>
     void visit_parameters(F&& f, std::string_view prefix = {}) {
         visit_each([&](auto& l, std::size_t i) { l.visit_parameters(f, detail::join(prefix, m_names[i])); });
@@ -162,6 +176,20 @@ private:
     using parameter_visitor = tessera::detail::function_ref<void(
         std::string_view, std::span<typename precision::weight_type>, std::span<typename precision::accumulate_type>)>;
     using buffer_visitor = tessera::detail::function_ref<void(std::string_view, std::span<typename precision::accumulate_type>)>;
+
+    // Backward through units [first, last): each layer whole, or only its input-gradient half (InputOnly).
+    template <bool InputOnly>
+    const activation<precision>& backward_units_pass(std::size_t first, std::size_t last, const activation<precision>& dy,
+                                                     state& st, const context& ctx, bool want_dx) {
+        check_range(first, last);
+        const activation<precision>* cur = &dy;
+        for (std::size_t u = last; u-- > first;)
+            at_unit(u, [&](auto& layer, auto i) {
+                cur = &nn::backward_part<InputOnly>(layer, *cur, std::get<decltype(i)::value>(st.parts), ctx.child(u),
+                                                    u > first || want_dx);
+            });
+        return *cur;
+    }
 
     void walk_parameters(std::size_t first, std::size_t last, parameter_visitor f, std::string_view prefix) {
         check_range(first, last);
