@@ -43,3 +43,17 @@ int main() {
         price<cfg::pipelined<cfg::zero_bubble_h2, 4>>("zero-bubble-h2", recompute);
     }
 }
+// recomputing every stage
+// schedule                step    bubble   fullest IPU    IPU-to-IPU
+// gpipe               31.59 ms    49.4 %       649 MiB       196 MiB
+// 1f1b                27.64 ms    42.2 %       640 MiB       196 MiB
+// interleaved<2>      33.22 ms    40.9 %       517 MiB       564 MiB
+// zero-bubble-h1      26.86 ms    40.5 %      1352 MiB       196 MiB
+// zero-bubble-h2      26.53 ms    39.8 %      1373 MiB       196 MiB
+// no recomputation
+// schedule                step    bubble   fullest IPU    IPU-to-IPU
+// gpipe               27.73 ms    52.9 %      5534 MiB       196 MiB
+// 1f1b                24.49 ms    46.6 %      3082 MiB       196 MiB
+// interleaved<2>      30.44 ms    45.1 %      3611 MiB       564 MiB
+// zero-bubble-h1      23.71 ms    44.9 %      3182 MiB       196 MiB
+// zero-bubble-h2      23.37 ms    44.1 %      5021 MiB       196 MiB
