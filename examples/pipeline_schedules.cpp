@@ -1,6 +1,6 @@
-// Five pipeline schedules of the same model on the same 4 IPUs, priced by dry runs: GPipe, 1F1B and
-// the zero-bubble ZB-H1 and ZB-H2 over 4 stages, and interleaved 1F1B with 2 model chunks per IPU (8
-// stages, stage s on IPU s mod 4). ResNet-50 at 16.16, micro-batch 8, G = 8; once with each stage
+// Six pipeline schedules of the same model on the same 4 IPUs, priced by dry runs: GPipe, 1F1B and
+// the zero-bubble ZB-H1 and ZB-H2 over 4 stages, and interleaved 1F1B and looped BFS with 2 model
+// chunks per IPU (8 stages, stage s on IPU s mod 4). ResNet-50 at 16.16, micro-batch 8, G = 8; once with each stage
 // recomputing its forward in its backward, once without.
 #include <tessera/tessera.hpp>
 
@@ -39,6 +39,7 @@ int main() {
         price<cfg::pipelined<cfg::gpipe, 4>>("gpipe", recompute);
         price<cfg::pipelined<cfg::one_f_one_b, 4>>("1f1b", recompute);
         price<cfg::pipelined<cfg::interleaved<2>, 8>>("interleaved<2>", recompute);
+        price<cfg::pipelined<cfg::looped_bfs<2>, 8>>("looped-bfs<2>", recompute);
         price<cfg::pipelined<cfg::zero_bubble_h1, 4>>("zero-bubble-h1", recompute);
         price<cfg::pipelined<cfg::zero_bubble_h2, 4>>("zero-bubble-h2", recompute);
     }
@@ -48,6 +49,7 @@ int main() {
 // gpipe               31.59 ms    49.4 %       649 MiB       196 MiB
 // 1f1b                27.64 ms    42.2 %       640 MiB       196 MiB
 // interleaved<2>      33.22 ms    40.9 %       517 MiB       564 MiB
+// looped-bfs<2>       36.30 ms    46.0 %       566 MiB       564 MiB
 // zero-bubble-h1      26.86 ms    40.5 %      1352 MiB       196 MiB
 // zero-bubble-h2      26.53 ms    39.8 %      1373 MiB       196 MiB
 // no recomputation
@@ -55,5 +57,6 @@ int main() {
 // gpipe               27.73 ms    52.9 %      5534 MiB       196 MiB
 // 1f1b                24.49 ms    46.6 %      3082 MiB       196 MiB
 // interleaved<2>      30.44 ms    45.1 %      3611 MiB       564 MiB
+// looped-bfs<2>       32.60 ms    48.8 %      3934 MiB       564 MiB
 // zero-bubble-h1      23.71 ms    44.9 %      3182 MiB       196 MiB
 // zero-bubble-h2      23.37 ms    44.1 %      5021 MiB       196 MiB

@@ -93,11 +93,11 @@ namespace detail {
 }
 
 /// The G values tried: the least a pipeline allows and its multiples; 1, 2, 4, 8, 16 otherwise.
-/// An interleaved pipeline on `stages` IPUs needs a multiple of them, at least 2·IPUs − 1: 2·IPUs.
+/// An interleaved or looped BFS pipeline on `stages` IPUs needs a multiple of them, at least 2·IPUs − 1: 2·IPUs.
 [[nodiscard]] inline std::vector<std::size_t> accumulations(const std::string& strategy, std::size_t stages,
                                                             const std::string& schedule = "1f1b") {
     if (strategy != "pipelined") return {1, 2, 4, 8, 16};
-    const std::size_t least = schedule == "interleaved" ? 2 * stages : 2 * stages - 1;
+    const std::size_t least = schedule == "interleaved" || schedule == "looped-bfs" ? 2 * stages : 2 * stages - 1;
     return {least, 2 * least, 4 * least, 8 * least};
 }
 

@@ -27,7 +27,7 @@ std::string command_of(const programs::train_request& r) {
     if (r.images) c += " --images " + std::to_string(r.images);
     c += " --precision " + r.precision + " --strategy " + r.strategy;
     if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
-    if (r.strategy == "pipelined" && r.schedule == "interleaved") c += " --virtual-stages " + std::to_string(r.virtual_stages);
+    if (programs::runs_chunks(r)) c += " --virtual-stages " + std::to_string(r.virtual_stages);
     if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
     if (r.recompute) c += " --recompute";
     if (r.optimizer_sharding) c += " --optimizer-sharding";
@@ -105,8 +105,8 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"sgd", "adamw"}));
     app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");
     app.add_option("--strategies", strategies, "allowed strategies, e.g. pipelined,single");
-    app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b (interleaved: 2 model chunks per IPU; zero-bubble and "
-                   "zero-bubble-h2 on request)");
+    app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b (interleaved: 2 model chunks per IPU; looped-bfs, "
+                   "zero-bubble and zero-bubble-h2 on request)");
     app.add_option("--max-batch-size", q.max_batch_size, "largest micro-batch tried")->check(CLI::PositiveNumber);
     app.add_option("--max-stages", q.max_stages, "most stages per replica tried")->check(CLI::PositiveNumber);
     app.add_option("--max-samples-per-update", q.max_samples_per_update, "micro-batch x G x replicas at most");
@@ -131,9 +131,10 @@ int main(int argc, char** argv) {
             if (s != "single" && s != "sharded" && s != "pipelined" && s != "phased")
                 throw programs::usage_error("--strategies: '" + s + "' is not one of single, sharded, pipelined, phased");
         for (const auto& s : q.schedules)
-            if (s != "1f1b" && s != "gpipe" && s != "interleaved" && s != "zero-bubble" && s != "zero-bubble-h2")
-                throw programs::usage_error("--schedules: '" + s +
-                                            "' is not one of 1f1b, gpipe, interleaved, zero-bubble, zero-bubble-h2");
+            if (s != "1f1b" && s != "gpipe" && s != "interleaved" && s != "looped-bfs" && s != "zero-bubble" &&
+                s != "zero-bubble-h2")
+                throw programs::usage_error("--schedules: '" + s + "' is not one of 1f1b, gpipe, interleaved, looped-bfs, "
+                                            "zero-bubble, zero-bubble-h2");
         const programs::dataset_shape shape = programs::shape_of_dataset(q.base);
         (void)programs::host_of(q.base);  // a bad host file: refused before searching
 

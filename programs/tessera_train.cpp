@@ -62,11 +62,13 @@ int main(int argc, char** argv) {
     app.add_option("--strategy", r.strategy, "single, sharded, pipelined or phased")
         ->check(CLI::IsMember({"single", "sharded", "pipelined", "phased"}));
     auto* schedule = app.add_option("--schedule", r.schedule, "pipelined: gpipe, 1f1b, interleaved (1F1B over "
-                                    "--virtual-stages model chunks per IPU, stage s on IPU s mod IPUs), zero-bubble "
+                                    "--virtual-stages model chunks per IPU, stage s on IPU s mod IPUs), looped-bfs "
+                                    "(GPipe over them, breadth first), zero-bubble "
                                     "(ZB-H1: 1F1B with each backward split into input and weight gradients, the "
                                     "weight gradients run later) or zero-bubble-h2 (ZB-H2: more warm-up, more memory)")
-                         ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zero-bubble", "zero-bubble-h2"}));
-    auto* chunks = app.add_option("--virtual-stages", r.virtual_stages, "--schedule interleaved: model chunks (stages) "
+                         ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "looped-bfs", "zero-bubble",
+                                                "zero-bubble-h2"}));
+    auto* chunks = app.add_option("--virtual-stages", r.virtual_stages, "--schedule interleaved or looped-bfs: model chunks (stages) "
                                   "per IPU, 2 or more")->check(CLI::Range(std::size_t{2}, std::size_t{64}));
     auto* ipus = app.add_option("--ipus-per-replica", r.ipus_per_replica,
                                 "stages, one per IPU (phased: one after another on one IPU); any count the model's "
@@ -117,9 +119,9 @@ int main(int argc, char** argv) {
                              "pipeline (use --strategy pipelined)\n", r.schedule.c_str(), r.strategy.c_str());
         return 2;
     }
-    if (chunks->count() > 0 && r.schedule != "interleaved") {
+    if (chunks->count() > 0 && r.schedule != "interleaved" && r.schedule != "looped-bfs") {
         std::fprintf(stderr, "tessera-train: error: --virtual-stages %zu gives an interleaved pipeline its model chunks "
-                             "per IPU, and the schedule is '%s' (use --schedule interleaved)\n", r.virtual_stages,
+                             "per IPU, and the schedule is '%s' (use --schedule interleaved or looped-bfs)\n", r.virtual_stages,
                      r.schedule.c_str());
         return 2;
     }

@@ -38,7 +38,8 @@ template <config::Config C, class Model, class Net, class Optimizer>
     if constexpr (strategy::kind == config::strategy_kind::pipelined) {
         const std::size_t chunks = session.batching().virtual_stages;  // run-time model chunks per IPU
         const auto zero_bubble = session.batching().zero_bubble;  // run-time split backward passes
-        text += chunks > 1                                        ? " interleaved<" + std::to_string(chunks) + ">"
+        const bool breadth_first = config::detail::breadth_first<typename strategy::schedule>;
+        text += chunks > 1 ? (breadth_first ? " looped-bfs<" : " interleaved<") + std::to_string(chunks) + ">"
                 : zero_bubble == config::zero_bubble_kind::h1 ? std::string(" zero-bubble-h1")
                 : zero_bubble == config::zero_bubble_kind::h2 ? std::string(" zero-bubble-h2")
                                                               : " " + std::string(strategy::schedule::name);
@@ -86,7 +87,7 @@ inline std::string configuration_text(const train_request& r, std::size_t images
     return r.model + " " + r.dataset + " images=" + std::to_string(images) + " b=" + std::to_string(r.batch_size) +
            " " + r.precision + " " + r.loss_scaling + " G=" + std::to_string(r.gradient_accumulation) +
            " D=" + std::to_string(r.device_iterations) + " R=" + std::to_string(r.replicas) + " " + r.strategy + " " +
-           r.schedule + (r.schedule == "interleaved" ? " chunks=" + std::to_string(r.virtual_stages) : std::string()) +
+           r.schedule + (runs_chunks(r) ? " chunks=" + std::to_string(r.virtual_stages) : std::string()) +
            " ipus=" + std::to_string(r.ipus_per_replica) + " split=" + split + " " + r.optimizer +
            " lr=" + std::to_string(r.lr) + " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed) +
            (r.stochastic_rounding ? " stochastic-rounding" : "");  // optimiser sharding changes no bit: a run may resume with or without it

@@ -48,8 +48,9 @@ struct train_request {
     std::size_t input_replica_group = 1;
     std::string strategy = "pipelined";
     std::string schedule = "1f1b";        ///< "gpipe", "1f1b", "interleaved" (1F1B over model chunks),
-                                          ///< "zero-bubble" (ZB-H1) or "zero-bubble-h2" (1F1B, backward split)
-    std::size_t virtual_stages = 2;       ///< --schedule interleaved: model chunks (stages) per IPU
+                                          ///< "looped-bfs" (GPipe over model chunks), "zero-bubble" (ZB-H1)
+                                          ///< or "zero-bubble-h2" (1F1B, backward split)
+    std::size_t virtual_stages = 2;       ///< --schedule interleaved or looped-bfs: model chunks (stages) per IPU
     std::size_t ipus_per_replica = 2;
     std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
     bool recompute = false;
@@ -71,16 +72,19 @@ struct train_request {
     process_group processes{};            ///< not a flag: the ranks mpirun started (--instances)
 };
 
+/// Whether the request's schedule runs model chunks (--schedule interleaved or looped-bfs).
+[[nodiscard]] inline bool runs_chunks(const train_request& r) noexcept {
+    return r.strategy == "pipelined" && (r.schedule == "interleaved" || r.schedule == "looped-bfs");
+}
 /// The stage count of a request: --ipus-per-replica for the staged strategies (one stage per IPU;
-/// phased runs them one after another on one IPU), 1 for single.
+/// phased runs them one after another on one IPU; with model chunks, --virtual-stages per IPU), 1 for single.
 [[nodiscard]] inline std::size_t stages_of(const train_request& r) noexcept {
     if (r.strategy == "single") return 1;
-    return r.strategy == "pipelined" && r.schedule == "interleaved" ? r.ipus_per_replica * r.virtual_stages
-                                                                    : r.ipus_per_replica;
+    return runs_chunks(r) ? r.ipus_per_replica * r.virtual_stages : r.ipus_per_replica;
 }
-/// Model chunks per IPU: --virtual-stages when interleaved, else 1.
+/// Model chunks per IPU: --virtual-stages when interleaved or looped BFS, else 1.
 [[nodiscard]] inline std::size_t virtual_stages_of(const train_request& r) noexcept {
-    return r.strategy == "pipelined" && r.schedule == "interleaved" ? r.virtual_stages : 1;
+    return runs_chunks(r) ? r.virtual_stages : 1;
 }
 
 /// The zero-bubble schedule a request asks for (none unless --schedule zero-bubble or zero-bubble-h2).

@@ -141,10 +141,12 @@ int train_model(const train_request& r) {
 inline config::choice choice_of(const train_request& r) {
     if (r.loss_scaling != "dynamic") (void)static_scale(r.loss_scaling);  // checks the spelling
     // Interleaved 1F1B is the 1F1B configuration with model chunks per IPU (options::virtual_stages),
-    // and zero-bubble the 1F1B configuration with its backward passes split (options::zero_bubble).
+    // looped BFS the GPipe one with them, and zero-bubble the 1F1B configuration with its backward
+    // passes split (options::zero_bubble).
     const std::string schedule = r.schedule == "interleaved" || zero_bubble_of(r) != config::zero_bubble_kind::none
                                      ? "1f1b"
-                                     : r.schedule;
+                                 : r.schedule == "looped-bfs" ? "gpipe"
+                                                              : r.schedule;
     return {.precision = r.precision, .strategy = r.strategy, .schedule = schedule, .eight_bit_io = r.eight_bit_io};
 }
 

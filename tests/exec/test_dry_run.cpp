@@ -258,7 +258,8 @@ TEST_CASE("a stage count given at run time compiles, costs and trains as the sam
     CHECK(wa != std::vector<float>(wa.size(), 0.0f));
 }
 
-TEST_CASE("model chunks per IPU given at run time interleave as pipelined<interleaved<V>, S> does", "[exec][interleaved]") {
+TEST_CASE("model chunks per IPU given at run time interleave as pipelined<interleaved<V>, S> does, or loop as "
+          "pipelined<looped_bfs<V>, S> does", "[exec][interleaved][looped-bfs]") {
     const net_t net(1, 10);
     using fixed = cfg::config<cfg::pipelined<cfg::interleaved<2>, 4>, cfg::gradient_accumulation<4>, cfg::eight_bit_io>;
     using counted = cfg::config<cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::gradient_accumulation<4>, cfg::eight_bit_io>;
@@ -268,15 +269,24 @@ TEST_CASE("model chunks per IPU given at run time interleave as pipelined<interl
     CHECK(b.plan.program.ipus == 2);
     CHECK(b.plan.program.programs == a.plan.program.programs);
     CHECK(a.seconds == b.seconds);
-    // The rules of the run-time count: V divides the stages, G is a multiple of the IPUs, only 1F1B interleaves.
+    // The rules of the run-time count: V divides the stages, G is a multiple of the IPUs, and a
+    // strategy with a fixed count takes no chunks.
     CHECK_THROWS_WITH(exec::dry_run<counted>(net, sgd, sample, {.micro_batch = 4, .stages = 3, .virtual_stages = 2}, 80),
                       Catch::Contains("2 model chunks per IPU must divide the 3 stages"));
     using five = cfg::config<cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::gradient_accumulation<5>>;
     CHECK_THROWS_AS(exec::dry_run<five>(net, sgd, sample, {.micro_batch = 4, .stages = 4, .virtual_stages = 2}, 80),
                     cfg::pipeline_depth_error);
-    using gpipe = cfg::config<cfg::pipelined<cfg::gpipe, cfg::dynamic>, cfg::gradient_accumulation<8>>;
-    CHECK_THROWS_WITH(exec::dry_run<gpipe>(net, sgd, sample, {.micro_batch = 4, .stages = 4, .virtual_stages = 2}, 80),
-                      Catch::Contains("interleave a 1F1B pipeline whose stage count is given at run time"));
+    using gpipe4 = cfg::config<cfg::pipelined<cfg::gpipe, 4>, cfg::gradient_accumulation<8>>;
+    CHECK_THROWS_WITH(exec::dry_run<gpipe4>(net, sgd, sample, {.micro_batch = 4, .virtual_stages = 2}, 80),
+                      Catch::Contains("or loop a GPipe one, whose stage count is given at run time"));
+    // Chunks given to a GPipe pipeline at run time loop it breadth first, as pipelined<looped_bfs<V>, S> does.
+    using looped = cfg::config<cfg::pipelined<cfg::looped_bfs<2>, 4>, cfg::gradient_accumulation<4>, cfg::eight_bit_io>;
+    using gpipe = cfg::config<cfg::pipelined<cfg::gpipe, cfg::dynamic>, cfg::gradient_accumulation<4>, cfg::eight_bit_io>;
+    const auto c = exec::dry_run<looped>(net, sgd, sample, {.micro_batch = 4}, 80, {}, 1);
+    const auto d = exec::dry_run<gpipe>(net, sgd, sample, {.micro_batch = 4, .stages = 4, .virtual_stages = 2}, 80, {}, 1);
+    CHECK(d.plan.program.request.order == exec::pipeline_order::looped_bfs);
+    CHECK(d.plan.program.programs == c.plan.program.programs);
+    CHECK(c.seconds == d.seconds);
 }
 
 TEST_CASE("property: random configurations give the same modelled clock in a dry run and through threads",

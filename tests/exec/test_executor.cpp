@@ -114,7 +114,8 @@ TEMPLATE_TEST_CASE("correctness anchor: every strategy reproduces the sequential
                    (cfg::pipelined<cfg::gpipe, 4>), (cfg::pipelined<cfg::one_f_one_b, 2>),
                    (cfg::pipelined<cfg::one_f_one_b, 4>), cfg::phased<2>, cfg::phased<4>,
                    (cfg::pipelined<cfg::one_f_one_b, 4, cfg::ipu_map<0, 0, 1, 1>>),
-                   (cfg::pipelined<cfg::zero_bubble_h1, 4>), (cfg::pipelined<cfg::zero_bubble_h2, 4>)) {
+                   (cfg::pipelined<cfg::zero_bubble_h1, 4>), (cfg::pipelined<cfg::zero_bubble_h2, 4>),
+                   (cfg::pipelined<cfg::looped_bfs<2>, 4>)) {
     constexpr std::size_t S = TestType::stages, G = 2 * S, D = 3;
     const synthetic_feed feed{batch, in_width, out_width};
     const tiny_mlp initial = make_model(S);
@@ -532,7 +533,8 @@ TEST_CASE("the real IPU links hold up to 256 messages, fewer when messages are l
 TEMPLATE_TEST_CASE("fault injection: every strategy and replica count surfaces each fault, then trains normally",
                    "[exec][threads][faults]", cfg::single, cfg::sharded<2>, (cfg::pipelined<cfg::gpipe, 2>),
                    (cfg::pipelined<cfg::one_f_one_b, 2>), (cfg::pipelined<cfg::interleaved<2>, 4>),
-                   (cfg::pipelined<cfg::zero_bubble_h1, 2>), (cfg::pipelined<cfg::zero_bubble_h2, 3>), cfg::phased<2>) {
+                   (cfg::pipelined<cfg::zero_bubble_h1, 2>), (cfg::pipelined<cfg::zero_bubble_h2, 3>),
+                   (cfg::pipelined<cfg::looped_bfs<2>, 4>), cfg::phased<2>) {
     // Faults: a stage that throws on its k-th micro-batch (each stage, k = 1 and 3), and a host feed
     // that throws. Each reaches the caller with its type and message within a bounded time (ASan in
     // CI: and nothing leaks); an executor built afterwards trains as the sequential reference does.

@@ -654,3 +654,43 @@ TEST_CASE("modelled bubble of ZB-H1 is (S - 1)(T_F + T_B - T_W), of ZB-H2 (S - 1
             }
     }
 }
+
+TEST_CASE("looped BFS: each IPU runs GPipe over its model chunks, breadth first", "[exec][schedule][looped-bfs]") {
+    // 4 stages, 2 per IPU (stage s on IPU s mod 2), G = 4, worked out by hand: every forward through
+    // the IPU's first chunk, then its second; the backwards the other way round.
+    using c = cfg::pipelined<cfg::looped_bfs<2>, 4>;
+    static_assert(c::ipus_per_replica == 2 && c::ipu_of_stage(3) == 1 && c::virtual_stages == 2);
+    const auto sched = exec::make_schedule<c>(4);
+    const auto passes = [&](std::size_t ipu) {
+        std::string text;
+        for (const auto& in : sched.programs[ipu])
+            if (in.op == opcode::fwd || in.op == opcode::bwd)
+                text += std::string(in.op == opcode::fwd ? "F" : "B") + std::to_string(in.stage) + "." +
+                        std::to_string(in.micro_batch) + " ";
+        return text;
+    };
+    CHECK(passes(0) == "F0.0 F0.1 F0.2 F0.3 F2.0 F2.1 F2.2 F2.3 B2.0 B2.1 B2.2 B2.3 B0.0 B0.1 B0.2 B0.3 ");
+    CHECK(passes(1) == "F1.0 F1.1 F1.2 F1.3 F3.0 F3.1 F3.2 F3.3 B3.0 B3.1 B3.2 B3.3 B1.0 B1.1 B1.2 B1.3 ");
+    CHECK(sched.description() == "pipelined<looped_bfs<2>>, 4 stages on 2 IPUs, 4 micro-batches, training");
+    check_complete(sched);
+    CHECK(execute_abstractly(sched) == sched.stash);
+    CHECK(sched.stash == std::vector<std::size_t>{4, 4, 4, 4});  // GPipe's: G per chunk
+    for (const std::size_t G : {4u, 6u, 16u}) {
+        auto r = exec::request_for<cfg::pipelined<cfg::looped_bfs<3>, 6>>(G, true, 2);
+        r.check_overflow = true, r.optimizer_sharding = true;
+        const auto voting = exec::make_schedule(r);
+        check_complete(voting);
+        CHECK(execute_abstractly(voting) == voting.stash);
+    }
+    // The rules of interleaved<V>: whole groups of I micro-batches, stage s on IPU s mod I.
+    CHECK_THROWS_AS(exec::make_schedule<c>(5), cfg::pipeline_depth_error);
+    // Looped BFS, and interleaving, with equal chunks: the bubble is (I - 1) / (V G + I - 1) of the step.
+    const emu::device_spec spec{.fp16_flops = 1.0, .fp32_flops = 1.0, .host_sync_latency = 0};
+    for (const std::size_t G : {4u, 8u, 16u}) {
+        CAPTURE(G);
+        auto m = exec::balanced_costs(4, {.forward_flops = 0.5, .backward_flops = 1.0});
+        m.output_bytes_to_host = 0;
+        const double idle = 1.0 - exec::utilisation(exec::simulate(exec::make_schedule<c>(G), m, spec)).mean_utilisation;
+        CHECK(idle == Approx(1.0 / (2.0 * double(G) + 1.0)).epsilon(0.02));
+    }
+}

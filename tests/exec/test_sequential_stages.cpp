@@ -142,43 +142,6 @@ TEST_CASE("16.16 with stochastic rounding of activations and gradients: pipeline
           parameters_only(trained_replicas(net, R, G, D, half_images, stochastic, seed + 1)[0]));
 }
 
-TEMPLATE_TEST_CASE("16.16 with dynamic loss scaling and stochastic rounding: every schedule, 1 and 2 replicas, "
-                   "trains bit for bit as one IPU a replica", "[exec][nn][session][threads][rounding]",
-                   (cfg::pipelined<cfg::gpipe, 2>), (cfg::pipelined<cfg::one_f_one_b, 3>),
-                   (cfg::pipelined<cfg::interleaved<2>, 4>)) {
-    namespace optim = tessera::optim;
-    constexpr std::size_t G = 6, D = 3;  // 1F1B over 3 stages needs G >= 5; interleaved over 2 IPUs, a multiple of 2
-    const half_net_t net = make_net<H>();
-    const optim::sgd stochastic({.learning_rate = 0.05, .momentum = 0.9, .rounding = {.stochastic = true, .seed = 9}});
-    // Replicas at run time: one session type a strategy for both counts.
-    const auto train = [&]<class Strategy>(Strategy, std::size_t R) {
-        using c = cfg::config<H, Strategy, cfg::gradient_accumulation<G>, cfg::device_iterations<D>,
-                              cfg::replication<cfg::dynamic>, cfg::all>;
-        // A loss scale of 2^19 overflows the half gradients: the first step is skipped, and so on.
-        exec::session_options settings{.stochastic_rounding = 5};
-        settings.loss_scale = 0x1p19;
-        settings.dynamic_loss_scaling = true;
-        auto run = exec::training_model<c>(net, stochastic, {1, side, side, channels},
-                                           {.micro_batch = batch, .replicas = R}, settings);
-        const auto result = tessera::test::within_deadline(300, "16.16 session", [&] { return run(half_images); });
-        std::vector<std::vector<float>> replicas;
-        for (std::size_t r = 0; r < R; ++r) {
-            half_net_t trained = run.replica(r).network();
-            replicas.push_back(parameters_and_buffers(trained));
-        }
-        return std::tuple{replicas, result.losses, run.model().skipped_steps()};
-    };
-    for (const std::size_t R : {1, 2}) {
-        INFO(R << " replicas");
-        const auto [got, losses, skipped] = train(TestType{}, R);
-        const auto [want, want_losses, want_skipped] = train(cfg::single{}, R);
-        CHECK(skipped >= 1);  // the overflow vote did skip steps
-        CHECK(skipped == want_skipped);
-        CHECK(losses == want_losses);
-        CHECK(got == want);
-    }
-}
-
 TEST_CASE("8-bit pixels normalised on the IPU round to half stochastically when asked, element by element",
           "[exec][rounding]") {
     constexpr std::size_t rows = 3, n = rows * channels * side * side;

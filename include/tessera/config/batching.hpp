@@ -27,8 +27,9 @@ struct options {
     std::optional<std::size_t> input_group{};     ///< replication<R, dynamic>: replicas sharing an input slice
     std::optional<std::size_t> stages{};          ///< sharded<dynamic>, pipelined<S, dynamic>, phased<dynamic>
     std::vector<std::size_t> ipu_map{};           ///< the IPU of each stage (dynamic stages); empty: the strategy's default
-    /// pipelined<one_f_one_b, dynamic>: model chunks per IPU, interleaving the 1F1B pipeline when > 1
-    /// (as pipelined<interleaved<V>, S> does; its default map puts stage s on IPU s mod (stages / V)).
+    /// pipelined<one_f_one_b or gpipe, dynamic>: model chunks per IPU when > 1, interleaving the 1F1B
+    /// pipeline (as pipelined<interleaved<V>, S> does) or looping the GPipe one breadth first (as
+    /// pipelined<looped_bfs<V>, S> does); the default map then puts stage s on IPU s mod (stages / V).
     std::optional<std::size_t> virtual_stages{};
     /// pipelined<one_f_one_b, dynamic>: split its backward passes as ZB-H1 or ZB-H2 do (as
     /// pipelined<zero_bubble_h1 or _h2, S> does).
@@ -46,7 +47,7 @@ struct batching {
     std::size_t stages = 1;
     std::size_t ipus_per_replica = 1;
     std::vector<std::size_t> ipu_of_stage{0};  ///< the IPU of each stage within its replica
-    std::size_t virtual_stages = 1;            ///< pipelined: model chunks per IPU (interleaved when > 1)
+    std::size_t virtual_stages = 1;            ///< pipelined: model chunks per IPU (interleaved or looped BFS when > 1)
     zero_bubble_kind zero_bubble = zero_bubble_kind::none;  ///< pipelined: split backward passes (ZB-H1, ZB-H2)
     bool training = true;
 
@@ -123,10 +124,11 @@ inline batching make_batching(const description& c, const options& opts) {
     using detail::str;
     b.virtual_stages = c.virtual_stages;
     if (opts.virtual_stages && *opts.virtual_stages != c.virtual_stages) {
-        if (c.strategy != strategy_kind::pipelined || c.schedule_is_gpipe || c.stages != dynamic || c.virtual_stages > 1)
+        if (c.strategy != strategy_kind::pipelined || c.stages != dynamic || c.virtual_stages > 1)
             throw config_error("tessera::config: " + str(*opts.virtual_stages) + " model chunks per IPU interleave a 1F1B "
-                               "pipeline whose stage count is given at run time (pipelined<one_f_one_b, dynamic>); "
-                               "this strategy fixes them to " + str(c.virtual_stages));
+                               "pipeline, or loop a GPipe one, whose stage count is given at run time "
+                               "(pipelined<one_f_one_b or gpipe, dynamic>); this strategy fixes them to " +
+                               str(c.virtual_stages));
         if (*opts.virtual_stages == 0 || b.stages % *opts.virtual_stages != 0)
             throw config_error("tessera::config: " + str(*opts.virtual_stages) + " model chunks per IPU must divide the " +
                                str(b.stages) + " stages (each IPU holds the same number)");

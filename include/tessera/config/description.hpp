@@ -30,7 +30,7 @@ struct description {
     std::size_t stages = 1;
     std::size_t available_ipus = dynamic;
     strategy_kind strategy = strategy_kind::single;
-    bool schedule_is_gpipe = false;  ///< pipelined: GPipe (all forwards, then all backwards), else 1F1B
+    bool schedule_is_gpipe = false;  ///< pipelined: GPipe (all forwards, then all backwards; looped BFS with chunks), else 1F1B
     std::size_t virtual_stages = 1;  ///< pipelined: model chunks per IPU (interleaved 1F1B when > 1)
     zero_bubble_kind zero_bubble = zero_bubble_kind::none;  ///< pipelined: ZB-H1 or ZB-H2 (split backward passes)
     /// The IPU of stage s when options give no map (the strategy's map, or its default for a dynamic count).
@@ -53,7 +53,7 @@ struct description {
         d.device_iterations = C::device_iterations, d.replicas = C::replicas, d.instances = C::instances;
         d.input_group = C::input_group, d.stages = C::stages, d.available_ipus = C::available_ipus;
         d.strategy = S::kind;
-        if constexpr (S::kind == strategy_kind::pipelined) d.schedule_is_gpipe = std::is_same_v<typename S::schedule, gpipe>;
+        if constexpr (S::kind == strategy_kind::pipelined) d.schedule_is_gpipe = detail::breadth_first<typename S::schedule>;
         d.virtual_stages = detail::virtual_stages_of<S>();
         d.zero_bubble = detail::zero_bubble_of<S>();
         d.ipu_of_stage = &S::ipu_of_stage;

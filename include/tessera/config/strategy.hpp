@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "tessera/config/policy.hpp"
@@ -177,11 +178,31 @@ struct interleaved {
     static constexpr std::size_t virtual_stages = V;
 };
 
+/// Looped BFS (Lamy-Poirier, "Breadth-First Pipeline Parallelism", MLSys 2023; PyTorch's
+/// ScheduleLoopedBFS): V model chunks per IPU placed as interleaved<V> places them, run GPipe-like and
+/// breadth first: each IPU runs every micro-batch's forward through its first chunk, then through its
+/// second, ..., then the backwards chunk by chunk in reverse. The bubble is interleaving's,
+/// (I - 1) / (V·G + I - 1) of the step, for GPipe's stash: G per chunk.
+template <std::size_t V>
+struct looped_bfs {
+    static_assert(V >= 2, "tessera::config::looped_bfs<V>: V model chunks per IPU needs V >= 2 (one chunk per IPU "
+                          "is gpipe)");
+    static constexpr std::string_view name = "looped-bfs";
+    static constexpr std::size_t virtual_stages = V;
+};
+
 namespace detail {
 template <class S>
 inline constexpr std::size_t chunks_of = 1;
 template <std::size_t V>
 inline constexpr std::size_t chunks_of<interleaved<V>> = V;
+template <std::size_t V>
+inline constexpr std::size_t chunks_of<looped_bfs<V>> = V;
+/// Whether a schedule runs all forwards before the backwards (GPipe, and looped BFS over its chunks).
+template <class S>
+inline constexpr bool breadth_first = std::is_same_v<S, gpipe>;
+template <std::size_t V>
+inline constexpr bool breadth_first<looped_bfs<V>> = true;
 
 template <std::size_t Ipus, std::size_t... I>
 constexpr auto round_robin_map(std::index_sequence<I...>) -> ipu_map<(I % Ipus)...>;
@@ -194,6 +215,11 @@ struct pipeline_map_of {
 template <std::size_t V, std::size_t Stages>
     requires(Stages != dynamic && Stages % V == 0)
 struct pipeline_map_of<interleaved<V>, Stages> {
+    using type = decltype(round_robin_map<Stages / V>(std::make_index_sequence<Stages>{}));
+};
+template <std::size_t V, std::size_t Stages>
+    requires(Stages != dynamic && Stages % V == 0)
+struct pipeline_map_of<looped_bfs<V>, Stages> {
     using type = decltype(round_robin_map<Stages / V>(std::make_index_sequence<Stages>{}));
 };
 

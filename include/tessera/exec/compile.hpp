@@ -69,7 +69,7 @@ template <StagedModel M, class Progress = void (*)()>
     if (plan.across.reduce || purpose == compile_for::dry_run) plan.across.processes = b.instances;
     schedule_request request = request_for(c, micro_batches, b.local_replicas() * plan.across.processes, b.ipu_of_stage);
     if (c.strategy == config::strategy_kind::pipelined && b.virtual_stages > 1) {  // run-time chunks per IPU
-        request.order = pipeline_order::interleaved;
+        request.order = detail::order_of(c.schedule_is_gpipe, b.virtual_stages, config::zero_bubble_kind::none);
         request.virtual_stages = b.virtual_stages;
     }
     if (c.strategy == config::strategy_kind::pipelined && b.zero_bubble != c.zero_bubble)  // run-time zero-bubble

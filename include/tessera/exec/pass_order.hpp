@@ -14,7 +14,12 @@ namespace tessera::exec {
 /// Order of the forward and backward passes within a pipeline (interleaved: 1F1B over model chunks,
 /// schedule_request::virtual_stages of them per IPU; zero-bubble: 1F1B with each backward split into
 /// its input gradient B and its weight gradient W, the W passes run later to fill the bubbles).
-enum class pipeline_order { gpipe, one_f_one_b, interleaved, zero_bubble_h1, zero_bubble_h2 };
+enum class pipeline_order { gpipe, one_f_one_b, interleaved, zero_bubble_h1, zero_bubble_h2, looped_bfs };
+
+/// Whether the order runs model chunks, several stages per IPU (interleaved, looped BFS).
+[[nodiscard]] constexpr bool runs_chunks(pipeline_order order) noexcept {
+    return order == pipeline_order::interleaved || order == pipeline_order::looped_bfs;
+}
 
 /// Whether the order splits each backward pass into B and W (the zero-bubble ones).
 [[nodiscard]] constexpr bool splits_backward(pipeline_order order) noexcept {
@@ -143,6 +148,22 @@ inline std::vector<std::vector<pass>> ipu_sequences(std::size_t I, std::size_t V
             q.push_back(at(b++, true));
         }
         while (b < total) q.push_back(at(b++, true));
+    }
+    return seq;
+}
+
+/// Each IPU's sequence of a looped BFS pipeline: the forwards of every micro-batch through chunk 0,
+/// then chunk 1, ..., then the backwards chunk by chunk in reverse, each in micro-batch order. Chunk
+/// c of IPU d is stage c·I + d.
+inline std::vector<std::vector<pass>> looped_sequences(std::size_t I, std::size_t V, std::size_t M, bool training) {
+    const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+    std::vector<std::vector<pass>> seq(I);
+    for (std::size_t d = 0; d < I; ++d) {
+        for (std::size_t c = 0; c < V; ++c)
+            for (std::size_t m = 0; m < M; ++m) seq[d].push_back({false, u32(c * I + d), u32(m)});
+        if (training)
+            for (std::size_t c = V; c-- > 0;)
+                for (std::size_t m = 0; m < M; ++m) seq[d].push_back({true, u32(c * I + d), u32(m)});
     }
     return seq;
 }

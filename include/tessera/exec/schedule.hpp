@@ -104,7 +104,7 @@ struct schedule_request {
     /// Dynamic loss scaling: the updates of a step wait until every IPU of the replica has finished
     /// its backward passes and voted whether a gradient overflowed, so every stage skips together.
     bool check_overflow = false;
-    std::size_t virtual_stages = 1;  ///< interleaved: model chunks per IPU (stage s on IPU s mod stages / V)
+    std::size_t virtual_stages = 1;  ///< interleaved, looped BFS: model chunks per IPU (stage s on IPU s mod stages / V)
 };
 
 /// The static program of one replica: instruction lists per IPU, with what they imply.
@@ -161,8 +161,9 @@ struct schedule {
                     : request.order == pipeline_order::one_f_one_b    ? "pipelined<1f1b>"
                     : request.order == pipeline_order::zero_bubble_h1 ? "pipelined<zero_bubble_h1>"
                     : request.order == pipeline_order::zero_bubble_h2 ? "pipelined<zero_bubble_h2>"
-                                                                      : "pipelined<interleaved<" +
-                                                                            std::to_string(request.virtual_stages) + ">>";
+                    : request.order == pipeline_order::looped_bfs
+                        ? "pipelined<looped_bfs<" + std::to_string(request.virtual_stages) + ">>"
+                        : "pipelined<interleaved<" + std::to_string(request.virtual_stages) + ">>";
                 break;
         }
         s += ", " + std::to_string(stages) + (stages == 1 ? " stage" : " stages") + " on " + std::to_string(ipus) +
@@ -184,11 +185,12 @@ struct schedule {
 [[nodiscard]] schedule make_schedule(const schedule_request& request);
 
 namespace detail {
-/// The pass order of a pipeline: GPipe, interleaved over `virtual_stages` chunks, zero-bubble, or 1F1B.
+/// The pass order of a pipeline: over `virtual_stages` > 1 chunks looped BFS (GPipe) or interleaved
+/// (1F1B); else GPipe, zero-bubble or 1F1B.
 [[nodiscard]] constexpr pipeline_order order_of(bool gpipe, std::size_t virtual_stages,
                                                 config::zero_bubble_kind zero_bubble) noexcept {
+    if (virtual_stages > 1) return gpipe ? pipeline_order::looped_bfs : pipeline_order::interleaved;
     if (gpipe) return pipeline_order::gpipe;
-    if (virtual_stages > 1) return pipeline_order::interleaved;
     if (zero_bubble == config::zero_bubble_kind::h1) return pipeline_order::zero_bubble_h1;
     if (zero_bubble == config::zero_bubble_kind::h2) return pipeline_order::zero_bubble_h2;
     return pipeline_order::one_f_one_b;
@@ -203,7 +205,7 @@ template <config::Strategy S>
     schedule_request r;
     r.strategy = S::kind;
     if constexpr (S::kind == config::strategy_kind::pipelined) {
-        r.order = detail::order_of(std::is_same_v<typename S::schedule, config::gpipe>, S::virtual_stages,
+        r.order = detail::order_of(config::detail::breadth_first<typename S::schedule>, S::virtual_stages,
                                    config::detail::zero_bubble_of<S>());
         r.virtual_stages = S::virtual_stages;
     }
@@ -271,6 +273,8 @@ inline std::vector<pass> global_order(const schedule_request& r, std::size_t S) 
         case config::strategy_kind::pipelined:
             if (r.order == pipeline_order::interleaved)
                 order = interleave(ipu_sequences(S / r.virtual_stages, r.virtual_stages, M, r.training), S, M);
+            else if (r.order == pipeline_order::looped_bfs)
+                order = interleave(looped_sequences(S / r.virtual_stages, r.virtual_stages, M, r.training), S, M);
             else
                 order = interleave(stage_sequences(r.order, S, M, r.training), S, M);
             break;
@@ -286,7 +290,7 @@ inline schedule make_schedule(const schedule_request& r) {
     if (r.micro_batches == 0)
         throw config::config_error("tessera::exec::make_schedule: at least one micro-batch per program is needed");
     if (r.replicas == 0) throw config::config_error("tessera::exec::make_schedule: replicas must be at least 1");
-    if (r.strategy == config::strategy_kind::pipelined && r.order == pipeline_order::interleaved) {
+    if (r.strategy == config::strategy_kind::pipelined && runs_chunks(r.order)) {  // the rules of interleaved<V>
         const std::size_t V = r.virtual_stages, I = V > 0 && S % V == 0 ? S / V : 0, M = r.micro_batches;
         if (V < 2 || I == 0)
             throw config::config_error("tessera::exec::make_schedule: an interleaved pipeline needs 2 or more model "

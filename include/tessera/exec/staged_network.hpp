@@ -397,15 +397,8 @@ public:
 
     /// Accumulates the stage's weight gradients; an empty micro-batch adds nothing and returns an empty gradient.
     tensor backward(std::size_t s, tensor dy, stash st) {
-        const auto in = tessera::tensor::shape_of(st->input);
-        if (tessera::tensor::shape_of(dy).n != in.n)
-            throw config::config_error("tessera::exec::staged_network::backward: a gradient of " +
-                                       std::to_string(tessera::tensor::shape_of(dy).n) + " samples for a forward of " +
-                                       std::to_string(in.n));
-        if (in.n == 0) return s > 0 ? tessera::tensor::make_nhwc<typename precision::data_type>(in) : tensor{};
-        nn::context ctx = m_pools.context(s, m_context);
-        ctx.rounding = st->rounding;
-        const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, ctx, s > 0);
+        if (std::optional<tensor> empty = empty_backward("backward", s, dy, *st)) return std::move(*empty);
+        const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, backward_context(s, *st), s > 0);
         return s > 0 ? tensor(dx) : tensor{};
     }
 
@@ -414,14 +407,8 @@ public:
     /// and keeps `dy` in the stash for backward_weights. A network that does not split
     /// (SplitBackwardNetwork) runs its whole backward here.
     tensor backward_input(std::size_t s, tensor dy, stash& st) {
-        const auto in = tessera::tensor::shape_of(st->input);
-        if (tessera::tensor::shape_of(dy).n != in.n)
-            throw config::config_error("tessera::exec::staged_network::backward_input: a gradient of " +
-                                       std::to_string(tessera::tensor::shape_of(dy).n) + " samples for a forward of " +
-                                       std::to_string(in.n));
-        if (in.n == 0) return s > 0 ? tessera::tensor::make_nhwc<typename precision::data_type>(in) : tensor{};
-        nn::context ctx = m_pools.context(s, m_context);
-        ctx.rounding = st->rounding;
+        if (std::optional<tensor> empty = empty_backward("backward_input", s, dy, *st)) return std::move(*empty);
+        const nn::context ctx = backward_context(s, *st);
         st->grad_output = std::move(dy);
         const auto& dx = [&]() -> decltype(auto) {
             if constexpr (SplitBackwardNetwork<N>)
@@ -437,9 +424,7 @@ public:
     void backward_weights(std::size_t s, stash st) {
         if constexpr (SplitBackwardNetwork<N>) {
             if (tessera::tensor::shape_of(st->input).n == 0) return;
-            nn::context ctx = m_pools.context(s, m_context);
-            ctx.rounding = st->rounding;
-            m_net.backward_units_weights(first_unit(s), last_unit(s), st->state, ctx);
+            m_net.backward_units_weights(first_unit(s), last_unit(s), st->state, backward_context(s, *st));
         }
     }
 
@@ -582,6 +567,24 @@ private:
             if (m_rounding_seed && m_context.mode == nn::mode::train)
                 ctx.rounding = micro_batch_rounding(*m_rounding_seed, m_rounding_replica,
                                                     m_optimizers.at(s).steps() + m_skipped.at(s), m);
+        return ctx;
+    }
+
+    // Checks that dy has as many samples as the forward `st` keeps; the input gradient of an empty
+    // micro-batch (nothing to run), or nothing.
+    std::optional<tensor> empty_backward(const char* who, std::size_t s, const tensor& dy, const stage_state& st) const {
+        const auto in = tessera::tensor::shape_of(st.input);
+        if (tessera::tensor::shape_of(dy).n != in.n)
+            throw config::config_error(std::string("tessera::exec::staged_network::") + who + ": a gradient of " +
+                                       std::to_string(tessera::tensor::shape_of(dy).n) + " samples for a forward of " +
+                                       std::to_string(in.n));
+        if (in.n > 0) return std::nullopt;
+        return s > 0 ? tessera::tensor::make_nhwc<typename precision::data_type>(in) : tensor{};
+    }
+    // Stage s's context for the backward of the micro-batch `st` keeps (its rounding).
+    [[nodiscard]] nn::context backward_context(std::size_t s, const stage_state& st) {
+        nn::context ctx = m_pools.context(s, m_context);
+        ctx.rounding = st.rounding;
         return ctx;
     }
 

@@ -1,7 +1,8 @@
-// Zero-bubble pipelines (ZB-H1, ZB-H2): each backward pass split into its input gradient (B) and its
-// weight gradient (W), W run later. Checked bit for bit against the network run whole: layer by layer
-// with two micro-batches interleaved, and through sessions at fp32 and at 16.16 with dynamic loss
-// scaling and stochastic rounding, with 1 and 2 replicas.
+// Zero-bubble pipelines (ZB-H1, ZB-H2: each backward pass split into its input gradient B and its
+// weight gradient W, W run later) and looped BFS (GPipe over model chunks). Checked bit for bit
+// against the network run whole: the split layer by layer with two micro-batches interleaved, and
+// every schedule through sessions at fp32 and at 16.16 with dynamic loss scaling and stochastic
+// rounding, with 1 and 2 replicas.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -81,18 +82,7 @@ TEST_CASE("zero-bubble pipelines train fp32 bit for bit as the whole network, 1 
           "[exec][nn][session][threads][zero-bubble]") {
     constexpr std::size_t D = 2;
     const net_t net = make_net();
-    // A static ZB-H1 policy over 2 stages...
-    {
-        constexpr std::size_t G = 4;
-        using c = cfg::config<cfg::pipelined<cfg::zero_bubble_h1, 2>, cfg::gradient_accumulation<G>,
-                              cfg::device_iterations<D>, cfg::replication<2>, cfg::all>;
-        auto run = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch});
-        CHECK(run.program().backward_split());
-        (void)tessera::test::within_deadline(300, "ZB-H1 session", [&] { return run(images); });
-        net_t trained = run.model().network();
-        CHECK(parameters_and_buffers(trained) == reference(net, 2, G, D));
-    }
-    // ... and either schedule chosen at run time, over 2 and 3 stages.
+    // Either schedule, chosen at run time (static policies: tests/exec/test_executor.cpp), over 2 and 3 stages.
     using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::gradient_accumulation<cfg::dynamic>,
                           cfg::device_iterations<D>, cfg::replication<cfg::dynamic>, cfg::all>;
     for (const auto kind : {cfg::zero_bubble_kind::h1, cfg::zero_bubble_kind::h2})
@@ -114,12 +104,14 @@ TEST_CASE("zero-bubble pipelines train fp32 bit for bit as the whole network, 1 
             }
 }
 
-TEST_CASE("zero-bubble pipelines at 16.16 with dynamic loss scaling and stochastic rounding train bit for bit as one "
-          "IPU a replica", "[exec][nn][session][threads][rounding][zero-bubble]") {
+TEST_CASE("16.16 with dynamic loss scaling and stochastic rounding: every schedule, 1 and 2 replicas, trains bit for "
+          "bit as one IPU a replica", "[exec][nn][session][threads][rounding][zero-bubble][looped-bfs]") {
     namespace optim = tessera::optim;
-    constexpr std::size_t G = 6, D = 3;
+    constexpr std::size_t G = 6, D = 3;  // 1F1B over 3 stages needs G >= 5; 2 IPUs of model chunks, a multiple of 2
     const half_net_t net = make_net<H>();
     const optim::sgd stochastic({.learning_rate = 0.05, .momentum = 0.9, .rounding = {.stochastic = true, .seed = 9}});
+    // The schedule, the stage count and the replicas at run time: three session types for every
+    // schedule (the static policies run in tests/exec/test_executor.cpp).
     const auto train = [&]<class Strategy>(Strategy, std::size_t R, cfg::options options) {
         using c = cfg::config<H, Strategy, cfg::gradient_accumulation<G>, cfg::device_iterations<D>,
                               cfg::replication<cfg::dynamic>, cfg::all>;
@@ -135,19 +127,31 @@ TEST_CASE("zero-bubble pipelines at 16.16 with dynamic loss scaling and stochast
             half_net_t trained = run.replica(r).network();
             replicas.push_back(parameters_and_buffers(trained));
         }
-        return std::tuple{replicas, result.losses, run.model().skipped_steps()};
+        return std::tuple{replicas, result.losses, run.model().skipped_steps(), run.program().description()};
     };
+    using gpipe = cfg::pipelined<cfg::gpipe, cfg::dynamic>;
+    using one_f_one_b = cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>;
     for (const std::size_t R : {1u, 2u}) {
-        const auto [want, want_losses, want_skipped] = train(cfg::single{}, R, {});
-        for (const auto kind : {cfg::zero_bubble_kind::h1, cfg::zero_bubble_kind::h2}) {
-            CAPTURE(R, int(kind));
-            const auto [got, losses, skipped] =
-                train(cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>{}, R, {.stages = 3, .zero_bubble = kind});
-            CHECK(skipped >= 1);  // the overflow vote did skip steps
+        const auto [want, want_losses, want_skipped, single] = train(cfg::single{}, R, {});
+        CHECK(want_skipped >= 1);  // the overflow vote did skip steps
+        CHECK(single.rfind("single", 0) == 0);
+        const auto check = [&](const auto& got) {
+            const auto& [weights, losses, skipped, description] = got;
+            INFO(description);
             CHECK(skipped == want_skipped);
             CHECK(losses == want_losses);
-            CHECK(got == want);
-        }
+            CHECK(weights == want);
+            return description.substr(0, description.find(','));
+        };
+        CAPTURE(R);
+        CHECK(check(train(gpipe{}, R, {.stages = 2})) == "pipelined<gpipe>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3})) == "pipelined<1f1b>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 4, .virtual_stages = 2})) == "pipelined<interleaved<2>>");
+        CHECK(check(train(gpipe{}, R, {.stages = 4, .virtual_stages = 2})) == "pipelined<looped_bfs<2>>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1})) ==
+              "pipelined<zero_bubble_h1>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h2})) ==
+              "pipelined<zero_bubble_h2>");
     }
 }
 
