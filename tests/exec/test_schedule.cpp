@@ -187,6 +187,19 @@ void check_complete(const exec::schedule& sched) {
         for (std::size_t k = 1; k < program.size(); ++k) REQUIRE(program[k - 1].seq < program[k].seq);
 }
 
+// IPU `ipu`'s passes as text: "F2.0 B2.0 W2.0 " (F forward, B backward or input gradient, W weight
+// gradient; stage.micro-batch), or "F0 B0 W0 " (micro-batch only).
+std::string passes_of(const exec::schedule& sched, std::size_t ipu, bool with_stage = true) {
+    std::string text;
+    for (const auto& in : sched.programs[ipu]) {
+        if (in.op != opcode::fwd && in.op != opcode::bwd && in.op != opcode::bwd_weights) continue;
+        text += in.op == opcode::fwd ? "F" : in.op == opcode::bwd ? "B" : "W";
+        if (with_stage) text += std::to_string(in.stage) + ".";
+        text += std::to_string(in.micro_batch) + " ";
+    }
+    return text;
+}
+
 template <class Strategy>
 exec::schedule checked(std::size_t G, std::size_t R = 1) {
     auto sched = exec::make_schedule<Strategy>(G, true, R);
@@ -389,14 +402,7 @@ TEST_CASE("interleaved 1F1B: each IPU runs Megatron-LM's order over its model ch
     static_assert(c::ipus_per_replica == 2 && c::ipu_of_stage(3) == 1 && c::virtual_stages == 2);
     const auto sched = exec::make_schedule<c>(4);
     CHECK(sched.ipus == 2);
-    const auto passes = [&](std::size_t ipu) {
-        std::string text;
-        for (const auto& in : sched.programs[ipu])
-            if (in.op == opcode::fwd || in.op == opcode::bwd)
-                text += std::string(in.op == opcode::fwd ? "F" : "B") + std::to_string(in.stage) + "." +
-                        std::to_string(in.micro_batch) + " ";
-        return text;
-    };
+    const auto passes = [&](std::size_t ipu) { return passes_of(sched, ipu); };
     CHECK(passes(0) == "F0.0 F0.1 F2.0 F2.1 F0.2 B2.0 F0.3 B2.1 F2.2 B0.0 F2.3 B0.1 B2.2 B2.3 B0.2 B0.3 ");
     CHECK(passes(1) == "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3 ");
     CHECK(sched.description() == "pipelined<interleaved<2>>, 4 stages on 2 IPUs, 4 micro-batches, training");
@@ -556,14 +562,7 @@ TEST_CASE("zero-bubble ZB-H1: 1F1B's F and B, each W a stage's distance from the
     using zb1 = cfg::pipelined<cfg::zero_bubble_h1, 4>;
     const auto sched = exec::make_schedule<zb1>(8);
     CHECK(sched.backward_split());
-    const auto passes = [&](std::size_t ipu) {
-        std::string text;
-        for (const auto& in : sched.programs[ipu])
-            if (in.op == opcode::fwd || in.op == opcode::bwd || in.op == opcode::bwd_weights)
-                text += std::string(in.op == opcode::fwd ? "F" : in.op == opcode::bwd ? "B" : "W") +
-                        std::to_string(in.micro_batch) + " ";
-        return text;
-    };
+    const auto passes = [&](std::size_t ipu) { return passes_of(sched, ipu, false); };
     CHECK(passes(0) == "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 F6 B3 W3 F7 B4 W4 B5 W5 B6 W6 B7 W7 ");
     CHECK(passes(1) == "F0 F1 F2 B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 F6 B4 W3 F7 B5 W4 B6 W5 B7 W6 W7 ");
     CHECK(passes(3) == "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 W5 W6 W7 ");
@@ -661,14 +660,7 @@ TEST_CASE("looped BFS: each IPU runs GPipe over its model chunks, breadth first"
     using c = cfg::pipelined<cfg::looped_bfs<2>, 4>;
     static_assert(c::ipus_per_replica == 2 && c::ipu_of_stage(3) == 1 && c::virtual_stages == 2);
     const auto sched = exec::make_schedule<c>(4);
-    const auto passes = [&](std::size_t ipu) {
-        std::string text;
-        for (const auto& in : sched.programs[ipu])
-            if (in.op == opcode::fwd || in.op == opcode::bwd)
-                text += std::string(in.op == opcode::fwd ? "F" : "B") + std::to_string(in.stage) + "." +
-                        std::to_string(in.micro_batch) + " ";
-        return text;
-    };
+    const auto passes = [&](std::size_t ipu) { return passes_of(sched, ipu); };
     CHECK(passes(0) == "F0.0 F0.1 F0.2 F0.3 F2.0 F2.1 F2.2 F2.3 B2.0 B2.1 B2.2 B2.3 B0.0 B0.1 B0.2 B0.3 ");
     CHECK(passes(1) == "F1.0 F1.1 F1.2 F1.3 F3.0 F3.1 F3.2 F3.3 B3.0 B3.1 B3.2 B3.3 B1.0 B1.1 B1.2 B1.3 ");
     CHECK(sched.description() == "pipelined<looped_bfs<2>>, 4 stages on 2 IPUs, 4 micro-batches, training");

@@ -207,20 +207,16 @@ inline constexpr bool breadth_first<looped_bfs<V>> = true;
 template <std::size_t Ipus, std::size_t... I>
 constexpr auto round_robin_map(std::index_sequence<I...>) -> ipu_map<(I % Ipus)...>;
 
-/// A pipeline's default map: stage s on IPU s, or on IPU s mod (Stages / V) when interleaved.
+/// A pipeline's default map: stage s on IPU s, or on IPU s mod (Stages / V) with V model chunks per
+/// IPU (interleaved, looped BFS).
 template <class Schedule, std::size_t Stages>
 struct pipeline_map_of {
     using type = typename identity_map_of<Stages>::type;
 };
-template <std::size_t V, std::size_t Stages>
-    requires(Stages != dynamic && Stages % V == 0)
-struct pipeline_map_of<interleaved<V>, Stages> {
-    using type = decltype(round_robin_map<Stages / V>(std::make_index_sequence<Stages>{}));
-};
-template <std::size_t V, std::size_t Stages>
-    requires(Stages != dynamic && Stages % V == 0)
-struct pipeline_map_of<looped_bfs<V>, Stages> {
-    using type = decltype(round_robin_map<Stages / V>(std::make_index_sequence<Stages>{}));
+template <class Schedule, std::size_t Stages>
+    requires(chunks_of<Schedule> > 1 && Stages != dynamic && Stages % chunks_of<Schedule> == 0)
+struct pipeline_map_of<Schedule, Stages> {
+    using type = decltype(round_robin_map<Stages / chunks_of<Schedule>>(std::make_index_sequence<Stages>{}));
 };
 
 }  // namespace detail
