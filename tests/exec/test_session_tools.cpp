@@ -1,4 +1,5 @@
-// What a training program needs around a session: evaluation, checkpoints, precisions.
+// What a training program needs around a session: evaluation, checkpoints, loss scaling (precisions:
+// test_precisions.cpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "../emulator/deadline.hpp"
+#include "session_images.hpp"
 #include "tessera/config.hpp"
 #include "tessera/data.hpp"
 #include "tessera/exec.hpp"
@@ -24,22 +26,7 @@ namespace optim = tessera::optim;
 
 namespace {
 
-constexpr std::size_t side = 8;
-const tessera::tensor::shape sample{1, side, side, 1};
-
-data::in_memory_dataset<std::uint8_t> images(std::size_t n, std::uint64_t seed = 3) {
-    const data::synthetic_images s(n, {1, side, side}, 10, seed);
-    std::vector<std::uint8_t> values(n * side * side);
-    std::vector<data::label_t> labels(n);
-    for (std::size_t i = 0; i < n; ++i)
-        labels[i] = s.read(i, std::span<std::uint8_t>(values).subspan(i * side * side, side * side));
-    return {{1, side, side}, 10, std::move(values), std::move(labels), "images"};
-}
-
-template <class P>
-using train_cfg = cfg::config<P, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<3>,
-                              cfg::device_iterations<2>, cfg::eight_bit_io>;
-const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
+using namespace tessera::test::session_images;
 
 std::vector<float> weights_of(nn::resnet20<cfg::fp32> net) {
     std::vector<float> all;
@@ -144,36 +131,6 @@ TEST_CASE("a session stopped after k calls and resumed from its checkpoint ends 
     REQUIRE_THROWS_AS(exec::load_session(path, second, config_text), optim::checkpoint_error);
     CHECK(weights_of(second.model().network()) == before);
     std::filesystem::remove(path);
-}
-
-TEMPLATE_TEST_CASE("sessions train at the config's precision: 16.32 and 16.16 follow 32.32 within bounds",
-                   "[exec][threads]", cfg::mixed, cfg::half) {
-    // Eight updates of ResNet-20 on the same data from the same initial weights. The first call's loss
-    // differs from fp32's only by the rounding of 16-bit activations (within 1 %); after updates the
-    // trajectories drift apart as any two trainings do, within 15 % over these few steps.
-    const auto train = images(96);
-    const auto losses = [&]<class P>() {
-        using c = train_cfg<P>;
-        const nn::resnet20<P> net(1, 10);
-        auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 0.02, .momentum = 0.9}), sample,
-                                           {.micro_batch = 4}, {.loss_scale = 256.0});
-        static_assert(std::is_same_v<typename decltype(run)::tensor, nn::activation<P>>);  // it runs at P
-        auto loader = data::make_data_loader<c>(train, {.micro_batch = 4}, {});
-        std::vector<float> out;
-        for (auto& batch : loader) {
-            const auto r = run(exec::batch_feed<P, std::uint8_t>(batch, run.batching(), norm));
-            out.push_back(r.losses[0].back());
-        }
-        return out;
-    };
-    const auto reference = tessera::test::within_deadline(300, "fp32", [&] { return losses.template operator()<cfg::fp32>(); });
-    const auto low = tessera::test::within_deadline(300, "16-bit", [&] { return losses.template operator()<TestType>(); });
-    REQUIRE(low.size() == reference.size());
-    for (std::size_t k = 0; k < low.size(); ++k) {
-        INFO("call " << k << ": " << low[k] << " against fp32's " << reference[k]);
-        CHECK(std::abs(low[k] - reference[k]) <= (k == 0 ? 0.01 : 0.15) * reference[k]);
-        CHECK(low[k] != reference[k]);  // it did run in 16 bits
-    }
 }
 
 TEST_CASE("a loss that is not finite stops training with an error that says where", "[exec][threads]") {
