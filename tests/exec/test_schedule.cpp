@@ -200,6 +200,17 @@ std::string passes_of(const exec::schedule& sched, std::size_t ipu, bool with_st
     return text;
 }
 
+// A pipeline of S stages, stage s on IPU s, in `order`, G micro-batches, training.
+exec::schedule_request pipeline_request(exec::pipeline_order order, std::size_t S, std::size_t G) {
+    exec::schedule_request r;
+    r.strategy = cfg::strategy_kind::pipelined;
+    r.order = order;
+    r.ipu_of_stage.clear();
+    for (std::size_t s = 0; s < S; ++s) r.ipu_of_stage.push_back(s);
+    r.micro_batches = G;
+    return r;
+}
+
 template <class Strategy>
 exec::schedule checked(std::size_t G, std::size_t R = 1) {
     auto sched = exec::make_schedule<Strategy>(G, true, R);
@@ -586,12 +597,7 @@ TEST_CASE("zero-bubble schedules run without deadlock, with votes, replicas, sha
         for (const std::size_t G : {2 * S - 1, 2 * S + 3, 4 * S}) {
             CAPTURE(S, G);
             for (const auto order : {exec::pipeline_order::zero_bubble_h1, exec::pipeline_order::zero_bubble_h2}) {
-                exec::schedule_request r;
-                r.strategy = cfg::strategy_kind::pipelined;
-                r.order = order;
-                r.ipu_of_stage.clear();
-                for (std::size_t s = 0; s < S; ++s) r.ipu_of_stage.push_back(s);
-                r.micro_batches = G;
+                exec::schedule_request r = pipeline_request(order, S, G);
                 for (const bool votes : {false, true}) {
                     r.check_overflow = votes, r.replicas = votes ? 2 : 1, r.optimizer_sharding = votes;
                     const auto sched = exec::make_schedule(r);
@@ -637,13 +643,8 @@ TEST_CASE("modelled bubble of ZB-H1 is (S - 1)(T_F + T_B - T_W), of ZB-H2 (S - 1
                 m.bits = 16;
                 m.output_bytes_to_host = 0;
                 const auto idle = [&](exec::pipeline_order order) {
-                    exec::schedule_request r;
-                    r.strategy = cfg::strategy_kind::pipelined;
-                    r.order = order;
-                    r.ipu_of_stage.clear();
-                    for (std::size_t s = 0; s < S; ++s) r.ipu_of_stage.push_back(s);
-                    r.micro_batches = G;
-                    return 1.0 - exec::utilisation(exec::simulate(exec::make_schedule(r), m, spec)).mean_utilisation;
+                    const auto sched = exec::make_schedule(pipeline_request(order, S, G));
+                    return 1.0 - exec::utilisation(exec::simulate(sched, m, spec)).mean_utilisation;
                 };
                 const double work = double(G) * (TF + TB + TW), s1 = double(S - 1);
                 const auto fraction = [&](double bubble) { return bubble / (bubble + work); };
