@@ -597,6 +597,44 @@ TEST_CASE("recomputation in a ResNet session: the same parameters and running st
                       cfg::config_error);
 }
 
+TEMPLATE_TEST_CASE("recomputation checkpoints inside stages: the same parameters and statistics, one segment's activations",
+                   "[exec][resnet][session][threads]", cfg::one_f_one_b, cfg::zero_bubble_h1) {
+    using c = cfg::config<cfg::pipelined<TestType, 2>, cfg::gradient_accumulation<4>, cfg::device_iterations<2>>;
+    const net_t net(channels, classes);  // units: stem, layer1[0] | layer2[0], head
+    const exec::session_options cut{.first_units = {0, 2}};
+    exec::session_options whole = cut, checkpointed = cut;
+    whole.recompute = {true, true};
+    checkpointed.recompute_checkpoints = {1, 3, 2};  // 2 is stage 1's first unit: changes nothing
+    auto stashing = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch}, cut);
+    auto recomputing = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch}, whole);
+    auto segments = exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch}, checkpointed);
+    const auto& costs = segments.costs().stages;
+    for (std::size_t s = 0; s < 2; ++s) {
+        INFO("stage " << s);
+        CHECK(costs[s].recompute);
+        CHECK(costs[s].model_recomputes);
+        // Stage 0 checkpoints layer1[0]'s input (the stem's output), stage 1 the head's input.
+        const auto& net_of = segments.model().network();
+        const auto checkpoint = net_of.unit_input_shape(s == 0 ? 1 : 3, input_shape);
+        CHECK(costs[s].checkpoint_bytes == checkpoint.n * checkpoint.per_sample() * sizeof(float));
+        CHECK(costs[s].segment_bytes < costs[s].stash_bytes);
+        CHECK(costs[s].working_bytes() < recomputing.costs().stages[s].working_bytes());
+        CHECK(costs[s].stashed_bytes() == costs[s].input_bytes + costs[s].checkpoint_bytes);
+    }
+    const auto a = tessera::test::within_deadline(300, "stashing", [&] { return stashing(feed_t{}); });
+    const auto b = tessera::test::within_deadline(300, "checkpointed", [&] { return segments(feed_t{}); });
+    CHECK(a.losses == b.losses);
+    net_t wa = stashing.model().network(), wb = segments.model().network(), untrained = net;
+    CHECK(parameters_and_buffers(wa) == parameters_and_buffers(wb));
+    CHECK(parameters_and_buffers(wa) != parameters_and_buffers(untrained));
+    CHECK(b.clocks[0].total(tessera::emulator::activity::recompute) > 0);
+    // A unit the network does not have.
+    exec::session_options wrong = cut;
+    wrong.recompute_checkpoints = {4};
+    REQUIRE_THROWS_WITH(exec::training_model<c>(net, plain_sgd{}, {1, side, side, channels}, {.micro_batch = batch}, wrong),
+                        Catch::Contains("unit 4 does not exist"));
+}
+
 TEST_CASE("training calls return a score beside each loss, over the real samples", "[exec][resnet][session][threads]") {
     using c = cfg::config<cfg::sharded<2>, cfg::gradient_accumulation<3>, cfg::device_iterations<1>, cfg::all>;
     using s = cfg::config<cfg::sharded<2>, cfg::gradient_accumulation<3>, cfg::device_iterations<1>, cfg::sum>;

@@ -1,5 +1,6 @@
 #pragma once
 // What each stage costs: its passes (or FLOPs) for the modelled clock, bytes for links and the memory plan.
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
@@ -40,9 +41,24 @@ struct stage_cost {
     std::size_t output_bytes = 0;      ///< its output per micro-batch (sent forward; its gradient comes back)
     std::size_t stash_bytes = 0;       ///< saved for the backward pass per micro-batch
     bool recompute = false;            ///< stash only the input and recompute the forward during backward
+    /// recompute: bytes of the recomputation checkpoints inside the stage (PopTorch's
+    /// recomputationCheckpoint), stashed per micro-batch beside the input; 0: none.
+    std::size_t checkpoint_bytes = 0;
+    /// recompute: the largest stash between two checkpoints, what recomputing holds at once; 0: stash_bytes.
+    std::size_t segment_bytes = 0;
+    /// recompute: the model's stash holds the input and the checkpoints and its backward recomputes
+    /// from them (staged_network); false: the executor keeps the input and calls recompute(s, x).
+    bool model_recomputes = false;
 
     /// Gradient accumulators' bytes (gradient_bytes, or weight_bytes when not given).
     [[nodiscard]] std::size_t accumulator_bytes() const noexcept { return gradient_bytes ? gradient_bytes : weight_bytes; }
+    /// Activations kept per stashed micro-batch: the input and checkpoints if recomputing, the stash otherwise.
+    [[nodiscard]] std::size_t stashed_bytes() const noexcept { return recompute ? input_bytes + checkpoint_bytes : stash_bytes; }
+    /// Activations a forward or a backward of one micro-batch holds while it runs: the stash, or when
+    /// recomputing between checkpoints its largest segment's; at least the output.
+    [[nodiscard]] std::size_t working_bytes() const noexcept {
+        return std::max(output_bytes, recompute && segment_bytes > 0 ? segment_bytes : stash_bytes);
+    }
 };
 
 /// Per-stage costs plus the arithmetic width (16 for fp16 data, 32 for fp32) and the host I/O.
@@ -66,11 +82,8 @@ struct cost_model {
         return infeed_bytes.value_or(stages.empty() ? 0 : stages.front().input_bytes);
     }
 
-    /// Activations kept per stashed micro-batch: the input if recomputing, the stash otherwise.
-    [[nodiscard]] std::size_t stashed_bytes(std::size_t stage) const {
-        const auto& c = stages.at(stage);
-        return c.recompute ? c.input_bytes : c.stash_bytes;
-    }
+    /// Activations kept per stashed micro-batch of `stage` (stage_cost::stashed_bytes).
+    [[nodiscard]] std::size_t stashed_bytes(std::size_t stage) const { return stages.at(stage).stashed_bytes(); }
     void check(std::size_t schedule_stages) const {
         if (stages.size() != schedule_stages)
             throw std::invalid_argument("tessera::exec::cost_model: costs for " + std::to_string(stages.size()) +

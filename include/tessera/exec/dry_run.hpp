@@ -116,6 +116,7 @@ template <UnitNetwork N, StageOptimizer<N> O>
     auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
     staged_network<N, O> model(net, std::move(first), sample, optimizer);
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
+    if (!settings.recompute_checkpoints.empty()) model.set_recompute_checkpoints(settings.recompute_checkpoints);
     return dry_run(c, model, options, samples, settings, epochs, memory);
 }
 

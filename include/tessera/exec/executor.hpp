@@ -198,6 +198,10 @@ public:
     }
 
 private:
+    // Stage s recomputes from an input the executor keeps, not from the model's own stash.
+    [[nodiscard]] bool executor_recomputes(std::size_t s) const noexcept {
+        return m_costs.stages[s].recompute && !m_costs.stages[s].model_recomputes;
+    }
     using input = input_t<M>;
     using wiring = detail::wiring<tensor, label, typename M::stash, input>;
     template <class T>
@@ -366,14 +370,15 @@ private:
                     break;
                 case opcode::fwd: {
                     tensor x = inputs.take(s, m, in);
-                    if (training && m_costs.stages[s].recompute) kept_inputs.put(s, m, tensor(x));
+                    const bool keeps_input = training && executor_recomputes(s);
+                    if (keeps_input) kept_inputs.put(s, m, tensor(x));
                     auto [y, st] = [&] {
                         if constexpr (StochasticRoundingModel<M>)
                             return model.forward(s, std::move(x), m);
                         else
                             return model.forward(s, std::move(x));
                     }();
-                    if (training && !m_costs.stages[s].recompute) stashes.put(s, m, std::move(st));
+                    if (training && !keeps_input) stashes.put(s, m, std::move(st));
                     if (s + 1 < S) {
                         inputs.put(s + 1, m, std::move(y));
                     } else if (training) {
@@ -420,7 +425,7 @@ private:
                 case opcode::bwd: {
                     tensor g = grads.take(s, m, in);
                     typename M::stash st = [&] {
-                        if (m_costs.stages[s].recompute) {
+                        if (executor_recomputes(s)) {
                             tensor x = kept_inputs.take(s, m, in);
                             if constexpr (requires { { model.recompute(s, std::move(x), m) } -> std::same_as<typename M::stash>; })
                                 return model.recompute(s, std::move(x), m);

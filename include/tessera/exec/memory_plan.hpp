@@ -108,7 +108,10 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                 if (stash > 0)
                     p.items.push_back({st + "activation stash (" + std::to_string(sched.stash[s]) +
                                            (sched.stash[s] == 1 ? " micro-batch" : " micro-batches") +
-                                           (c.recompute ? ", inputs only: recomputed" : "") + ")",
+                                           (!c.recompute              ? ""
+                                            : c.checkpoint_bytes > 0 ? ", inputs and checkpoints: recomputed"
+                                                                     : ", inputs only: recomputed") +
+                                           ")",
                                        stash, emulator::memory_kind::activations,
                                        sched.activations_off_chip || where.activations == location::streaming_memory
                                            ? location::streaming_memory
@@ -123,7 +126,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                                        emulator::memory_kind::activations, location::on_chip});
             }
             // Working space of one micro-batch (the stage's output, or its stash while it is computed).
-            p.items.push_back({st + "working activations", std::max(c.output_bytes, c.stash_bytes),
+            p.items.push_back({st + "working activations", c.working_bytes(),
                                emulator::memory_kind::activations, location::on_chip});
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,

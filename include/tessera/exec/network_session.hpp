@@ -34,6 +34,7 @@ template <UnitNetwork N, StageOptimizer<N> O>
     if (settings.loss_scale) rule.initial = *settings.loss_scale;
     staged_network<N, O> model(net, std::move(first), sample, optimizer, rule);
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
+    if (!settings.recompute_checkpoints.empty()) model.set_recompute_checkpoints(settings.recompute_checkpoints);
     model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
     return model;
 }

@@ -25,7 +25,11 @@ struct session_options {
     std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
                                               ///< marks); empty = balanced automatically by FLOPs
     std::vector<bool> recompute{};  ///< networks: per stage, recompute the forward during backward instead of
-                                    ///< stashing activations (PopTorch's recomputation checkpoints); empty = none
+                                    ///< stashing activations (PopTorch's RecomputeAll); empty = none
+    /// Networks: units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint):
+    /// a stage holding one stashes its input and checkpoints and recomputes one segment between them
+    /// at a time during backward (staged_network::set_recompute_checkpoints); the same results.
+    std::vector<std::size_t> recompute_checkpoints{};
     std::size_t kernel_threads_per_ipu = 1;  ///< networks: threads for each IPU's kernels (more cores than
                                              ///< IPUs); results are the same as with one
     std::optional<output_selection> outputs{};  ///< the output mode at run time, instead of the config's (tools)
