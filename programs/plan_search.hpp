@@ -62,6 +62,11 @@ struct plan_candidate {
     double bubble_fraction = 0;
 };
 
+/// What the search tries for a stage's activations: stash them all, recompute each stage whole
+/// (--recompute), or recompute between checkpoints at every unit (--recompute-checkpoints every-unit).
+enum class recomputation { none, whole_stages, every_unit };
+inline constexpr recomputation recomputations[] = {recomputation::none, recomputation::whole_stages, recomputation::every_unit};
+
 /// The device candidates search_precision considers for one precision (sizes the progress bar).
 [[nodiscard]] inline std::size_t device_candidates(const plan_request& q) {
     std::size_t n = 0, batch_sizes = 0;
@@ -69,7 +74,7 @@ struct plan_candidate {
     for (std::size_t stages = 1; stages <= q.max_stages; ++stages)
         for (const auto& strategy : q.strategies) {
             if ((strategy == "single") != (stages == 1) || (strategy != "phased" && stages > q.ipus)) continue;
-            n += (strategy == "pipelined" ? q.schedules.size() : 1) * 2 * batch_sizes *
+            n += (strategy == "pipelined" ? q.schedules.size() : 1) * std::size(recomputations) * batch_sizes *
                  (strategy == "pipelined" ? 4 : 5);
         }
     return n;
@@ -124,21 +129,27 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
         using net_t = std::remove_cvref_t<decltype(net)>;
         using model_t = exec::staged_network<net_t, any_optimizer>;
         const std::size_t images = epoch_images(q.base, shape);
-        // The memo: the staged network of the last (stages, micro-batch, recomputation) asked for, one
+        // The memo: the staged network of the last (stages, micro-batch, recomputation, checkpoints) asked for, one
         // for one model chunk per IPU and one for interleaved pipelines (twice the stages on as many
         // IPUs); the search asks in that order, so each is built once (a network copy is hundreds of MB).
-        using memo_key = std::tuple<std::size_t, std::size_t, bool>;
+        using memo_key = std::tuple<std::size_t, std::size_t, bool, bool>;
         std::array<memo_key, 2> key{};
         std::array<std::optional<model_t>, 2> staged;
         const auto model_for = [&](const train_request& r) -> const model_t& {
             const std::size_t stages = stages_of(r), slot = virtual_stages_of(r) > 1 ? 1 : 0;
-            if (!staged[slot] || key[slot] != memo_key{stages, r.batch_size, r.recompute}) {
+            const memo_key wanted{stages, r.batch_size, r.recompute, !r.recompute_checkpoints.empty()};
+            if (!staged[slot] || key[slot] != wanted) {
                 staged[slot].reset();
                 tessera::tensor::shape sample = shape.sample();
                 sample.n = r.batch_size;
                 staged[slot].emplace(net, exec::balanced_units(net, sample, stages), sample, optimizer_of(r));
                 if (r.recompute) staged[slot]->set_recompute(std::vector<bool>(stages, true));
-                key[slot] = {stages, r.batch_size, r.recompute};
+                if (!r.recompute_checkpoints.empty()) {  // every unit (the search's only checkpointed form)
+                    if (r.recompute_checkpoints != std::vector<std::string>{"every-unit"})
+                        throw std::logic_error("tessera-plan: the search checkpoints every unit or none");
+                    staged[slot]->set_recompute_checkpoints(exec::checkpoint_every_unit(net));
+                }
+                key[slot] = wanted;
             }
             return *staged[slot];
         };
@@ -157,7 +168,7 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
         std::vector<plan_candidate> mine;
         const std::size_t most = std::min(q.max_stages, net.units());
         for (std::size_t stages = 1; stages <= most; ++stages)
-            for (const bool recompute : {false, true})
+            for (const recomputation recompute : recomputations)
                 for (const std::size_t mb : detail::powers_of_two_to(q.max_batch_size))
                     for (const auto& strategy : q.strategies) {
                         if ((strategy == "single") != (stages == 1)) continue;
@@ -170,7 +181,10 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                                 train_request r = q.base;
                                 r.strategy = strategy, r.schedule = schedule, r.ipus_per_replica = stages;
                                 r.virtual_stages = 2;  // interleaved: two model chunks per IPU
-                                r.recompute = recompute, r.batch_size = mb, r.gradient_accumulation = g;
+                                r.recompute = recompute == recomputation::whole_stages;
+                                r.recompute_checkpoints.clear();
+                                if (recompute == recomputation::every_unit) r.recompute_checkpoints = {"every-unit"};
+                                r.batch_size = mb, r.gradient_accumulation = g;
                                 r.device_iterations = 1, r.eight_bit_io = true, r.async_dataloader = true;
                                 r.split.clear();
                                 r.replicas = std::max<std::size_t>(1, q.ipus / per_replica);
@@ -216,8 +230,10 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
         for (std::size_t k = q.refine; k < mine.size(); ++k) out.device.push_back(std::move(mine[k]));
         if (mine.size() > q.refine) mine.resize(q.refine);
         std::stable_sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) {
-            return std::tuple{stages_of(a.request), a.request.batch_size, a.request.recompute} <
-                   std::tuple{stages_of(b.request), b.request.batch_size, b.request.recompute};
+            return std::tuple{stages_of(a.request), a.request.batch_size, a.request.recompute,
+                              a.request.recompute_checkpoints.empty()} <
+                   std::tuple{stages_of(b.request), b.request.batch_size, b.request.recompute,
+                              b.request.recompute_checkpoints.empty()};
         });
         for (std::size_t k = 0; k < mine.size(); ++k) {
             plan_candidate best = mine[k];

@@ -30,6 +30,8 @@ std::string command_of(const programs::train_request& r) {
     if (programs::runs_chunks(r)) c += " --virtual-stages " + std::to_string(r.virtual_stages);
     if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
     if (r.recompute) c += " --recompute";
+    for (std::size_t i = 0; i < r.recompute_checkpoints.size(); ++i)
+        c += (i == 0 ? " --recompute-checkpoints " : ",") + r.recompute_checkpoints[i];
     if (r.optimizer_sharding) c += " --optimizer-sharding";
     c += " --batch-size " + std::to_string(r.batch_size) + " --gradient-accumulation " +
          std::to_string(r.gradient_accumulation) + " --device-iterations " + std::to_string(r.device_iterations) +
@@ -215,6 +217,7 @@ int main(int argc, char** argv) {
                 j.member("device_iterations", c.request.device_iterations).member("eight_bit_io", c.request.eight_bit_io);
                 j.member("async_dataloader", c.request.async_dataloader).member("workers", c.request.workers);
                 j.member("recompute", c.request.recompute);
+                j.member("recompute_checkpoints", !c.request.recompute_checkpoints.empty());
                 j.member("optimizer_sharding", c.request.optimizer_sharding).end_object();
             }
             j.end_array();

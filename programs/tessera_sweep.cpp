@@ -2,9 +2,11 @@
 // seeds 000 and 001 (ResNet-101 on CIFAR-10 over a 2-IPU pipeline: G = 3; G = 8; + D = 4; + 8-bit
 // I/O; + async loader) and 003 (4 replicas fed by 1 or 2 host processes) as dry runs, and prints
 // the modelled epoch time and images/s beside what the tutorials' users measured.
-//   tessera-sweep [--json FILE] [--csv FILE] [--svg FILE] [--calibrate]
+//   tessera-sweep [--json FILE] [--csv FILE] [--svg FILE] [--calibrate] [--published]
 // --calibrate fits the calibrated constants again (device_spec::pass_overhead_cycles on MLPerf
 // ResNet-50, the host_spec costs on seed 000's table) and prints them before the table.
+// --published prints instead published ResNet-50 results (programs/published_figures.hpp) beside
+// tessera's dry runs of their configurations: one is the calibration point, the rest predictions.
 #include <CLI/CLI.hpp>
 
 #include <tessera/tessera.hpp>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "published_figures.hpp"
 #include "tutorial_sweep.hpp"
 
 namespace {
@@ -196,15 +199,46 @@ void write_file(const std::string& path, Writer&& writer) {
 
 }  // namespace
 
+// Published figures against their dry runs; the predictions' median absolute error and worst ratio.
+int print_published(const ts::emulator::device_spec& device) {
+    const ts::nn::resnet50<cfg::half> net(3, 1000);
+    ts::report::table t({"system", "IPUs", "batch x G x D", "published", "modelled", "error", "fullest IPU", "role"});
+    std::vector<double> errors;
+    double worst = 1;
+    for (const auto& f : ts::programs::published_figures) {
+        const auto e = ts::programs::dry_run_figure(net, f, device);
+        const double ratio = e.images_per_second / f.images_per_second, error = ratio - 1;
+        const std::size_t ipus = f.replicas * (f.shape == ts::programs::run_shape::pipeline_of_four ? 4 : 1);
+        char mib[64];
+        std::snprintf(mib, sizeof mib, "%.0f MiB%s", double(e.fullest_ipu_bytes) / 1048576.0, e.fits ? "" : " (over)");
+        t.add_row({f.system, std::to_string(ipus),
+                   std::to_string(f.micro_batch) + " x " + std::to_string(f.gradient_accumulation) + " x " +
+                       std::to_string(f.device_iterations),
+                   fixed(f.images_per_second, 0), fixed(e.images_per_second, 0), fixed(100 * error, 0) + " %", mib,
+                   f.calibration ? "calibration" : "prediction"});
+        if (f.calibration) continue;
+        errors.push_back(std::abs(error));
+        worst = std::max({worst, ratio, 1 / ratio});
+    }
+    std::cout << t;
+    std::sort(errors.begin(), errors.end());
+    const std::size_t n = errors.size();
+    const double median = n == 0 ? 0 : n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
+    std::printf("%zu predictions: median absolute error %.0f %%, the worst off by %.2fx\n", n, 100 * median, worst);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     CLI::App app{"tessera-sweep: the PopTorch tutorials' experiments on tessera's modelled IPU clock"};
     std::string json_path, csv_path, svg_path;
-    bool calibrate = false;
+    bool calibrate = false, published = false;
     app.add_option("--json", json_path, "write the rows as JSON");
     app.add_option("--csv", csv_path, "write the rows as CSV");
     app.add_option("--svg", svg_path, "write a chart of modelled and measured epoch times");
     app.add_flag("--calibrate", calibrate,
                  "fit the calibrated constants again (pass overhead on MLPerf ResNet-50, host costs on seed 000)");
+    app.add_flag("--published", published,
+                 "print published ResNet-50 results (MLPerf, Graphcore's tables, PopRT) beside tessera's dry runs");
     CLI11_PARSE(app, argc, argv);
 
     try {
@@ -215,6 +249,7 @@ int main(int argc, char** argv) {
             std::printf("device_spec::pass_overhead_cycles = %.0f (ResNet-50 at %.0f images/s per IPU)\n",
                         device.pass_overhead_cycles, resnet50_images_per_second_per_ipu(device));
         }
+        if (published) return print_published(device);
         const ts::programs::seed_network net(3, 10);
         std::vector<result_row> rows;
         const auto run_all = [&] {

@@ -21,18 +21,23 @@ namespace {
 // main.py's Namespace(...) line, with every resolved flag.
 std::string namespace_line(const tessera::programs::train_request& r) {
     const auto yes = [](bool b) { return b ? "True" : "False"; };
-    std::string split;
-    for (const auto& s : r.split) split += (split.empty() ? "" : ",") + s;
+    const auto joined = [](const std::vector<std::string>& names) {
+        std::string all;
+        for (const auto& s : names) all += (all.empty() ? "" : ",") + s;
+        return all;
+    };
+    const std::string split = joined(r.split), checkpoints = joined(r.recompute_checkpoints);
     char line[2048];
     std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, dry_run=%s, "
-                "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, input_replica_group=%zu, instances=%zu, "
+                "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
                 "ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
-                "precision='%s', recompute=%s, replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
+                "precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
-                yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, r.input_replica_group, r.instances,
+                yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances,
                 tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.precision.c_str(), yes(r.recompute),
+                checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
                 static_cast<unsigned long long>(r.seed), split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
                 tessera::programs::virtual_stages_of(r), r.workers);
@@ -76,6 +81,10 @@ int main(int argc, char** argv) {
     app.add_option("--split", r.split, "the unit starting each stage after the first (PopTorch's BeginBlock), "
                                        "e.g. layer3[0]; balanced by FLOPs when absent")->delimiter(',');
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
+    app.add_option("--recompute-checkpoints", r.recompute_checkpoints,
+                   "units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint), e.g. "
+                   "layer2[0],layer3[0], or every-unit: a stage holding one stashes its checkpoints and recomputes "
+                   "one segment at a time during backward")->delimiter(',');
     app.add_flag("--stochastic-rounding,!--no-stochastic-rounding", r.stochastic_rounding,
                  "round 16-bit results (updated weights, activations, their gradients) up or down with "
                  "probability proportional to the distance, as the IPU's stochastic rounding does (keyed by "
@@ -99,6 +108,9 @@ int main(int argc, char** argv) {
     app.add_flag("--dry-run", r.dry_run, "print the modelled epoch, each IPU's memory and where the time goes; "
                                          "nothing is trained and no data read (datasets by their shape); --epochs, "
                                          "--lr, --seed and --stochastic-rounding change nothing in it");
+    app.add_flag("--inference", r.inference,
+                 "with --dry-run: the configuration's inference form (G = 1; D micro-batches of "
+                 "--batch-size per call): images/s and one micro-batch's latency");
     app.add_option("--host", r.host, "the modelled host: tutorial (the tutorials' Python loader), native (tessera's "
                                      "C++ loader) or a JSON file of host_spec's fields");
     auto* stop_after = app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
@@ -140,6 +152,18 @@ int main(int argc, char** argv) {
                              "supported (each process holds only its replicas' shards)\n", r.instances);
         return 2;
     }
+    if (r.inference && !r.dry_run) {
+        std::fprintf(stderr, "tessera-train: error: --inference models an inference run and needs --dry-run (a "
+                             "training run evaluates the test split after each run)\n");
+        return 2;
+    }
+    if (r.inference)
+        for (const auto* flag : {&r.optimizer_sharding, &r.recompute})
+            if (*flag) {
+                std::fprintf(stderr, "tessera-train: error: %s has nothing to do in inference, which has no backward "
+                                     "pass and no optimiser\n", flag == &r.recompute ? "--recompute" : "--optimizer-sharding");
+                return 2;
+            }
     if (r.dry_run)
         for (const auto* flag : {timeline, checkpoint, resume, stop_after})
             if (flag->count() > 0) {

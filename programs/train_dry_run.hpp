@@ -23,10 +23,12 @@ namespace tessera::programs {
 template <class C, class Net>
 [[nodiscard]] exec::epoch_estimate dry_run_request(const train_request& r, const Net& net, const dataset_shape& shape,
                                                    bool breakdown = true) {
-    const config::options counts = counts_of(r);
+    config::options counts = counts_of(r);
+    if (r.inference) counts.gradient_accumulation = 1;  // C is then an inference form
     const config::batching b = config::make_batching<C>(counts);
     exec::session_options settings = session_options_of(r, net, b, loader_options_of<C>(r, {}));
     settings.record_trace = breakdown;
+    if (r.inference) settings.outputs.reset();  // the inference form's: every output
     return exec::dry_run<C>(net, optimizer_of(r), shape.sample(), counts, epoch_images(r, shape), settings, 2,
                             exec::over_budget::reported);
 }
@@ -38,10 +40,16 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     const auto& d = e.device_breakdown;
     const double host_wait = std::max(0.0, e.seconds - e.device_seconds);
     const std::string bottleneck(exec::bottleneck_of(d, host_wait));
-    std::printf("dry run: nothing trained, no data read (--dataset %s: %zu images of %zu x %zu x %zu)\n", r.dataset.c_str(),
+    std::printf("dry run%s: nothing %s, no data read (--dataset %s: %zu images of %zu x %zu x %zu)\n",
+                r.inference ? " of inference" : "", r.inference ? "run" : "trained", r.dataset.c_str(),
                 epoch_images(r, shape), shape.channels, shape.height, shape.width);
     std::printf("modelled epoch: %.3f s, %.0f images/s on %zu IPUs (%zu replicas x %zu IPUs) and their host (%s)\n",
                 e.seconds, e.samples_per_second(), ipus, b.replicas, b.ipus_per_replica, r.host.c_str());
+    const double ipu_images_per_second = double(b.combined_batch() * b.instances) / e.call_device_seconds;
+    if (r.inference)
+        std::printf("inference: %.0f images/s on the IPUs alone; latency %.3f ms from a call's start to its first "
+                    "micro-batch of %zu at the host\n",
+                    ipu_images_per_second, 1e3 * e.first_output_seconds, b.micro_batch);
     for (const auto& ipu : e.memory.ipus) {
         const std::size_t used = ipu.on_chip();
         std::printf("IPU %zu memory: %s of %s%s, %s\n", ipu.ipu, mib(used).c_str(), mib(ipu.budget).c_str(),
@@ -65,6 +73,8 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     j.key("modelled").begin_object();
     j.member("epoch_seconds", e.seconds).member("images_per_second", e.samples_per_second());
     j.member("images", e.samples).member("calls", e.calls).member("ipu_count", ipus);
+    j.member("inference", r.inference).member("ipu_images_per_second", ipu_images_per_second);
+    j.member("first_output_seconds", e.first_output_seconds);
     j.member("fits", e.fits).member("overshoot_bytes", e.overshoot_bytes);
     j.key("breakdown").begin_object();
     j.member("compute", d.compute).member("exchange", d.exchange).member("sync", d.sync);
@@ -92,6 +102,12 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
 /// The dry run of `r` with network `net` under configuration C, printed.
 template <class C, class Net>
 int report_dry_run(const train_request& r, const Net& net, const dataset_shape& shape) {
+    if (r.inference) {
+        using I = typename C::for_inference;
+        config::options counts = counts_of(r);
+        counts.gradient_accumulation = 1;
+        return print_dry_run(r, dry_run_request<I>(r, net, shape), config::make_batching<I>(counts), shape);
+    }
     return print_dry_run(r, dry_run_request<C>(r, net, shape), config::make_batching<C>(counts_of(r)), shape);
 }
 

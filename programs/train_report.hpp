@@ -68,6 +68,8 @@ template <config::Config C, class Model, class Net, class Optimizer>
     std::size_t recomputed = 0;
     for (const bool r : settings.recompute) recomputed += r ? 1 : 0;
     if (recomputed > 0) text += ", recomputation on " + std::to_string(recomputed) + " of " + std::to_string(stages) + " stages";
+    if (!settings.recompute_checkpoints.empty())
+        text += ", recomputation checkpoints at " + std::to_string(settings.recompute_checkpoints.size()) + " units";
     // What rounds stochastically: 16-bit weights (the optimizer's option) and 16-bit activations and
     // their gradients (the session's).
     constexpr bool half_weights = C::precision::weight_bits == 16;
@@ -105,6 +107,9 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("schedule", r.schedule).member("ipus_per_replica", stages_of(r) / virtual_stages_of(r)).member("split", split);
     j.member("virtual_stages", virtual_stages_of(r));
     j.member("recompute", r.recompute).member("stochastic_rounding", r.stochastic_rounding);
+    j.key("recompute_checkpoints").begin_array();
+    for (const auto& name : r.recompute_checkpoints) j.value(name);
+    j.end_array();
     j.member("optimizer_sharding", r.optimizer_sharding);
     j.member("eight_bit_io", r.eight_bit_io);
     j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host);

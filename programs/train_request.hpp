@@ -54,6 +54,7 @@ struct train_request {
     std::size_t ipus_per_replica = 2;
     std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
     bool recompute = false;
+    std::vector<std::string> recompute_checkpoints;  ///< units whose input is a checkpoint, or "every-unit"
     bool stochastic_rounding = false;     ///< 16-bit weights, activations and gradients rounded stochastically
     bool optimizer_sharding = false;      ///< each replica keeps and steps 1/R of the optimiser state
     bool eight_bit_io = true;
@@ -67,6 +68,7 @@ struct train_request {
     std::uint64_t seed = 42;
     std::string metrics_json, timeline, checkpoint, resume;
     bool dry_run = false;                 ///< the modelled epoch only: nothing trained, no data read
+    bool inference = false;               ///< with dry_run: the configuration's inference form (G = 1)
     std::string host = "tutorial";        ///< the modelled host: "tutorial", "native" or a host_spec JSON file
     std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)
     process_group processes{};            ///< not a flag: the ranks mpirun started (--instances)

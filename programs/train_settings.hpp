@@ -113,6 +113,14 @@ template <class Net>
                               std::to_string(b.stages) + " stages (give " + std::to_string(b.stages - 1) + ")");
     }
     if (r.recompute) settings.recompute.assign(b.stages, true);
+    if (r.recompute_checkpoints.size() == 1 && r.recompute_checkpoints.front() == "every-unit")
+        settings.recompute_checkpoints = exec::checkpoint_every_unit(net);
+    else
+        for (const auto& name : r.recompute_checkpoints) {
+            if (name == "every-unit")
+                throw usage_error("--recompute-checkpoints every-unit stands alone (it names every unit already)");
+            settings.recompute_checkpoints.push_back(net.unit_index(name));
+        }
     settings.optimizer_sharding = r.optimizer_sharding;
     if (r.stochastic_rounding) settings.stochastic_rounding = r.seed;  // activations; optimizer_of rounds the weights
     return settings;

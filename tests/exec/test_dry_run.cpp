@@ -346,3 +346,33 @@ TEST_CASE("property: random configurations give the same modelled clock in a dry
         });
     }
 }
+
+TEST_CASE("an inference dry run: a micro-batch's latency, and working activations freed unit by unit", "[exec][cost][memory]") {
+    const net_t net(1, 10);
+    using train = cfg::config<cfg::single, cfg::device_iterations<cfg::dynamic>, cfg::eight_bit_io>;
+    using infer = train::for_inference;
+    const exec::session_options traced{.record_trace = true};
+    const auto one = exec::dry_run<infer>(net, sgd, sample, {.micro_batch = 4, .device_iterations = 1}, 96, traced, 1);
+    const auto four = exec::dry_run<infer>(net, sgd, sample, {.micro_batch = 4, .device_iterations = 4}, 96, traced, 1);
+    const double sync = emu::device_spec{}.host_sync_latency;
+    // One micro-batch per call: its output reaches the host when the call's work ends (before the final sync).
+    CHECK(one.first_output_seconds == Approx(one.call_device_seconds - sync).epsilon(1e-12));
+    // Four on one IPU, one after another: the first is out after a quarter of the work between the syncs.
+    CHECK(four.first_output_seconds == Approx(sync + (four.call_device_seconds - 2 * sync) / 4).epsilon(1e-9));
+    // Not recorded: no latency.
+    CHECK(exec::dry_run<infer>(net, sgd, sample, {.micro_batch = 4, .device_iterations = 1}, 96,
+                               {.record_trace = false}, 1).first_output_seconds == 0);
+    // Inference keeps nothing for a backward: its working activations are the largest unit's, not the stash.
+    const auto& c = one.plan.costs.stages[0];
+    CHECK(c.unit_peak_bytes > 0);
+    CHECK(c.unit_peak_bytes < c.stash_bytes);
+    const auto working = [](const exec::epoch_estimate& e) {
+        for (const auto& item : e.memory.ipus[0].items)
+            if (item.name.find("working activations") != std::string::npos) return item.bytes;
+        return std::size_t{0};
+    };
+    CHECK(working(one) == c.inference_working_bytes());
+    const auto trained = exec::dry_run<train>(net, sgd, sample, {.micro_batch = 4, .device_iterations = 1}, 96, traced, 1);
+    CHECK(working(trained) == trained.plan.costs.stages[0].stash_bytes);
+    CHECK(working(one) < working(trained));
+}

@@ -85,6 +85,20 @@ TEST_CASE("session options: cuts by name, recomputation per stage, the host's pr
     CHECK(settings.loading.instances == 2);
     CHECK(settings.loss_scale == 64.0);
     CHECK(settings.dynamic_loss_scaling == false);
+    CHECK(settings.recompute_checkpoints.empty());
+    r.recompute_checkpoints = {"layer3[1]", "layer1[2]"};
+    CHECK(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})).recompute_checkpoints ==
+          std::vector<std::size_t>{net.unit_index("layer3[1]"), net.unit_index("layer1[2]")});
+    r.recompute_checkpoints = {"every-unit"};
+    CHECK(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})).recompute_checkpoints.size() ==
+          net.units() - 1);
+    r.recompute_checkpoints = {"every-unit", "head"};
+    REQUIRE_THROWS_WITH(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})),
+                        Catch::Contains("every-unit stands alone"));
+    r.recompute_checkpoints = {"layer9[0]"};
+    REQUIRE_THROWS_WITH(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})),
+                        Catch::Contains("no unit named 'layer9[0]'"));
+    r.recompute_checkpoints = {};
     r.split = {"layer3[0]"};
     REQUIRE_THROWS_WITH(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})),
                         Catch::Contains("--split names 1 cuts, the strategy has 3 stages (give 2)"));

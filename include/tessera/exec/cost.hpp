@@ -49,6 +49,9 @@ struct stage_cost {
     /// recompute: the model's stash holds the input and the checkpoints and its backward recomputes
     /// from them (staged_network); false: the executor keeps the input and calls recompute(s, x).
     bool model_recomputes = false;
+    /// The largest unit's input and activations: what a forward that keeps nothing for a backward
+    /// (inference) holds at once, its buffers freed unit by unit; 0: stash_bytes.
+    std::size_t unit_peak_bytes = 0;
 
     /// Gradient accumulators' bytes (gradient_bytes, or weight_bytes when not given).
     [[nodiscard]] std::size_t accumulator_bytes() const noexcept { return gradient_bytes ? gradient_bytes : weight_bytes; }
@@ -58,6 +61,10 @@ struct stage_cost {
     /// recomputing between checkpoints its largest segment's; at least the output.
     [[nodiscard]] std::size_t working_bytes() const noexcept {
         return std::max(output_bytes, recompute && segment_bytes > 0 ? segment_bytes : stash_bytes);
+    }
+    /// Activations an inference forward of one micro-batch holds while it runs.
+    [[nodiscard]] std::size_t inference_working_bytes() const noexcept {
+        return std::max(output_bytes, unit_peak_bytes > 0 ? unit_peak_bytes : stash_bytes);
     }
 };
 

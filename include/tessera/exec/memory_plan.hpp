@@ -125,8 +125,9 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                                        held * (weight_gradient_input_bytes(c, costs.bits) + (c.recompute ? c.stash_bytes : 0)),
                                        emulator::memory_kind::activations, location::on_chip});
             }
-            // Working space of one micro-batch (the stage's output, or its stash while it is computed).
-            p.items.push_back({st + "working activations", c.working_bytes(),
+            // Working space of one micro-batch (the stage's output, or its stash while it is computed;
+            // inference frees each unit's activations after it).
+            p.items.push_back({st + "working activations", training ? c.working_bytes() : c.inference_working_bytes(),
                                emulator::memory_kind::activations, location::on_chip});
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,

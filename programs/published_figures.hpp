@@ -1,0 +1,128 @@
+#pragma once
+// Published IPU results for ResNet-50, each with its configuration, and tessera's dry run of it:
+// `tessera-sweep --published` prints them (docs/validation.md). One figure is the calibration point
+// of device_spec::pass_overhead_cycles; every other one is a prediction, never fitted.
+#include <tessera/tessera.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace tessera::programs {
+
+/// The IPU a figure was measured on.
+enum class ipu_generation {
+    gc200,  ///< Mk2 GC200 at 1.33 GHz (device_spec's defaults)
+    bow,    ///< Bow IPU at 1.85 GHz (MLPerf Training v2.0's system descriptions)
+};
+
+/// How the figure's system ran the model.
+enum class run_shape {
+    replicas_of_one_ipu,    ///< data parallel, one IPU per replica, recomputation checkpoints at every unit
+    pipeline_of_four,       ///< 4-stage 1F1B pipelines, recomputation checkpoints at every unit
+    inference_on_one_ipu,   ///< inference, one IPU per replica
+};
+
+/// One published figure: images/s of ResNet-50 (224 × 224, 16.16, 8-bit I/O) at a configuration.
+struct published_figure {
+    const char* system;        ///< as its source names it
+    const char* source;        ///< where the number is printed (or the log it is derived from)
+    ipu_generation ipu;
+    run_shape shape;
+    std::size_t replicas, micro_batch, gradient_accumulation, device_iterations;
+    double images_per_second;  ///< the published figure
+    const char* kind;          ///< "exact", "approximate", or "derived from the MLPerf logs' epoch times"
+    bool calibration;          ///< the point device_spec::pass_overhead_cycles is fitted to
+};
+
+// The MLPerf logs: mlcommons/training_results_v1.0 and v1.1, Graphcore/results/ipu-pod*-TF1/resnet/
+// result_*.txt; images/s = 1,281,167 / the median epoch_start -> epoch_stop interval, the median
+// over the five runs. Bow: graphcore.cn/performance-results, "Bow platform - training" tables.
+inline const std::vector<published_figure> published_figures = {
+    {"IPU-POD16, MLPerf Training v1.1", "Graphcore blog, Accelerating ResNet-50 Training on the IPU (30k images/s)",
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 16, 18, 57, 1, 30'000, "approximate", true},
+    {"IPU-POD16, MLPerf Training v1.0", "mlcommons/training_results_v1.0, ipu-pod16-TF1 logs (batch 20 x G 6)",
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 16, 20, 6, 1, 27'527, "derived from the MLPerf logs' epoch times", false},
+    {"IPU-POD64, MLPerf Training v1.0", "mlcommons/training_results_v1.0, ipu-pod64-TF1 logs (batch 20 x G 2)",
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 64, 20, 2, 1, 83'404, "derived from the MLPerf logs' epoch times", false},
+    {"IPU-POD64, MLPerf Training v1.1", "mlcommons/training_results_v1.1, ipu-pod64-TF1 logs (batch 20 x G 3)",
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 64, 20, 3, 1, 108'011, "derived from the MLPerf logs' epoch times", false},
+    {"IPU-POD128, MLPerf Training v1.1", "mlcommons/training_results_v1.1, ipu-pod128-TF1 logs (batch 20 x G 2)",
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 128, 20, 2, 1, 178'212, "derived from the MLPerf logs' epoch times", false},
+    {"IPU-POD256, MLPerf Training v1.1", "mlcommons/training_results_v1.1, ipu-pod256-TF1 logs (batch 20 x G 2)",
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 325'997, "derived from the MLPerf logs' epoch times", false},
+    {"IPU-POD16, 2020 (before MLPerf)", "Graphcore blog, Accelerating ResNet-50 Training on the IPU (around 16k images/s; "
+     "configuration not published: Graphcore's examples' 4 replicas x 4 stages, batch 16, G 256, assumed)",
+     ipu_generation::gc200, run_shape::pipeline_of_four, 4, 16, 256, 1, 16'000, "approximate", false},
+    {"Bow Pod16, TensorFlow 1, pre-SDK 2.5", "graphcore.cn performance results, Bow training (batch 1,920 = 20 x 6 x 16)",
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 16, 20, 6, 1, 42'029, "exact", false},
+    {"Bow Pod64, TensorFlow 1, pre-SDK 2.5", "graphcore.cn performance results, Bow training (batch 2,560 = 20 x 2 x 64)",
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 64, 20, 2, 1, 145'287, "exact", false},
+    {"Bow Pod256, TensorFlow 1, pre-SDK 2.5", "graphcore.cn performance results, Bow training (batch 10,240 = 20 x 2 x 256)",
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 425'514, "exact", false},
+    {"Bow Pod16, TensorFlow 1, SDK 3.0", "graphcore.cn performance results, Bow training (batch 3,520 = 22 x 10 x 16)",
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 16, 22, 10, 1, 44'059, "exact", false},
+    {"Bow Pod64, TensorFlow 1, SDK 3.0", "graphcore.cn performance results, Bow training (batch 5,120 = 20 x 4 x 64)",
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 64, 20, 4, 1, 153'205, "exact", false},
+    {"Bow Pod256, TensorFlow 1, SDK 3.0", "graphcore.cn performance results, Bow training (batch 10,240 = 20 x 2 x 256)",
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 456'906, "exact", false},
+    {"1 IPU, PopRT inference, batch 80", "graphcore/PopRT benchmarks/resnet50/README.md (batch 80, 128 batches per step; "
+     "the IPU is not named: modelled as a GC200)",
+     ipu_generation::gc200, run_shape::inference_on_one_ipu, 1, 80, 1, 128, 15'541, "exact", false},
+    {"1 IPU, PopRT inference, batch 1", "graphcore/PopRT benchmarks/resnet50/README.md (batch 1, 1 batch per step; "
+     "the IPU is not named: modelled as a GC200)",
+     ipu_generation::gc200, run_shape::inference_on_one_ipu, 1, 1, 1, 1, 3'119, "exact", false},
+};
+
+/// The Bow IPU: a GC200 at 1.85 GHz (MLPerf v2.0's system descriptions). Its peaks follow the clock
+/// (1,472 × 128 × 1.85 GHz = 349 TFLOP/s, the datasheet's 350); memory and exchange bandwidth are
+/// scaled with the clock too (an assumption: both run on the tile clock). IPU-Links are unchanged.
+[[nodiscard]] inline emulator::device_spec bow_ipu(emulator::device_spec d = {}) {
+    const double ratio = 1.85e9 / d.clock_hz;
+    d.clock_hz = 1.85e9;
+    d.fp16_flops *= ratio, d.fp32_flops *= ratio;
+    d.memory_bandwidth *= ratio, d.exchange_bandwidth *= ratio;
+    return d;
+}
+
+/// tessera's dry run of a figure: images/s on the IPUs alone (the host left out: the published
+/// systems' hosts are not tessera's host models), whether it fits, and its fullest IPU.
+struct published_estimate {
+    double images_per_second = 0;
+    bool fits = false;
+    std::size_t fullest_ipu_bytes = 0;
+};
+
+template <class Net>
+[[nodiscard]] published_estimate dry_run_figure(const Net& net, const published_figure& f, emulator::device_spec gc200 = {}) {
+    namespace cfg = config;
+    const emulator::device_spec device = f.ipu == ipu_generation::bow ? bow_ipu(gc200) : gc200;
+    exec::session_options settings{.device = device, .record_trace = false};
+    if (f.shape != run_shape::inference_on_one_ipu) settings.recompute_checkpoints = exec::checkpoint_every_unit(net);
+    const config::options counts{.micro_batch = f.micro_batch, .gradient_accumulation = f.gradient_accumulation,
+                                 .device_iterations = f.device_iterations, .replicas = f.replicas};
+    const optim::sgd sgd({.momentum = 0.9});
+    const auto run = [&]<class C>() {
+        const auto e = exec::dry_run<C>(net, sgd, {1, 224, 224, 3}, counts, 1'281'167, settings, 1, exec::over_budget::reported);
+        published_estimate p;
+        const std::size_t per_call = f.replicas * f.micro_batch * f.device_iterations *
+                                     (f.shape == run_shape::inference_on_one_ipu ? 1 : f.gradient_accumulation);
+        p.images_per_second = double(per_call) / e.call_device_seconds;
+        p.fits = e.fits;
+        for (const auto& ipu : e.memory.ipus) p.fullest_ipu_bytes = std::max(p.fullest_ipu_bytes, ipu.on_chip());
+        return p;
+    };
+    using data_parallel = cfg::config<cfg::half, cfg::replication<cfg::dynamic>, cfg::gradient_accumulation<cfg::dynamic>,
+                                      cfg::micro_batch<cfg::dynamic>, cfg::device_iterations<cfg::dynamic>, cfg::eight_bit_io>;
+    using pipelined = cfg::config<cfg::half, cfg::pipelined<cfg::one_f_one_b, 4>, cfg::replication<cfg::dynamic>,
+                                  cfg::gradient_accumulation<cfg::dynamic>, cfg::micro_batch<cfg::dynamic>,
+                                  cfg::device_iterations<cfg::dynamic>, cfg::eight_bit_io>;
+    switch (f.shape) {
+        case run_shape::replicas_of_one_ipu: return run.template operator()<data_parallel>();
+        case run_shape::pipeline_of_four: return run.template operator()<pipelined>();
+        case run_shape::inference_on_one_ipu: return run.template operator()<typename data_parallel::for_inference>();
+    }
+    return {};
+}
+
+}  // namespace tessera::programs
