@@ -1,7 +1,7 @@
 #pragma once
 // Published IPU results for ResNet-50, each with its configuration, and tessera's dry run of it:
-// `tessera-sweep --published` prints them (docs/validation.md). One figure is the calibration point
-// of device_spec::pass_overhead_cycles; every other one is a prediction, never fitted.
+// `tessera-sweep --published` prints them (docs/validation.md). The device model fits no constant
+// to any of them: every figure is a prediction.
 #include <tessera/tessera.hpp>
 
 #include <cstddef>
@@ -32,46 +32,46 @@ struct published_figure {
     std::size_t replicas, micro_batch, gradient_accumulation, device_iterations;
     double images_per_second;  ///< the published figure
     const char* kind;          ///< "exact", "approximate", or "derived from the MLPerf logs' epoch times"
-    bool calibration;          ///< the point device_spec::pass_overhead_cycles is fitted to
 };
 
 // The MLPerf logs: mlcommons/training_results_v1.0 and v1.1, Graphcore/results/ipu-pod*-TF1/resnet/
 // result_*.txt; images/s = 1,281,167 / the median epoch_start -> epoch_stop interval, the median
 // over the five runs. Bow: graphcore.cn/performance-results, "Bow platform - training" tables.
 inline const std::vector<published_figure> published_figures = {
-    {"IPU-POD16, MLPerf Training v1.1", "Graphcore blog, Accelerating ResNet-50 Training on the IPU (30k images/s)",
-     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 16, 18, 57, 1, 30'000, "approximate", true},
+    {"IPU-POD16, MLPerf Training v1.1", "mlcommons/training_results_v1.1, ipu-pod16-TF1 logs (batch 20 x G 10; "
+     "Graphcore's blog: 30k images/s)",
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 16, 20, 10, 1, 29'543, "derived from the MLPerf logs' epoch times"},
     {"IPU-POD16, MLPerf Training v1.0", "mlcommons/training_results_v1.0, ipu-pod16-TF1 logs (batch 20 x G 6)",
-     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 16, 20, 6, 1, 27'527, "derived from the MLPerf logs' epoch times", false},
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 16, 20, 6, 1, 27'527, "derived from the MLPerf logs' epoch times"},
     {"IPU-POD64, MLPerf Training v1.0", "mlcommons/training_results_v1.0, ipu-pod64-TF1 logs (batch 20 x G 2)",
-     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 64, 20, 2, 1, 83'404, "derived from the MLPerf logs' epoch times", false},
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 64, 20, 2, 1, 83'404, "derived from the MLPerf logs' epoch times"},
     {"IPU-POD64, MLPerf Training v1.1", "mlcommons/training_results_v1.1, ipu-pod64-TF1 logs (batch 20 x G 3)",
-     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 64, 20, 3, 1, 108'011, "derived from the MLPerf logs' epoch times", false},
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 64, 20, 3, 1, 108'011, "derived from the MLPerf logs' epoch times"},
     {"IPU-POD128, MLPerf Training v1.1", "mlcommons/training_results_v1.1, ipu-pod128-TF1 logs (batch 20 x G 2)",
-     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 128, 20, 2, 1, 178'212, "derived from the MLPerf logs' epoch times", false},
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 128, 20, 2, 1, 178'212, "derived from the MLPerf logs' epoch times"},
     {"IPU-POD256, MLPerf Training v1.1", "mlcommons/training_results_v1.1, ipu-pod256-TF1 logs (batch 20 x G 2)",
-     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 325'997, "derived from the MLPerf logs' epoch times", false},
+     ipu_generation::gc200, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 325'997, "derived from the MLPerf logs' epoch times"},
     {"IPU-POD16, 2020 (before MLPerf)", "Graphcore blog, Accelerating ResNet-50 Training on the IPU (around 16k images/s; "
      "configuration not published: Graphcore's examples' 4 replicas x 4 stages, batch 16, G 256, assumed)",
-     ipu_generation::gc200, run_shape::pipeline_of_four, 4, 16, 256, 1, 16'000, "approximate", false},
+     ipu_generation::gc200, run_shape::pipeline_of_four, 4, 16, 256, 1, 16'000, "approximate"},
     {"Bow Pod16, TensorFlow 1, pre-SDK 2.5", "graphcore.cn performance results, Bow training (batch 1,920 = 20 x 6 x 16)",
-     ipu_generation::bow, run_shape::replicas_of_one_ipu, 16, 20, 6, 1, 42'029, "exact", false},
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 16, 20, 6, 1, 42'029, "exact"},
     {"Bow Pod64, TensorFlow 1, pre-SDK 2.5", "graphcore.cn performance results, Bow training (batch 2,560 = 20 x 2 x 64)",
-     ipu_generation::bow, run_shape::replicas_of_one_ipu, 64, 20, 2, 1, 145'287, "exact", false},
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 64, 20, 2, 1, 145'287, "exact"},
     {"Bow Pod256, TensorFlow 1, pre-SDK 2.5", "graphcore.cn performance results, Bow training (batch 10,240 = 20 x 2 x 256)",
-     ipu_generation::bow, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 425'514, "exact", false},
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 425'514, "exact"},
     {"Bow Pod16, TensorFlow 1, SDK 3.0", "graphcore.cn performance results, Bow training (batch 3,520 = 22 x 10 x 16)",
-     ipu_generation::bow, run_shape::replicas_of_one_ipu, 16, 22, 10, 1, 44'059, "exact", false},
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 16, 22, 10, 1, 44'059, "exact"},
     {"Bow Pod64, TensorFlow 1, SDK 3.0", "graphcore.cn performance results, Bow training (batch 5,120 = 20 x 4 x 64)",
-     ipu_generation::bow, run_shape::replicas_of_one_ipu, 64, 20, 4, 1, 153'205, "exact", false},
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 64, 20, 4, 1, 153'205, "exact"},
     {"Bow Pod256, TensorFlow 1, SDK 3.0", "graphcore.cn performance results, Bow training (batch 10,240 = 20 x 2 x 256)",
-     ipu_generation::bow, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 456'906, "exact", false},
+     ipu_generation::bow, run_shape::replicas_of_one_ipu, 256, 20, 2, 1, 456'906, "exact"},
     {"1 IPU, PopRT inference, batch 80", "graphcore/PopRT benchmarks/resnet50/README.md (batch 80, 128 batches per step; "
      "the IPU is not named: modelled as a GC200)",
-     ipu_generation::gc200, run_shape::inference_on_one_ipu, 1, 80, 1, 128, 15'541, "exact", false},
+     ipu_generation::gc200, run_shape::inference_on_one_ipu, 1, 80, 1, 128, 15'541, "exact"},
     {"1 IPU, PopRT inference, batch 1", "graphcore/PopRT benchmarks/resnet50/README.md (batch 1, 1 batch per step; "
      "the IPU is not named: modelled as a GC200)",
-     ipu_generation::gc200, run_shape::inference_on_one_ipu, 1, 1, 1, 1, 3'119, "exact", false},
+     ipu_generation::gc200, run_shape::inference_on_one_ipu, 1, 1, 1, 1, 3'119, "exact"},
 };
 
 /// The Bow IPU: a GC200 at 1.85 GHz (MLPerf v2.0's system descriptions). Its peaks follow the clock

@@ -3,10 +3,10 @@
 // I/O; + async loader) and 003 (4 replicas fed by 1 or 2 host processes) as dry runs, and prints
 // the modelled epoch time and images/s beside what the tutorials' users measured.
 //   tessera-sweep [--json FILE] [--csv FILE] [--svg FILE] [--calibrate] [--published]
-// --calibrate fits the calibrated constants again (device_spec::pass_overhead_cycles on MLPerf
-// ResNet-50, the host_spec costs on seed 000's table) and prints them before the table.
+// --calibrate fits the host_spec costs again on seed 000's table (the only fitted constants: the
+// device model fits none) and prints them before the table.
 // --published prints instead published ResNet-50 results (programs/published_figures.hpp) beside
-// tessera's dry runs of their configurations: one is the calibration point, the rest predictions.
+// tessera's dry runs of their configurations, every one a prediction.
 #include <CLI/CLI.hpp>
 
 #include <tessera/tessera.hpp>
@@ -35,31 +35,6 @@ struct result_row {
 };
 
 // ---- calibration ---------------------------------------------------------------------------------
-
-// MLPerf Training v1.1, IPU-POD16 (Graphcore's blog "Accelerating ResNet-50 Training on the IPU"):
-// 30,000 images/s on 16 GC200, one IPU per replica, micro-batch 18, 16.16, recomputation.
-constexpr double mlperf_images_per_second_per_ipu = 30'000.0 / 16.0;
-
-// MLPerf's run fits a GC200's memory with recomputation checkpoints inside the model: here one at
-// every unit's input (the memory plan checks it; dry_run throws if it does not fit).
-double resnet50_images_per_second_per_ipu(const ts::emulator::device_spec& device) {
-    using c = cfg::config<cfg::half, cfg::gradient_accumulation<57>, cfg::micro_batch<18>, cfg::replication<16>,
-                          cfg::eight_bit_io>;
-    static const ts::nn::resnet50<cfg::half> net(3, 1000);
-    const auto e = ts::exec::dry_run<c>(net, ts::optim::sgd({.momentum = 0.9}), {1, 224, 224, 3}, {}, 1'281'167,
-                                        {.device = device, .record_trace = false, .recompute_checkpoints = ts::exec::checkpoint_every_unit(net)}, 1);
-    return double(e.plan.program.request.micro_batches * 18) / e.call_device_seconds;
-}
-
-double calibrate_pass_overhead(ts::emulator::device_spec device) {
-    double lo = 0, hi = 200'000;
-    for (int i = 0; i < 40; ++i) {
-        device.pass_overhead_cycles = 0.5 * (lo + hi);
-        (resnet50_images_per_second_per_ipu(device) > mlperf_images_per_second_per_ipu ? lo : hi) =
-            device.pass_overhead_cycles;
-    }
-    return 0.5 * (lo + hi);
-}
 
 // The host costs that best reproduce seed 000's epoch times (least squares of the log ratios),
 // with each row's IPU time from its dry run.
@@ -202,7 +177,7 @@ void write_file(const std::string& path, Writer&& writer) {
 // Published figures against their dry runs; the predictions' median absolute error and worst ratio.
 int print_published(const ts::emulator::device_spec& device) {
     const ts::nn::resnet50<cfg::half> net(3, 1000);
-    ts::report::table t({"system", "IPUs", "batch x G x D", "published", "modelled", "error", "fullest IPU", "role"});
+    ts::report::table t({"system", "IPUs", "batch x G x D", "published", "modelled", "error", "fullest IPU", "figure"});
     std::vector<double> errors;
     double worst = 1;
     for (const auto& f : ts::programs::published_figures) {
@@ -214,9 +189,7 @@ int print_published(const ts::emulator::device_spec& device) {
         t.add_row({f.system, std::to_string(ipus),
                    std::to_string(f.micro_batch) + " x " + std::to_string(f.gradient_accumulation) + " x " +
                        std::to_string(f.device_iterations),
-                   fixed(f.images_per_second, 0), fixed(e.images_per_second, 0), fixed(100 * error, 0) + " %", mib,
-                   f.calibration ? "calibration" : "prediction"});
-        if (f.calibration) continue;
+                   fixed(f.images_per_second, 0), fixed(e.images_per_second, 0), fixed(100 * error, 0) + " %", mib, f.kind});
         errors.push_back(std::abs(error));
         worst = std::max({worst, ratio, 1 / ratio});
     }
@@ -224,7 +197,7 @@ int print_published(const ts::emulator::device_spec& device) {
     std::sort(errors.begin(), errors.end());
     const std::size_t n = errors.size();
     const double median = n == 0 ? 0 : n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
-    std::printf("%zu predictions: median absolute error %.0f %%, the worst off by %.2fx\n", n, 100 * median, worst);
+    std::printf("%zu predictions, none fitted: median absolute error %.0f %%, the worst off by %.2fx\n", n, 100 * median, worst);
     return 0;
 }
 
@@ -236,7 +209,7 @@ int main(int argc, char** argv) {
     app.add_option("--csv", csv_path, "write the rows as CSV");
     app.add_option("--svg", svg_path, "write a chart of modelled and measured epoch times");
     app.add_flag("--calibrate", calibrate,
-                 "fit the calibrated constants again (pass overhead on MLPerf ResNet-50, host costs on seed 000)");
+                 "fit the host costs again on seed 000's table");
     app.add_flag("--published", published,
                  "print published ResNet-50 results (MLPerf, Graphcore's tables, PopRT) beside tessera's dry runs");
     CLI11_PARSE(app, argc, argv);
@@ -244,11 +217,6 @@ int main(int argc, char** argv) {
     try {
         ts::emulator::device_spec device{};
         ts::emulator::host_spec host{};
-        if (calibrate) {
-            device.pass_overhead_cycles = calibrate_pass_overhead(device);
-            std::printf("device_spec::pass_overhead_cycles = %.0f (ResNet-50 at %.0f images/s per IPU)\n",
-                        device.pass_overhead_cycles, resnet50_images_per_second_per_ipu(device));
-        }
         if (published) return print_published(device);
         const ts::programs::seed_network net(3, 10);
         std::vector<result_row> rows;

@@ -35,7 +35,7 @@ void dry_run_epoch(benchmark::State& state, std::size_t micro_batch, std::size_t
 void resnet50_16_replicas(benchmark::State& state) {
     using c = cfg::config<cfg::half, cfg::replication<16>, cfg::instances<8>, cfg::eight_bit_io,
                           cfg::gradient_accumulation<cfg::dynamic>, cfg::micro_batch<cfg::dynamic>>;
-    dry_run_epoch<c>(state, 18, 57);
+    dry_run_epoch<c>(state, 20, 10);  // MLPerf Training v1.1 on IPU-POD16: micro-batch 20, G = 10
 }
 void resnet50_4_replicas_of_4_stages(benchmark::State& state) {
     using c = cfg::config<cfg::half, cfg::pipelined<cfg::one_f_one_b, 4>, cfg::replication<4>, cfg::instances<4>,

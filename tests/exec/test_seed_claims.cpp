@@ -82,8 +82,8 @@ TEST_CASE("seed 001's memory claims: 16.16 needs about half of 32.32, and a larg
 
 TEST_CASE("MLPerf's ResNet-50 configuration fits a GC200 with recomputation checkpoints, not with whole-stage recomputation",
           "[exec][seeds]") {
-    // MLPerf Training v1.1, IPU-POD16: one IPU per replica, micro-batch 18, 16.16.
-    using c = cfg::config<cfg::half, cfg::gradient_accumulation<57>, cfg::micro_batch<18>, cfg::replication<16>,
+    // MLPerf Training v1.1, IPU-POD16: one IPU per replica, micro-batch 20, G = 10, 16.16.
+    using c = cfg::config<cfg::half, cfg::gradient_accumulation<10>, cfg::micro_batch<20>, cfg::replication<16>,
                           cfg::eight_bit_io>;
     const tessera::nn::resnet50<cfg::half> net(3, 1000);
     const tessera::optim::sgd sgd({.momentum = 0.9});
@@ -99,22 +99,20 @@ TEST_CASE("MLPerf's ResNet-50 configuration fits a GC200 with recomputation chec
     CHECK(checkpointed.call_device_seconds == Approx(whole.call_device_seconds).epsilon(1e-9));
 }
 
-TEST_CASE("published ResNet-50 results: the calibration point, and training predictions within 25 %", "[exec][seeds]") {
+TEST_CASE("published ResNet-50 results: training predictions within 25 %, none fitted", "[exec][seeds]") {
     const tessera::nn::resnet50<cfg::half> net(3, 1000);
-    std::size_t predictions = 0;
+    std::size_t training = 0;
     for (const auto& f : programs::published_figures) {
         const auto e = programs::dry_run_figure(net, f);
-        const double error = e.images_per_second / f.images_per_second - 1;
+        const double ratio = e.images_per_second / f.images_per_second;
         INFO(f.system << ": modelled " << e.images_per_second << " images/s, published " << f.images_per_second);
-        if (f.calibration) {
-            CHECK(std::abs(error) < 0.01);  // what device_spec::pass_overhead_cycles is fitted to
-            CHECK(e.fits);
-        } else if (f.shape != programs::run_shape::inference_on_one_ipu) {
-            CHECK(std::abs(error) <= 0.25);  // docs/validation.md: inference misses, and why
-            ++predictions;
-        }
+        CHECK(ratio > 0.45);  // docs/validation.md: the one miss, inference with overlapped I/O, at 0.49
+        CHECK(ratio < 2.0);
+        if (f.shape == programs::run_shape::inference_on_one_ipu) continue;
+        CHECK(std::abs(ratio - 1) <= 0.25);
+        ++training;
     }
-    CHECK(predictions >= 12);
+    CHECK(training >= 13);
     // Bow is a GC200 at 1.85 GHz: the same cycles, 1.85 / 1.33 the rate.
     CHECK(programs::bow_ipu().fp16_flops == Approx(250e12 * 1.85 / 1.33));
 }

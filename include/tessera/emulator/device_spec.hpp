@@ -23,7 +23,7 @@ enum class link {
 }
 
 /// An IPU's figures; the defaults are the Mk2 GC200 in an IPU-M2000, every one overridable.
-/// Each names its public source; the one constant fitted to a measurement says so (calibrated).
+/// Each names its public source; none is fitted to a measurement.
 /// Sources: [datasheet] Graphcore IPU-POD128 datasheet (31.955 PFLOP/s FP16.16 and 7.989 PFLOP/s FP32
 /// for 128 GC200); [glossary] Graphcore glossary (1,472 tiles, 624 KB each); [poplibs]
 /// github.com/graphcore/poplibs, the cycle estimates its planners use (lib/poplin/PerformanceEstimation.hpp,
@@ -58,12 +58,11 @@ struct device_spec {
     double sync_cycles = 90;                      ///< one BSP synchronisation inside an IPU [poplibs CTCLossPlan.cpp]
     double memory_bandwidth = 47.5e12;            ///< In-Processor memory, bytes/s (a ceiling for memory-bound passes) [product]
     double exchange_bandwidth = 8e12;             ///< on-chip exchange, bytes/s: 8 TB/s all-to-all [product] (≈ 4 bytes per tile-cycle)
-    /// Cycles each layer pass costs beyond the model above: data rearrangement between layouts,
-    /// casts, program control and the extra compute sets Poplar builds around a layer. Calibrated:
-    /// chosen so that a dry run of ResNet-50 training (224 × 224, 16.16, micro-batch 18, 1 IPU per
-    /// replica, recomputation) gives the 1,875 images/s per IPU of Graphcore's MLPerf Training v1.1
-    /// IPU-POD16 result (30,000 images/s on 16 IPUs); `tessera-sweep --calibrate` recomputes it.
-    double pass_overhead_cycles = 3624;
+    /// Cycles each layer pass costs beyond the pass model (which charges compute, the exchange of
+    /// its inputs, syncs and the rearrangement of its activations between layouts): a fixed cost per
+    /// pass for what the model leaves out. 0: nothing is fitted; docs/validation.md compares the
+    /// model with published results as it stands.
+    double pass_overhead_cycles = 0;
     double ipu_link_bandwidth = 26.5e9;    ///< one direction between two IPUs, bytes/s (gc-iputraffictest: 423 Gb/s both ways) [tools]
     double host_link_bandwidth = 3.3e9;    ///< one direction, host to one IPU of an IPU-M2000 over RoCE, bytes/s
                                            ///< (gc-hosttraffictest: 26.4 Gb/s host → tiles) [tools]

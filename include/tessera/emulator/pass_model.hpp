@@ -20,7 +20,7 @@ struct pass_cycles {
     double compute = 0;   ///< the busiest tile's vertices (AMP loops, vector loops, their overheads)
     double exchange = 0;  ///< data the busiest tile receives over the exchange
     double sync = 0;      ///< BSP synchronisations
-    double overhead = 0;  ///< device_spec::pass_overhead_cycles (calibrated)
+    double overhead = 0;  ///< rearranging its activations between layouts, and device_spec::pass_overhead_cycles
     double tiles = 0;     ///< tiles the pass uses
     [[nodiscard]] double total() const noexcept { return compute + exchange + sync + overhead; }
 };
@@ -50,6 +50,8 @@ void for_each_split(double n, F&& f) {
 // groups over the tiles and keeps the split with the fewest cycles: each tile loops over its rows
 // for each (output group, input group, kernel position), reloading the conv units' weights each
 // time; split input groups leave partial sums (float) that a second superstep exchanges and adds.
+// The weights stay on the tiles the plan gave them (laid out once, when the graph is compiled): only
+// activations move.
 [[nodiscard]] inline pass_cycles contraction_cycles(const nn::pass& p, const device_spec& spec, int bits) {
     const double bytes = bits / 8.0;
     const double gi = double(spec.amp_input_channels(bits)), go = double(spec.amp_output_channels(bits));
@@ -71,8 +73,8 @@ void for_each_split(double n, F&& f) {
             c.compute = spec.conv_vertex_overhead_cycles +
                         og * ig * window *
                             (weight_load + workers * (spec.amp_worker_overhead_cycles + ceil_div(r, workers) * per_position));
-            // Inputs for its rows and input groups, weights for its group pairs and kernel positions.
-            c.exchange = (r * ig * gi * bytes + og * ig * gi * go * window * bytes) / xbpc;
+            // Inputs for its rows and input groups (its weights are already on the tile).
+            c.exchange = r * ig * gi * bytes / xbpc;
             c.sync = spec.sync_cycles;
             if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
                 const double partials = r * og * go;
@@ -127,7 +129,12 @@ void for_each_split(double n, F&& f) {
         case nn::pass_kind::elementwise: c = detail::vector_cycles(p.elements, p.operands, spec, bits); break;
         case nn::pass_kind::reduction: c = detail::reduction_cycles(p, spec, bits); break;
     }
-    c.overhead = spec.pass_overhead_cycles;
+    // Between layers Poplar rearranges activations into the layout the next pass's plan wants: one
+    // more exchange of what the pass reads and writes, spread over the tiles it uses.
+    const double bytes = bits / 8.0;
+    const double moved = p.kind == nn::pass_kind::contraction ? std::max(p.rows, 1.0) * (p.inputs + p.outputs) * bytes
+                                                              : p.elements * p.operands * bytes;
+    c.overhead = moved / std::max(c.tiles, 1.0) / spec.exchange_bytes_per_tile_cycle() + spec.pass_overhead_cycles;
     return c;
 }
 
