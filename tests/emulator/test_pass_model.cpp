@@ -75,6 +75,10 @@ TEST_CASE("pass model: element-wise and reduction passes", "[emulator][cost]") {
     CHECK(add.exchange == 0);
     // Rearranged: 4,800 × 3 halves over the 200 tiles, 144 bytes each at the exchange's bytes per tile-cycle.
     CHECK(add.overhead == Approx(4800 * 3 * 2 / 200.0 / gc200.exchange_bytes_per_tile_cycle()));
+    // The optimiser's step on tensors that keep their layout rearranges nothing.
+    const auto step = emu::cycles_of(nn::pass::elementwise(backward, 4800, 3).kept_in_place(), gc200, 16);
+    CHECK(step.overhead == 0);
+    CHECK(step.compute == add.compute);
     // A reduction adds a second superstep: the partials are exchanged and added.
     const auto sum = emu::cycles_of(nn::pass::reduction(forward, 4800, 1, 2), gc200, 16);
     CHECK(sum.sync == 2 * 90);

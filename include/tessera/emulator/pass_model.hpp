@@ -132,8 +132,9 @@ void for_each_split(double n, F&& f) {
     // Between layers Poplar rearranges activations into the layout the next pass's plan wants: one
     // more exchange of what the pass reads and writes, spread over the tiles it uses.
     const double bytes = bits / 8.0;
-    const double moved = p.kind == nn::pass_kind::contraction ? std::max(p.rows, 1.0) * (p.inputs + p.outputs) * bytes
-                                                              : p.elements * p.operands * bytes;
+    const double moved = p.in_place                               ? 0.0
+                         : p.kind == nn::pass_kind::contraction ? std::max(p.rows, 1.0) * (p.inputs + p.outputs) * bytes
+                                                                : p.elements * p.operands * bytes;
     c.overhead = moved / std::max(c.tiles, 1.0) / spec.exchange_bytes_per_tile_cycle() + spec.pass_overhead_cycles;
     return c;
 }

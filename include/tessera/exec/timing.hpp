@@ -152,7 +152,8 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             if (c.update_bytes > 0) {  // memory-bound: the bytes the step moves, as a 32-bit vector pass
                 const double bytes = double(c.update_bytes) * share + double(c.accumulator_bytes()) * (1.0 - share);
                 clock.advance(emulator::seconds_of(std::vector<nn::pass>{nn::pass::elementwise(
-                                                       nn::pass_phase::backward, bytes / 4.0, 1)},
+                                                                                 nn::pass_phase::backward, bytes / 4.0, 1)
+                                                                                 .kept_in_place()},
                                                    spec, 32),
                               activity::update, std::move(name));
             } else {

@@ -38,17 +38,26 @@ struct pass {
     /// A backward pass that computes parameter gradients only (a layer's weight gradient): what a
     /// split backward runs as W (nn::SplitBackwardLayer), after the input gradient B.
     bool weight_gradient = false;
+    /// A pass over tensors that keep their layout (the optimiser step on its weights, gradients and
+    /// state): nothing is rearranged between layouts before or after it.
+    bool in_place = false;
 
     [[nodiscard]] static constexpr pass contraction(pass_phase ph, double rows, double outputs, double inputs,
                                                     double window = 1) noexcept {
-        return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1, false};
+        return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1, false, false};
     }
     [[nodiscard]] static constexpr pass elementwise(pass_phase ph, double elements, double operands) noexcept {
-        return {pass_kind::elementwise, ph, 0, 0, 0, 1, elements, operands, false};
+        return {pass_kind::elementwise, ph, 0, 0, 0, 1, elements, operands, false, false};
     }
     [[nodiscard]] static constexpr pass reduction(pass_phase ph, double elements, double operands,
                                                   double outputs) noexcept {
-        return {pass_kind::reduction, ph, 0, outputs, 0, 1, elements, operands, false};
+        return {pass_kind::reduction, ph, 0, outputs, 0, 1, elements, operands, false, false};
+    }
+    /// This pass marked as one over tensors that keep their layout (pass::in_place).
+    [[nodiscard]] constexpr pass kept_in_place() const noexcept {
+        pass p = *this;
+        p.in_place = true;
+        return p;
     }
     /// This pass marked as a weight-gradient pass.
     [[nodiscard]] constexpr pass of_weights() const noexcept {
