@@ -122,6 +122,7 @@ template <class Net>
             settings.recompute_checkpoints.push_back(net.unit_index(name));
         }
     settings.optimizer_sharding = r.optimizer_sharding;
+    settings.io_tiles = r.io_tiles;
     if (r.stochastic_rounding) settings.stochastic_rounding = r.seed;  // activations; optimizer_of rounds the weights
     return settings;
 }

@@ -111,24 +111,28 @@ TEST_CASE("a dry run's epoch equals a threaded session's on the same configurati
     using c = small_config<cfg::eight_bit_io>;
     const net_t net(1, 10);
     const auto dataset = bytes_dataset(192);  // 4 calls of 4 × D 2 × G 3 × R 2 = 48 samples
-    const exec::session_options settings{.record_trace = false, .loading = {.async = true, .prefetch_depth = 2}};
-    const auto dry = exec::dry_run<c>(net, sgd, sample, {.micro_batch = micro_batch}, dataset.size(), settings, 1);
-    auto run = exec::training_model<c>(net, sgd, sample, {.micro_batch = micro_batch}, settings);
-    auto loader = data::make_data_loader<c>(dataset, {.micro_batch = micro_batch}, {.mode = data::loader_mode::async});
-    const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
-    std::size_t calls = 0;
-    for (auto& batch : loader) {
-        const auto r = tessera::test::within_deadline(120, "session call", [&] {
-            return run(exec::batch_feed<cfg::fp32, std::uint8_t>(batch, run.batching(), norm));
-        });
-        CHECK(r.modelled_seconds == Approx(dry.call_device_seconds).epsilon(1e-12));
-        ++calls;
+    for (const std::size_t io_tiles : {0, 32}) {  // host transfers on the compute tiles, or overlapped on I/O tiles
+        INFO("I/O tiles: " << io_tiles);
+        const exec::session_options settings{.record_trace = false, .io_tiles = io_tiles,
+                                             .loading = {.async = true, .prefetch_depth = 2}};
+        const auto dry = exec::dry_run<c>(net, sgd, sample, {.micro_batch = micro_batch}, dataset.size(), settings, 1);
+        auto run = exec::training_model<c>(net, sgd, sample, {.micro_batch = micro_batch}, settings);
+        auto loader = data::make_data_loader<c>(dataset, {.micro_batch = micro_batch}, {.mode = data::loader_mode::async});
+        const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
+        std::size_t calls = 0;
+        for (auto& batch : loader) {
+            const auto r = tessera::test::within_deadline(120, "session call", [&] {
+                return run(exec::batch_feed<cfg::fp32, std::uint8_t>(batch, run.batching(), norm));
+            });
+            CHECK(r.modelled_seconds == Approx(dry.call_device_seconds).epsilon(1e-12));
+            ++calls;
+        }
+        CHECK(calls == dry.calls);
+        CHECK(dry.calls == 4);
+        CHECK(run.host().now() == Approx(dry.seconds).epsilon(1e-12));
+        CHECK(run.host().host_wait() == Approx(dry.host_wait_seconds).epsilon(1e-12));
+        CHECK(dry.seconds > dry.device_seconds);
     }
-    CHECK(calls == dry.calls);
-    CHECK(dry.calls == 4);
-    CHECK(run.host().now() == Approx(dry.seconds).epsilon(1e-12));
-    CHECK(run.host().host_wait() == Approx(dry.host_wait_seconds).epsilon(1e-12));
-    CHECK(dry.seconds > dry.device_seconds);
 }
 
 TEST_CASE("a dry run refuses what a session refuses", "[exec]") {
@@ -359,9 +363,9 @@ TEST_CASE("an inference dry run: a micro-batch's latency, and working activation
     CHECK(one.first_output_seconds == Approx(one.call_device_seconds - sync).epsilon(1e-12));
     // Four on one IPU, one after another: the first is out after a quarter of the work between the syncs.
     CHECK(four.first_output_seconds == Approx(sync + (four.call_device_seconds - 2 * sync) / 4).epsilon(1e-9));
-    // Not recorded: no latency.
+    // Recorded or not, the same latency.
     CHECK(exec::dry_run<infer>(net, sgd, sample, {.micro_batch = 4, .device_iterations = 1}, 96,
-                               {.record_trace = false}, 1).first_output_seconds == 0);
+                               {.record_trace = false}, 1).first_output_seconds == one.first_output_seconds);
     // Inference keeps nothing for a backward: its working activations are the largest unit's, not the stash.
     const auto& c = one.plan.costs.stages[0];
     CHECK(c.unit_peak_bytes > 0);
@@ -375,4 +379,32 @@ TEST_CASE("an inference dry run: a micro-batch's latency, and working activation
     const auto trained = exec::dry_run<train>(net, sgd, sample, {.micro_batch = 4, .device_iterations = 1}, 96, traced, 1);
     CHECK(working(trained) == trained.plan.costs.stages[0].stash_bytes);
     CHECK(working(one) < working(trained));
+}
+
+TEST_CASE("I/O tiles: host transfers overlap compute on the other tiles", "[exec][cost][memory]") {
+    const net_t net(1, 10);
+    using infer = cfg::config<cfg::single, cfg::device_iterations<cfg::dynamic>, cfg::float_io>::for_inference;
+    const emu::device_spec gc200{};
+    const cfg::options counts{.micro_batch = 4, .device_iterations = 16};
+    const auto plain = exec::dry_run<infer>(net, sgd, sample, counts, 960, {}, 1);
+    const auto overlapped = exec::dry_run<infer>(net, sgd, sample, counts, 960, {.io_tiles = 64}, 1);
+    const auto& costs = plain.plan.costs;
+    const double in = gc200.transfer_seconds(double(costs.host_input_bytes()), emu::link::host_link);
+    const double out = gc200.transfer_seconds(double(costs.stages[0].output_bytes), emu::link::host_link);
+    const double compute_plain = plain.call_device_seconds - 2 * gc200.host_sync_latency - 16 * (in + out);
+    // The passes run on 1,408 tiles, the transfers behind them: the call is the first input, then
+    // each micro-batch's compute or its transfer, whichever is longer, then the last output.
+    CHECK(overlapped.call_device_seconds < plain.call_device_seconds);
+    CHECK(overlapped.call_device_seconds >= 2 * gc200.host_sync_latency + 16 * in);
+    CHECK(overlapped.call_device_seconds >= 2 * gc200.host_sync_latency + in + compute_plain + out);
+    // The compute tiles' memory is the budget.
+    CHECK(overlapped.memory.ipus[0].budget == (gc200.tiles - 64) * gc200.memory_per_tile);
+    CHECK(plain.memory.ipus[0].budget == gc200.memory_bytes());
+    REQUIRE_THROWS_WITH(exec::dry_run<infer>(net, sgd, sample, counts, 960, {.io_tiles = gc200.tiles}, 1),
+                        Catch::Contains("1472 I/O tiles leave none of the IPU's 1472 tiles to compute"));
+    // Fewer tiles compute at their share of the rates; per-tile figures stay.
+    const auto compute = gc200.compute_tiles(64);
+    CHECK(compute.tiles == 1408);
+    CHECK(compute.macs_per_tile_cycle(16) == Approx(gc200.macs_per_tile_cycle(16)));
+    CHECK(compute.exchange_bytes_per_tile_cycle() == Approx(gc200.exchange_bytes_per_tile_cycle()));
 }

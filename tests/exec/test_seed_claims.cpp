@@ -99,14 +99,15 @@ TEST_CASE("MLPerf's ResNet-50 configuration fits a GC200 with recomputation chec
     CHECK(checkpointed.call_device_seconds == Approx(whole.call_device_seconds).epsilon(1e-9));
 }
 
-TEST_CASE("published ResNet-50 results: training predictions within 25 %, none fitted", "[exec][seeds]") {
+TEST_CASE("published ResNet-50 results: training predictions within 25 %, every one within 2x, none fitted",
+          "[exec][seeds]") {
     const tessera::nn::resnet50<cfg::half> net(3, 1000);
     std::size_t training = 0;
     for (const auto& f : programs::published_figures) {
         const auto e = programs::dry_run_figure(net, f);
         const double ratio = e.images_per_second / f.images_per_second;
         INFO(f.system << ": modelled " << e.images_per_second << " images/s, published " << f.images_per_second);
-        CHECK(ratio > 0.45);  // docs/validation.md: the one miss, inference with overlapped I/O, at 0.49
+        CHECK(ratio > 0.5);  // none off by 2x or more
         CHECK(ratio < 2.0);
         if (f.shape == programs::run_shape::inference_on_one_ipu) continue;
         CHECK(std::abs(ratio - 1) <= 0.25);

@@ -109,6 +109,22 @@ struct device_spec {
     /// Seconds of `cycles` tile-cycles.
     [[nodiscard]] double seconds(double cycles) const noexcept { return cycles / clock_hz; }
 
+    /// The IPU less `io_tiles` tiles set aside for host I/O (PopTorch's numIOTiles): what computes.
+    /// The chip-wide rates (FLOP/s, memory and exchange bandwidth) shrink with the tiles; per-tile
+    /// figures stay. std::invalid_argument unless some tiles are left.
+    [[nodiscard]] device_spec compute_tiles(std::size_t io_tiles) const {
+        if (io_tiles == 0) return *this;
+        if (io_tiles >= tiles)
+            throw std::invalid_argument("tessera::emulator::device_spec: " + std::to_string(io_tiles) +
+                                        " I/O tiles leave none of the " + std::to_string(tiles) + " to compute");
+        device_spec d = *this;
+        const double share = double(tiles - io_tiles) / double(tiles);
+        d.tiles = tiles - io_tiles;
+        d.fp16_flops *= share, d.fp32_flops *= share;
+        d.memory_bandwidth *= share, d.exchange_bandwidth *= share;
+        return d;
+    }
+
     /// Throws std::invalid_argument naming the first figure that is not positive.
     void validate() const {
         auto check = [](double v, const char* name) {

@@ -81,6 +81,11 @@ template <StagedModel M, class Progress = void (*)()>
     progress();
     plan.costs.bits = c.storage_bits;
     plan.costs.locations = settings.locations;
+    if (settings.io_tiles >= settings.device.tiles)
+        throw config::config_error("tessera::exec::session: " + std::to_string(settings.io_tiles) +
+                                   " I/O tiles leave none of the IPU's " + std::to_string(settings.device.tiles) +
+                                   " tiles to compute");
+    plan.costs.io_tiles = settings.io_tiles;
     plan.costs.processes = plan.across.processes;
     plan.costs.host_network_bandwidth = settings.host.reduce_through_hosts ? settings.host.network_bandwidth : 0.0;
     for (std::size_t s = 0; s < stages; ++s) {

@@ -80,6 +80,9 @@ struct cost_model {
     std::size_t output_bytes_to_host = sizeof(float);
     std::size_t io_bytes_per_value = 0;                ///< bytes the host sends per input value (0: unknown)
     tensor_locations locations{};                      ///< phased schedules stream weights and stashes whatever this says
+    /// Tiles set aside for host I/O (session_options::io_tiles): host transfers overlap compute,
+    /// which runs on the other tiles; 0: transfers stop the IPU.
+    std::size_t io_tiles = 0;
     std::size_t processes = 1;                         ///< host processes whose replicas reduce gradients together
     /// processes > 1: bytes/s between the processes' hosts when gradients meet through them; 0: they
     /// meet over IPU-Links (one IPU-POD), in the ring of all replicas.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,8 +37,8 @@ struct epoch_estimate {
     double host_wait_seconds = 0;      ///< and waited for the host (data, feeding, dispatch)
     double host_prepare_seconds = 0;   ///< of which for batches to be prepared (the rest: feeding and dispatch)
     double call_device_seconds = 0;    ///< one call on the IPUs
-    /// settings.record_trace: from a call's start to its first micro-batch's output at the host (an
-    /// inference configuration: one micro-batch's latency on the IPUs and the host link); else 0.
+    /// From a call's start to its first output at the host (an inference configuration: one
+    /// micro-batch's latency on the IPUs and the host link); 0 when the call sends none.
     double first_output_seconds = 0;
     host_work host_per_call{};         ///< one call's host work (one process)
     compiled_plan plan{};              ///< the schedule and costs that were charged
@@ -53,21 +52,6 @@ struct epoch_estimate {
 
     [[nodiscard]] double samples_per_second() const noexcept { return seconds > 0 ? double(samples) / seconds : 0.0; }
 };
-
-namespace detail {
-// The end of the earliest outfeed on recorded call clocks (0 when nothing was recorded or sent).
-[[nodiscard]] inline double first_output_seconds(const std::vector<emulator::modelled_clock>& clocks) {
-    const std::string_view outfeed = to_string(opcode::outfeed);
-    double first = 0;
-    for (const auto& clock : clocks)
-        for (const auto& ev : clock.trace())
-            if (ev.kind == emulator::activity::host_io && ev.label.starts_with(outfeed)) {
-                first = first == 0 ? ev.end : std::min(first, ev.end);
-                break;  // a clock's outfeeds come in order
-            }
-    return first;
-}
-}  // namespace detail
 
 /// Predicts epochs of a staged model under config C without running anything: graph compilation as
 /// a session does it (the same schedule, costs, memory plan — out_of_device_memory if it does not
@@ -94,9 +78,9 @@ template <StagedModel M>
     e.fits = e.overshoot_bytes == 0;
     const std::size_t iterations = c.training ? b.device_iterations : 1;
     e.call_clocks = simulate(e.plan.program, e.plan.costs, settings.device, iterations,
-                             settings.outputs.value_or(output_selection{c.outputs, c.output_period}), settings.record_trace);
+                             settings.outputs.value_or(output_selection{c.outputs, c.output_period}), settings.record_trace,
+                             &e.first_output_seconds);
     for (const auto& clock : e.call_clocks) e.call_device_seconds = std::max(e.call_device_seconds, clock.now());
-    e.first_output_seconds = detail::first_output_seconds(e.call_clocks);
     e.host_per_call = host_work_of(e.plan.costs, b, settings.host);
     e.calls = samples / b.instances / b.combined_batch();
     e.samples = e.calls * b.combined_batch() * b.instances;

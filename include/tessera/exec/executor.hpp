@@ -167,12 +167,16 @@ public:
         const std::size_t all_replicas = R * m_across.processes;
         const float scale = m_reduce == config::reduction::mean ? 1.0f / static_cast<float>(M_ * all_replicas) : 1.0f;
         std::vector<emulator::ipu::job> jobs;
+        std::vector<detail::overlapped_io> io(R * I);  // each (replica, IPU)'s I/O tiles, used by its thread only
         for (std::size_t r = 0; r < R; ++r)
             for (std::size_t i = 0; i < I; ++i)
                 jobs.push_back([&, r, i](emulator::ipu& dev) {
                     dev.clock().host_sync();
+                    auto& tiles = io[r * I + i];
+                    tiles.start(dev.clock().now());
                     for (std::size_t d = 0; d < iterations; ++d)
-                        run_program(dev, models[r], w, r, i, d, iterations, outputs, scale);
+                        run_program(dev, models[r], w, r, i, d, iterations, outputs, scale, tiles);
+                    if (m_costs.io_tiles > 0) tiles.drain(dev.clock());
                     dev.clock().host_sync();
                 });
         std::exception_ptr device_error;
@@ -331,7 +335,7 @@ private:
     }
 
     void run_program(emulator::ipu& dev, M& model, wiring& w, std::size_t r, std::size_t i, std::size_t d,
-                     std::size_t iterations, output_selection outputs, float scale) {
+                     std::size_t iterations, output_selection outputs, float scale, detail::overlapped_io& io) {
         program_state& state = *w.state[r * m_schedule.ipus + i];
         auto& [inputs, grads, stashes, kept_inputs, labels, results, sums] = state;
         auto& clock = dev.clock();
@@ -358,9 +362,11 @@ private:
                         });
                     else
                         receive(*w.infeed[r], inputs, 0, dev, in, d);
+                    if (m_costs.io_tiles > 0) io.receive(clock, detail::host_input_seconds(in, m_costs, clock.spec()), in);
                     break;
                 case opcode::load_label:
                     receive(*w.labels[r], labels, 0, dev, in, d);
+                    if (m_costs.io_tiles > 0) io.receive(clock, detail::host_input_seconds(in, m_costs, clock.spec()), in);
                     break;
                 case opcode::recv_act:
                     receive(*links[pc], inputs, s, dev, in, d);
@@ -418,7 +424,7 @@ private:
                     } else if (!outputs.selects(k, count)) {
                         continue;
                     }
-                    detail::charge_outfeed(clock, in, m_schedule, m_costs);
+                    detail::charge_outfeed(clock, in, m_schedule, m_costs, m_costs.io_tiles > 0 ? &io : nullptr);
                     w.outfeed[r]->emplace(d, m, result.loss, result.hits, std::move(result.output));
                     continue;
                 }

@@ -87,7 +87,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
     const auto optimiser_bytes = [&](const stage_cost& c) { return (c.optimiser_bytes + shards - 1) / shards; };
     memory_plan plan;
     for (std::size_t ipu = 0; ipu < sched.ipus; ++ipu) {
-        ipu_memory_plan p{ipu, spec.memory_bytes(), {}};
+        ipu_memory_plan p{ipu, spec.compute_tiles(costs.io_tiles).memory_bytes(), {}};  // I/O tiles hold I/O only
         std::size_t largest_streamed = 0;
         for (std::size_t s = 0; s < sched.stages; ++s) {
             if (sched.request.ipu_of_stage[s] != ipu) continue;

@@ -21,6 +21,10 @@ struct session_options {
     std::ostream* progress = nullptr;     ///< where the "Graph compilation" bar goes (none by default)
     bool record_trace = true;             ///< keep the modelled clocks' intervals (timeline reports)
     tensor_locations locations{};         ///< on chip or in Streaming Memory, per kind of tensor
+    /// Tiles of each IPU set aside for host I/O (PopTorch's opts.TensorLocations.numIOTiles with
+    /// inputs and outputs set to overlap): inputs stream in and outputs out while the other tiles
+    /// compute. 0: host transfers stop the IPU's compute.
+    std::size_t io_tiles = 0;
     cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
     std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
                                               ///< marks); empty = balanced automatically by FLOPs

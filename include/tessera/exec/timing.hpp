@@ -71,14 +71,16 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
     // Sharded optimiser state: a replica keeps, moves and steps 1/R of it.
     const double state_share = sched.optimizer_sharded() ? 1.0 / double(sched.request.replicas) : 1.0;
     switch (in.op) {
-        case opcode::load:
-            clock.transfer(double(costs.host_input_bytes()), link::host_link, activity::host_io, std::move(name));
+        case opcode::load:  // with I/O tiles the transfer overlaps compute (overlapped_io)
+            if (costs.io_tiles == 0)
+                clock.transfer(double(costs.host_input_bytes()), link::host_link, activity::host_io, std::move(name));
             if (!costs.infeed_passes.empty())  // 8-bit I/O: the IPU normalises what it received
                 clock.advance(emulator::seconds_of(costs.infeed_passes, spec, costs.bits), activity::forward,
                               also("normalise"));
             break;
         case opcode::load_label:
-            clock.transfer(double(costs.label_bytes), link::host_link, activity::host_io, std::move(name));
+            if (costs.io_tiles == 0)
+                clock.transfer(double(costs.label_bytes), link::host_link, activity::host_io, std::move(name));
             break;
         case opcode::recv_act:
         case opcode::recv_grad:
@@ -164,11 +166,54 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
     }
 }
 
-/// Charges an outfeed the output mode sends: a micro-batch's loss and score (training) or output.
-inline void charge_outfeed(emulator::modelled_clock& clock, const instruction& in, const schedule& sched,
-                           const cost_model& costs) {
+/// Host transfers on I/O tiles (cost_model::io_tiles), per IPU and call: each input streams in as
+/// soon as the one before it is in and taken (one buffer), so it arrives while the IPU computes on
+/// the one before; the IPU waits only for what has not arrived. Outputs stream out behind the IPU's
+/// back, one after another; the call ends when the last is out.
+class overlapped_io {
+public:
+    /// The call starts (after its host synchronisation) at `now`.
+    void start(double now) noexcept { m_in = m_taken = m_out = now; }
+    /// An input of `seconds` on the host link: waits on `clock` until it is in, and takes it.
+    void receive(emulator::modelled_clock& clock, double seconds, const instruction& in) {
+        m_in = std::max(m_in, m_taken) + seconds;
+        if (clock.recording())
+            clock.wait_until(m_in, "wait " + label(in));
+        else
+            clock.wait_until(m_in);
+        m_taken = clock.now();
+    }
+    /// An output of `seconds` handed to the I/O tiles at clock.now(); returns when it is out.
+    double send(const emulator::modelled_clock& clock, double seconds) noexcept {
+        return m_out = std::max(m_out, clock.now()) + seconds;
+    }
+    /// The end of the call: waits until the last output is out.
+    void drain(emulator::modelled_clock& clock) const {
+        if (clock.recording())
+            clock.wait_until(m_out, "wait outfeed");
+        else
+            clock.wait_until(m_out);
+    }
+
+private:
+    double m_in = 0, m_taken = 0, m_out = 0;
+};
+
+/// Seconds the host link takes to bring instruction `in`'s input (load, load_label).
+[[nodiscard]] inline double host_input_seconds(const instruction& in, const cost_model& costs,
+                                               const emulator::device_spec& spec) noexcept {
+    const double bytes = double(in.op == opcode::load ? costs.host_input_bytes() : costs.label_bytes);
+    return spec.transfer_seconds(bytes, emulator::link::host_link);
+}
+
+/// Charges an outfeed the output mode sends: a micro-batch's loss and score (training) or output;
+/// on I/O tiles (`io` given), handed to them without stopping the IPU. Returns when it reaches the host.
+inline double charge_outfeed(emulator::modelled_clock& clock, const instruction& in, const schedule& sched,
+                             const cost_model& costs, overlapped_io* io = nullptr) {
     const double bytes = double(sched.request.training ? costs.output_bytes_to_host : costs.stages[in.stage].output_bytes);
-    clock.transfer(bytes, emulator::link::host_link, emulator::activity::host_io, clock.recording() ? label(in) : std::string());
+    if (io) return io->send(clock, clock.spec().transfer_seconds(bytes, emulator::link::host_link));
+    return clock.transfer(bytes, emulator::link::host_link, emulator::activity::host_io,
+                          clock.recording() ? label(in) : std::string());
 }
 
 /// Every instruction's modelled cost, worked out once per schedule: the intervals detail::charge
@@ -178,12 +223,13 @@ class charge_table {
 public:
     charge_table() = default;
     charge_table(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec) {
+        const emulator::device_spec compute = spec.compute_tiles(costs.io_tiles);  // the passes run on these
         m_first.resize(sched.programs.size());
         for (std::size_t i = 0; i < sched.programs.size(); ++i) {
             m_first[i].reserve(sched.programs[i].size() + 1);
             for (const auto& in : sched.programs[i]) {
                 m_first[i].push_back(static_cast<std::uint32_t>(m_pieces.size()));
-                emulator::modelled_clock probe(spec, /*record=*/true);
+                emulator::modelled_clock probe(compute, /*record=*/true);
                 charge(probe, in, sched, costs);
                 m_pieces.insert(m_pieces.end(), probe.trace().begin(), probe.trace().end());
             }
@@ -216,15 +262,20 @@ private:
 /// The modelled clocks of one replica's IPUs for one call of `iterations` runs of the schedule
 /// (training: D weight updates), without threads: a host synchronisation, the instructions replayed
 /// in the global order (a receive waits for its send's arrival), the outputs `outputs` sends, a host
-/// synchronisation. The threaded executor produces the same clocks.
+/// synchronisation. The threaded executor produces the same clocks. `first_output`, when given, gets
+/// when the call's first output reaches the host (0: none is sent).
 [[nodiscard]] inline std::vector<emulator::modelled_clock> simulate(const schedule& sched, const cost_model& costs,
                                                                     const emulator::device_spec& spec = {},
                                                                     std::size_t iterations = 1,
-                                                                    output_selection outputs = {}, bool record = true) {
+                                                                    output_selection outputs = {}, bool record = true,
+                                                                    double* first_output = nullptr) {
     costs.check(sched.stages);
     const detail::charge_table charges(sched, costs, spec);
     std::vector<emulator::modelled_clock> clocks(sched.ipus, emulator::modelled_clock(spec, record));
     for (auto& c : clocks) c.host_sync();
+    std::vector<detail::overlapped_io> io(sched.ipus);
+    const bool overlapped = costs.io_tiles > 0;
+    for (std::size_t i = 0; i < sched.ipus; ++i) io[i].start(clocks[i].now());
     const auto all = sched.in_global_order();  // (IPU, position in its program)
     const auto at = [&](const std::pair<std::size_t, std::size_t>& e) -> const instruction& {
         return sched.programs[e.first][e.second];
@@ -264,7 +315,15 @@ private:
                     break;
                 }
                 case opcode::outfeed:
-                    if (outputs.sends(it * M + in.micro_batch, count)) detail::charge_outfeed(clock, in, sched, costs);
+                    if (outputs.sends(it * M + in.micro_batch, count)) {
+                        const double out = detail::charge_outfeed(clock, in, sched, costs, overlapped ? &io[ipu] : nullptr);
+                        if (first_output && (*first_output == 0 || out < *first_output)) *first_output = out;
+                    }
+                    break;
+                case opcode::load:
+                case opcode::load_label:
+                    if (overlapped) io[ipu].receive(clock, detail::host_input_seconds(in, costs, spec), in);
+                    charges.apply(clock, ipu, pc);
                     break;
                 default: charges.apply(clock, ipu, pc); break;
             }
@@ -272,7 +331,10 @@ private:
                 link_of(ipu, in.peer, in.op == opcode::send_grad).arrivals.push_back(clock.now());
         }
     }
-    for (auto& c : clocks) c.host_sync();
+    for (std::size_t i = 0; i < sched.ipus; ++i) {
+        if (overlapped) io[i].drain(clocks[i]);
+        clocks[i].host_sync();
+    }
     return clocks;
 }
 
