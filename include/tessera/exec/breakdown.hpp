@@ -17,7 +17,8 @@ namespace tessera::exec {
 /// Seconds of one call on the IPU whose clock ends last, by what filled them; they add up to its
 /// makespan. Layer passes (forward, backward, recompute) are split into the pass model's parts in
 /// the proportions of that IPU's passes: the busiest tile's compute, the exchange it receives, BSP
-/// syncs, and the calibrated per-pass overhead.
+/// syncs, and the pass overhead (rearranging activations between layouts, and
+/// device_spec::pass_overhead_cycles).
 struct time_breakdown {
     double compute = 0, exchange = 0, sync = 0, pass_overhead = 0;  ///< layer passes
     double update = 0;       ///< optimiser steps
