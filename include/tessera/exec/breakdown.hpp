@@ -54,11 +54,12 @@ struct time_breakdown {
         if (clocks[i].now() > makespan) makespan = clocks[i].now(), b.ipu = i;
     // The pass model's parts over the critical IPU's stages, forward and backward.
     emulator::pass_cycles parts;
+    const emulator::device_spec compute = spec.compute_tiles(costs.io_tiles);  // the tiles the passes run on
     for (std::size_t s = 0; s < sched.stages && s < costs.stages.size(); ++s) {
         if (sched.request.ipu_of_stage[s] != b.ipu) continue;
         for (const auto* list : {&costs.stages[s].forward_passes, &costs.stages[s].backward_passes})
             for (const auto& p : *list) {
-                const auto c = emulator::cycles_of(p, spec, costs.bits);
+                const auto c = emulator::cycles_of(p, compute, costs.bits);
                 parts.compute += c.compute, parts.exchange += c.exchange, parts.sync += c.sync, parts.overhead += c.overhead;
             }
     }
