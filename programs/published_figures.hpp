@@ -106,9 +106,7 @@ template <class Net>
     const auto run = [&]<class C>() {
         const auto e = exec::dry_run<C>(net, sgd, {1, 224, 224, 3}, counts, 1'281'167, settings, 1, exec::over_budget::reported);
         published_estimate p;
-        const std::size_t per_call = f.replicas * f.micro_batch * f.device_iterations *
-                                     (f.shape == run_shape::inference_on_one_ipu ? 1 : f.gradient_accumulation);
-        p.images_per_second = double(per_call) / e.call_device_seconds;
+        p.images_per_second = double(e.samples) / double(e.calls) / e.call_device_seconds;  // one call's images
         p.fits = e.fits;
         for (const auto& ipu : e.memory.ipus) p.fullest_ipu_bytes = std::max(p.fullest_ipu_bytes, ipu.on_chip());
         return p;

@@ -17,14 +17,20 @@
 
 namespace tessera::programs {
 
+/// The counts of request `r`'s dry run: an inference one (--inference) accumulates nothing (G = 1).
+[[nodiscard]] inline config::options dry_run_counts(const train_request& r) {
+    config::options counts = counts_of(r);
+    if (r.inference) counts.gradient_accumulation = 1;
+    return counts;
+}
+
 /// The dry run of request `r` with network `net` under configuration C, as a session would compile
 /// it (the same counts, cuts, host and loading as training). A plan that does not fit is reported
 /// (epoch_estimate::fits), not thrown; every other broken rule throws as training would.
 template <class C, class Net>
 [[nodiscard]] exec::epoch_estimate dry_run_request(const train_request& r, const Net& net, const dataset_shape& shape,
                                                    bool breakdown = true) {
-    config::options counts = counts_of(r);
-    if (r.inference) counts.gradient_accumulation = 1;  // C is then an inference form
+    const config::options counts = dry_run_counts(r);  // --inference: C is an inference form
     const config::batching b = config::make_batching<C>(counts);
     exec::session_options settings = session_options_of(r, net, b, loader_options_of<C>(r, {}));
     settings.record_trace = breakdown;
@@ -104,9 +110,7 @@ template <class C, class Net>
 int report_dry_run(const train_request& r, const Net& net, const dataset_shape& shape) {
     if (r.inference) {
         using I = typename C::for_inference;
-        config::options counts = counts_of(r);
-        counts.gradient_accumulation = 1;
-        return print_dry_run(r, dry_run_request<I>(r, net, shape), config::make_batching<I>(counts), shape);
+        return print_dry_run(r, dry_run_request<I>(r, net, shape), config::make_batching<I>(dry_run_counts(r)), shape);
     }
     return print_dry_run(r, dry_run_request<C>(r, net, shape), config::make_batching<C>(counts_of(r)), shape);
 }
