@@ -98,7 +98,11 @@ template <class Net>
 [[nodiscard]] published_estimate dry_run_figure(const Net& net, const published_figure& f, emulator::device_spec gc200 = {}) {
     namespace cfg = config;
     const emulator::device_spec device = f.ipu == ipu_generation::bow ? bow_ipu(gc200) : gc200;
-    exec::session_options settings{.device = device, .record_trace = false, .io_tiles = f.io_tiles};
+    // Half partials, as the configurations set them (MLPerf v1.1's configs.yml: enable_half_partials
+    // for every ResNet-50 entry; Graphcore's examples' configs.yml: half_partial); v1.0's and PopRT's
+    // are assumed the same.
+    exec::session_options settings{.device = device, .record_trace = false, .io_tiles = f.io_tiles,
+                                   .partials = emulator::partials_type::float16};
     if (f.shape != run_shape::inference_on_one_ipu) settings.recompute_checkpoints = exec::checkpoint_every_unit(net);
     const config::options counts{.micro_batch = f.micro_batch, .gradient_accumulation = f.gradient_accumulation,
                                  .device_iterations = f.device_iterations, .replicas = f.replicas};

@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
     app.add_option("--images", q.base.images, "training images per epoch (default: the dataset's)");
     app.add_option("--ipus", q.ipus, "IPUs of the system")->check(CLI::PositiveNumber);
     app.add_option("--host", q.base.host, "tutorial, native or a host_spec JSON file");
+    app.add_option("--partials", q.base.partials, "partial sums of 16-bit contractions: float (PopTorch's default) or half")
+        ->check(CLI::IsMember({"float", "half"}));
     app.add_option("--optimizer", q.base.optimizer, "sgd or adamw (its state takes memory)")
         ->check(CLI::IsMember({"sgd", "adamw"}));
     app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");

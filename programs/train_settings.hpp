@@ -123,6 +123,9 @@ template <class Net>
         }
     settings.optimizer_sharding = r.optimizer_sharding;
     settings.io_tiles = r.io_tiles;
+    if (r.partials != "float" && r.partials != "half")
+        throw usage_error("--partials takes float or half, got '" + r.partials + "'");
+    settings.partials = r.partials == "half" ? emulator::partials_type::float16 : emulator::partials_type::float32;
     if (r.stochastic_rounding) settings.stochastic_rounding = r.seed;  // activations; optimizer_of rounds the weights
     return settings;
 }

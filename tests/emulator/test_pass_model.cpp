@@ -8,6 +8,8 @@ namespace emu = tessera::emulator;
 namespace nn = tessera::nn;
 using enum nn::pass_phase;
 
+constexpr auto half = emu::partials_type::float16;
+
 namespace {
 // One tile, 4 exchange bytes and 64 fp16 MACs per cycle, no fixed overhead per pass: cycles by hand.
 emu::device_spec one_tile() {
@@ -25,25 +27,25 @@ emu::device_spec one_tile() {
 
 TEST_CASE("pass model: a contraction on one tile, cycle by cycle", "[emulator][cost]") {
     auto spec = one_tile();
-    // 6 rows of 16 × 16 channels, 1×1: one (output group, input group) step. The vertex's supervisor
+    // Half partials. 6 rows of 16 × 16 channels, 1×1: one (output group, input group) step. The vertex's supervisor
     // overhead 109; weights into the conv units 16·16·2 B / 16 B per cycle = 32; each of 6 workers
     // takes its row: 20 set-up + 1 row × 4 cycles. Exchange: 6 rows × 16 halves, 192 bytes at 4 per
     // cycle (the weights stay on the tile); one sync of 90. Rearranging the activations between
     // layouts: the 6 rows in and out, 6 × (16 + 16) halves = 384 bytes at 4 per cycle.
-    const auto c = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 16);
+    const auto c = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 16, half);
     CHECK(c.compute == 109 + 32 + 6 * (20 + 4));
     CHECK(c.exchange == Approx(6 * 16 * 2 / 4.0));
     CHECK(c.sync == 90);
     CHECK(c.overhead == Approx(6 * 32 * 2 / 4.0));
     spec.pass_overhead_cycles = 100;  // a fixed cost per pass, added as it is
-    CHECK(emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 16).overhead == Approx(96 + 100));
+    CHECK(emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 16, half).overhead == Approx(96 + 100));
     spec.pass_overhead_cycles = 0;
     CHECK(c.tiles == 1);
     // Three input channels fill an AMP group of 16 no faster; 17 take two groups (two steps and
     // twice the weights) — the channel counts the AMP is built around.
-    const auto three = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 3), spec, 16);
+    const auto three = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 3), spec, 16, half);
     CHECK(three.compute == c.compute);
-    const auto seventeen = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 17), spec, 16);
+    const auto seventeen = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 17), spec, 16, half);
     CHECK(seventeen.compute == 109 + 2 * (32 + 6 * (20 + 4)));
     // fp32: groups of 8 × 8 at 16 MACs per cycle, so 2 × 2 steps of 4 cycles per row, weights 8·8·4/16 = 16.
     const auto fp32 = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 32);
@@ -56,10 +58,10 @@ TEST_CASE("pass model: rows spread over the tiles until each has one", "[emulato
     spec.fp16_flops = 8 * 128e9;
     spec.exchange_bandwidth = 8 * 4e9;
     // 48 rows over 8 tiles: 6 each, the one-tile figure per tile; 8 rows over 8 tiles: 1 each.
-    const auto c = emu::cycles_of(nn::pass::contraction(forward, 48, 16, 16), spec, 16);
+    const auto c = emu::cycles_of(nn::pass::contraction(forward, 48, 16, 16), spec, 16, half);
     CHECK(c.tiles == 8);
     CHECK(c.compute == 109 + 32 + 6 * (20 + 4));
-    const auto few = emu::cycles_of(nn::pass::contraction(forward, 8, 16, 16), spec, 16);
+    const auto few = emu::cycles_of(nn::pass::contraction(forward, 8, 16, 16), spec, 16, half);
     CHECK(few.compute == 109 + 32 + 6 * (20 + 4));  // one row per tile: the workers' set-up dominates
     CHECK(few.exchange == Approx(16 * 2 / 4.0));
 }
@@ -94,7 +96,7 @@ TEST_CASE("pass model: the GC200 runs large layers near its peak and small ones 
     emu::device_spec gc200{};
     gc200.pass_overhead_cycles = 0;
     const auto efficiency = [&](const nn::pass& p) {
-        return 2 * p.macs() / gc200.flops_per_second(16) / gc200.seconds(emu::cycles_of(p, gc200, 16).total());
+        return 2 * p.macs() / gc200.flops_per_second(16) / gc200.seconds(emu::cycles_of(p, gc200, 16, half).total());
     };
     // ResNet-50's 3×3 convolution of 64 channels at 56 × 56, micro-batch 18; a CIFAR ResNet's 1×1
     // of 1,024 to 256 channels at 2 × 2, micro-batch 32; the 7×7 stem on 3 input channels.
@@ -105,4 +107,40 @@ TEST_CASE("pass model: the GC200 runs large layers near its peak and small ones 
     CHECK(big < 1.0);
     CHECK(small < 0.2);
     CHECK(stem < 0.3);  // 3 of 16 AMP input lanes
+}
+
+TEST_CASE("pass model: float partials of 16-bit data run on half the conv units", "[emulator][cost]") {
+    const auto spec = one_tile();
+    const auto pass = nn::pass::contraction(forward, 6, 16, 16);
+    // poplibs: 4 pipeline stages × 2 floats stored per 64-bit cycle = 8 conv units store floats.
+    CHECK(spec.amp_output_channels(16, emu::partials_type::float32) == 8);
+    CHECK(spec.amp_output_channels(16, half) == 16);
+    CHECK(spec.amp_output_channels(32, emu::partials_type::float32) == 8);
+    // Float partials (the default): two output groups of 8, each 4 cycles per row, weights
+    // 16·8·2 B / 16 B = 16 cycles: 109 + 2 × (16 + 6 × (20 + 4)), against 109 + 32 + 6 × (20 + 4).
+    const auto f = emu::cycles_of(pass, spec, 16);
+    CHECK(f.compute == 109 + 2 * (16 + 6 * (20 + 4)));
+    CHECK(emu::cycles_of(pass, spec, 16, half).compute == 109 + 32 + 6 * (20 + 4));
+    // The exchange and the rearrangement move 16-bit data either way.
+    CHECK(f.exchange == emu::cycles_of(pass, spec, 16, half).exchange);
+    // 32-bit data sums in float whatever the setting.
+    CHECK(emu::cycles_of(pass, spec, 32, half).compute == emu::cycles_of(pass, spec, 32).compute);
+    // On the GC200 a large layer's float-partials pass takes nearly twice the half-partials one.
+    const emu::device_spec gc200{};
+    const auto big = nn::pass::contraction(forward, 56 * 56 * 18, 64, 64, 9);
+    const double ratio = emu::cycles_of(big, gc200, 16).total() / emu::cycles_of(big, gc200, 16, half).total();
+    CHECK(ratio > 1.5);
+    CHECK(ratio < 2.0);
+}
+
+TEST_CASE("pass model: a sum split over tiles exchanges partials of its type", "[emulator][cost]") {
+    // Few rows and many input channels: the planner splits the input groups over the tiles, and
+    // each tile adds the slices of its share; half partials move half the bytes.
+    const emu::device_spec gc200{};
+    const auto deep = nn::pass::contraction(forward, 4, 64, 4096);
+    const auto f = emu::cycles_of(deep, gc200, 16), h = emu::cycles_of(deep, gc200, 16, half);
+    REQUIRE(f.sync == 2 * gc200.sync_cycles);  // the second superstep adds the slices
+    REQUIRE(h.sync == 2 * gc200.sync_cycles);
+    // Both read the same 16-bit inputs; the float slices add more bytes to the exchange.
+    CHECK(f.exchange > h.exchange);
 }

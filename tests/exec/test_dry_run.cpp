@@ -408,3 +408,41 @@ TEST_CASE("I/O tiles: host transfers overlap compute on the other tiles", "[exec
     CHECK(compute.macs_per_tile_cycle(16) == Approx(gc200.macs_per_tile_cycle(16)));
     CHECK(compute.exchange_bytes_per_tile_cycle() == Approx(gc200.exchange_bytes_per_tile_cycle()));
 }
+
+TEST_CASE("the partials type: half partials run 16-bit contractions faster and keep no float copy", "[exec][cost][memory]") {
+    const nn::resnet20<cfg::half> half_net(1, 10);
+    using single = cfg::config<cfg::half, cfg::single, cfg::gradient_accumulation<2>>;
+    using single32 = cfg::config<cfg::single, cfg::gradient_accumulation<2>>;
+    const cfg::options counts{.micro_batch = 8};
+    const auto as_float = exec::dry_run<single>(half_net, sgd, sample, counts, 96, {}, 1);
+    const auto as_half = exec::dry_run<single>(half_net, sgd, sample, counts, 96,
+                                               {.partials = emu::partials_type::float16}, 1);
+    // PopTorch's default is float.
+    CHECK(exec::session_options{}.partials == emu::partials_type::float32);
+    CHECK(as_float.plan.costs.partials == emu::partials_type::float32);
+    CHECK(as_half.plan.costs.partials == emu::partials_type::float16);
+    CHECK(as_half.call_device_seconds < as_float.call_device_seconds);
+    const auto partials = [](const exec::epoch_estimate& e) {
+        std::size_t bytes = 0;
+        for (const auto& item : e.memory.ipus[0].items)
+            if (item.name.find("float partial sums") != std::string::npos) bytes += item.bytes;
+        return bytes;
+    };
+    // Float partials of 16-bit data: the largest contraction's results in float beside its output
+    // until the cast (rows × result channels × 4 bytes); half partials sum into the results.
+    const auto& c = as_float.plan.costs.stages[0];
+    double largest = 0;
+    for (const auto* list : {&c.forward_passes, &c.backward_passes})
+        for (const auto& p : *list)
+            if (p.kind == nn::pass_kind::contraction) largest = std::max(largest, p.rows * p.outputs * 4);
+    REQUIRE(largest > 0);
+    CHECK(partials(as_float) == std::size_t(largest));
+    CHECK(partials(as_half) == 0);
+    CHECK(as_half.memory.ipus[0].on_chip() < as_float.memory.ipus[0].on_chip());
+    // 32-bit data sums in float whatever the option: the same clock.
+    const net_t fp32_net(1, 10);
+    const auto fp32_half = exec::dry_run<single32>(fp32_net, sgd, sample, counts, 96, {.partials = emu::partials_type::float16}, 1);
+    const auto fp32_float = exec::dry_run<single32>(fp32_net, sgd, sample, counts, 96, {}, 1);
+    CHECK(fp32_half.call_device_seconds == fp32_float.call_device_seconds);
+    CHECK(partials(fp32_float) == 0);
+}

@@ -1,8 +1,11 @@
 #pragma once
 // The figures of one emulated IPU: memory, compute structure, exchange, links and host-sync latency.
+#include <algorithm>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+
+#include "tessera/emulator/partials.hpp"
 
 namespace tessera::emulator {
 
@@ -48,6 +51,13 @@ struct device_spec {
     /// is the 16 MACs per cycle of the fp32 peak.
     std::size_t amp_input_channels_fp16 = 16, amp_output_channels_fp16 = 16;
     std::size_t amp_input_channels_fp32 = 8, amp_output_channels_fp32 = 8;
+    /// The conv units' pipeline depth: a unit sums this many 64-bit loads of inputs before it stores
+    /// a partial sum [poplibs ConvVertexType.cpp: weightsPerConvUnit = chain length × load elements].
+    /// With float partials of 16-bit data the units store floats, 2 per 64-bit cycle, so only
+    /// depth × 2 = 8 of the 16 units keep up: half the AMP rate [poplibs tools/single_conv_layer.cpp:
+    /// fp16InFp32OutConvUnitsPerTile = min(fp16InFp16Out units, depth × floats stored per cycle);
+    /// codelets/ConvPartialnx1.cpp: half inputs with float accumulators run on 8 units].
+    std::size_t conv_unit_pipeline_depth = 4;
     double amp_weight_load_bytes_per_cycle = 16;  ///< weights into the conv units, 128-bit loads [poplibs ConvModel.cpp]
     double conv_vertex_overhead_cycles = 109;     ///< a convolution vertex's supervisor overhead [poplibs convNx1Overhead]
     double amp_worker_overhead_cycles = 20;       ///< per worker and work-list entry: 17 + 3 [poplibs nx1 estimate]
@@ -87,6 +97,14 @@ struct device_spec {
     }
     [[nodiscard]] std::size_t amp_input_channels(int bits) const { return bits == 16 ? amp_input_channels_fp16 : amp_input_channels_fp32; }
     [[nodiscard]] std::size_t amp_output_channels(int bits) const { return bits == 16 ? amp_output_channels_fp16 : amp_output_channels_fp32; }
+    /// Output channels the AMP computes at once with partial sums of `partials`: with float partials
+    /// of 16-bit data, the conv units that can store a float each cycle (conv_unit_pipeline_depth).
+    [[nodiscard]] std::size_t amp_output_channels(int bits, partials_type partials) const {
+        const std::size_t all = amp_output_channels(bits);
+        if (bits != 16 || partials == partials_type::float16) return all;
+        const std::size_t storing = conv_unit_pipeline_depth * static_cast<std::size_t>(vector_bytes) / 4;
+        return std::max<std::size_t>(1, std::min(all, storing));
+    }
     /// Bytes a tile receives per cycle over the exchange.
     [[nodiscard]] double exchange_bytes_per_tile_cycle() const noexcept {
         return exchange_bandwidth / (double(tiles) * clock_hz);
@@ -146,6 +164,7 @@ struct device_spec {
         check(static_cast<double>(amp_output_channels_fp16), "amp_output_channels_fp16");
         check(static_cast<double>(amp_input_channels_fp32), "amp_input_channels_fp32");
         check(static_cast<double>(amp_output_channels_fp32), "amp_output_channels_fp32");
+        check(static_cast<double>(conv_unit_pipeline_depth), "conv_unit_pipeline_depth");
         check(amp_weight_load_bytes_per_cycle, "amp_weight_load_bytes_per_cycle");
         check(static_cast<double>(worker_contexts), "worker_contexts");
         check(vector_bytes, "vector_bytes");

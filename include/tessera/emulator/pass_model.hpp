@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/emulator/device_spec.hpp"
+#include "tessera/emulator/partials.hpp"
 #include "tessera/nn/cost.hpp"
 
 namespace tessera::emulator {
@@ -49,16 +50,19 @@ void for_each_split(double n, F&& f) {
 // Contractions on the AMP. The planner splits result rows, output-channel groups and input-channel
 // groups over the tiles and keeps the split with the fewest cycles: each tile loops over its rows
 // for each (output group, input group, kernel position), reloading the conv units' weights each
-// time; split input groups leave partial sums (float) that a second superstep exchanges and adds.
-// The weights stay on the tiles the plan gave them (laid out once, when the graph is compiled): only
-// activations move.
-[[nodiscard]] inline pass_cycles contraction_cycles(const nn::pass& p, const device_spec& spec, int bits) {
-    const double bytes = bits / 8.0;
-    const double gi = double(spec.amp_input_channels(bits)), go = double(spec.amp_output_channels(bits));
+// time; split input groups leave partial sums (of `partials`) that a second superstep exchanges and
+// adds. Float partials of 16-bit data halve the output channels per group (amp_output_channels) at
+// the same cycles per row: half the rate. The weights stay on the tiles the plan gave them (laid
+// out once, when the graph is compiled): only activations move.
+[[nodiscard]] inline pass_cycles contraction_cycles(const nn::pass& p, const device_spec& spec, int bits,
+                                                    partials_type partials) {
+    const double bytes = bits / 8.0, pbytes = partial_bytes(bits, partials);
+    const double gi = double(spec.amp_input_channels(bits)), go = double(spec.amp_output_channels(bits, partials));
     const double in_groups = ceil_div(std::max(p.inputs, 1.0), gi), out_groups = ceil_div(std::max(p.outputs, 1.0), go);
     const double rows = std::max(p.rows, 1.0), window = std::max(p.window, 1.0), tiles = double(spec.tiles);
     const double workers = double(spec.worker_contexts);
-    const double per_position = gi * go / spec.macs_per_tile_cycle(bits);  // tile-cycles per row and group pair
+    // tile-cycles per row and group pair: the conv units' pipeline, whatever share of them stores
+    const double per_position = gi * double(spec.amp_output_channels(bits)) / spec.macs_per_tile_cycle(bits);
     const double weight_load = gi * go * bytes / spec.amp_weight_load_bytes_per_cycle;
     const double xbpc = spec.exchange_bytes_per_tile_cycle();
     pass_cycles best;
@@ -77,9 +81,9 @@ void for_each_split(double n, F&& f) {
             c.exchange = r * ig * gi * bytes / xbpc;
             c.sync = spec.sync_cycles;
             if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
-                const double partials = r * og * go;
-                c.exchange += partials * 4.0 * (t_i - 1) / t_i / xbpc;
-                c.compute += vector_loop_cycles(partials, 1, spec, 4.0);
+                const double slices = r * og * go;
+                c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
+                c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
                 c.sync += spec.sync_cycles;
             }
             if (c.total() < best_total) best_total = c.total(), best = c;
@@ -115,17 +119,20 @@ void for_each_split(double n, F&& f) {
 
 }  // namespace detail
 
-/// The modelled cycles of pass `p` on an IPU of `spec` with `bits`-bit data (16 or 32).
+/// The modelled cycles of pass `p` on an IPU of `spec` with `bits`-bit data (16 or 32) and partial
+/// sums of `partials` (poplibs' default float, or half).
 /// @code
-///   auto c = emulator::cycles_of(nn::pass::contraction(nn::pass_phase::forward, 2048, 64, 64, 9), spec, 16);
+///   auto c = emulator::cycles_of(nn::pass::contraction(nn::pass_phase::forward, 2048, 64, 64, 9), spec, 16,
+///                                emulator::partials_type::float16);
 ///   double seconds = spec.seconds(c.total());
 /// @endcode
-[[nodiscard]] inline pass_cycles cycles_of(const nn::pass& p, const device_spec& spec, int bits) {
+[[nodiscard]] inline pass_cycles cycles_of(const nn::pass& p, const device_spec& spec, int bits,
+                                           partials_type partials = partials_type::float32) {
     if (bits != 16 && bits != 32)
         throw std::invalid_argument("tessera::emulator::cycles_of: bits must be 16 or 32, got " + std::to_string(bits));
     pass_cycles c;
     switch (p.kind) {
-        case nn::pass_kind::contraction: c = detail::contraction_cycles(p, spec, bits); break;
+        case nn::pass_kind::contraction: c = detail::contraction_cycles(p, spec, bits, partials); break;
         case nn::pass_kind::elementwise: c = detail::vector_cycles(p.elements, p.operands, spec, bits); break;
         case nn::pass_kind::reduction: c = detail::reduction_cycles(p, spec, bits); break;
     }
@@ -140,9 +147,10 @@ void for_each_split(double n, F&& f) {
 }
 
 /// Modelled seconds of a list of passes run one after another.
-[[nodiscard]] inline double seconds_of(std::span<const nn::pass> passes, const device_spec& spec, int bits) {
+[[nodiscard]] inline double seconds_of(std::span<const nn::pass> passes, const device_spec& spec, int bits,
+                                       partials_type partials = partials_type::float32) {
     double cycles = 0;
-    for (const auto& p : passes) cycles += cycles_of(p, spec, bits).total();
+    for (const auto& p : passes) cycles += cycles_of(p, spec, bits, partials).total();
     return spec.seconds(cycles);
 }
 

@@ -86,6 +86,7 @@ template <StagedModel M, class Progress = void (*)()>
                                    " I/O tiles leave none of the IPU's " + std::to_string(settings.device.tiles) +
                                    " tiles to compute");
     plan.costs.io_tiles = settings.io_tiles;
+    plan.costs.partials = settings.partials;
     plan.costs.processes = plan.across.processes;
     plan.costs.host_network_bandwidth = settings.host.reduce_through_hosts ? settings.host.network_bandwidth : 0.0;
     for (std::size_t s = 0; s < stages; ++s) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/emulator/partials.hpp"
 #include "tessera/nn/cost.hpp"
 
 namespace tessera::exec {
@@ -72,6 +73,8 @@ struct stage_cost {
 struct cost_model {
     std::vector<stage_cost> stages;
     int bits = 32;
+    /// The type of contractions' partial sums with 16-bit data (session_options::partials).
+    emulator::partials_type partials = emulator::partials_type::float32;
     std::size_t label_bytes = 0;  ///< per micro-batch, to the IPU that computes the loss
     /// Per micro-batch over the host link to stage 0 (8-bit I/O: one byte per value); unset: stage 0's input_bytes.
     std::optional<std::size_t> infeed_bytes{};

@@ -9,6 +9,7 @@
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/memory_arena.hpp"
+#include "tessera/emulator/partials.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/schedule.hpp"
 
@@ -77,6 +78,21 @@ struct memory_plan {
     return static_cast<std::size_t>(values * bits / 8);
 }
 
+/// Bytes of float partial sums the largest of a stage's contractions of 16-bit data keeps beside
+/// its results until it casts them (float partials, costs.partials; 0 with half partials or 32-bit
+/// data, which sum into the results): forward passes, and backward ones in training.
+[[nodiscard]] inline std::size_t float_partials_bytes(const stage_cost& c, const cost_model& costs, bool training) {
+    if (emulator::partial_bytes(costs.bits, costs.partials) * 8 <= double(costs.bits)) return 0;
+    double most = 0;
+    const auto scan = [&](const std::vector<nn::pass>& passes) {
+        for (const auto& p : passes)
+            if (p.kind == nn::pass_kind::contraction) most = std::max(most, p.rows * p.outputs * 4.0);
+    };
+    scan(c.forward_passes);
+    if (training) scan(c.backward_passes);
+    return static_cast<std::size_t>(most);
+}
+
 inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec,
                                   bool check) {
     costs.check(sched.stages);
@@ -86,8 +102,9 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
     const std::size_t shards = sched.optimizer_sharded() ? sched.request.replicas : 1;
     const auto optimiser_bytes = [&](const stage_cost& c) { return (c.optimiser_bytes + shards - 1) / shards; };
     memory_plan plan;
+    const emulator::device_spec compute = spec.compute_tiles(costs.io_tiles);  // I/O tiles hold I/O only
     for (std::size_t ipu = 0; ipu < sched.ipus; ++ipu) {
-        ipu_memory_plan p{ipu, spec.compute_tiles(costs.io_tiles).memory_bytes(), {}};  // I/O tiles hold I/O only
+        ipu_memory_plan p{ipu, compute.memory_bytes(), {}};
         std::size_t largest_streamed = 0;
         for (std::size_t s = 0; s < sched.stages; ++s) {
             if (sched.request.ipu_of_stage[s] != ipu) continue;
@@ -129,6 +146,12 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
             // inference frees each unit's activations after it).
             p.items.push_back({st + "working activations", training ? c.working_bytes() : c.inference_working_bytes(),
                                emulator::memory_kind::activations, location::on_chip});
+            // Float partials of 16-bit data: the largest contraction's results in float until the cast.
+            // (The slices of a sum split over tiles, of either type, live inside their pass and are
+            // not counted: the working activations already count all a unit's forward reads and writes.)
+            if (const std::size_t partials = float_partials_bytes(c, costs, training); partials > 0)
+                p.items.push_back({st + "float partial sums (largest contraction)", partials,
+                                   emulator::memory_kind::activations, location::on_chip});
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,
                                             c.weight_bytes + (training ? c.accumulator_bytes() + optimiser_bytes(c) : 0));

@@ -25,6 +25,11 @@ struct session_options {
     /// inputs and outputs set to overlap): inputs stream in and outputs out while the other tiles
     /// compute. 0: host transfers stop the IPU's compute.
     std::size_t io_tiles = 0;
+    /// The type of convolutions' and matrix products' partial sums with 16-bit data (PopTorch's
+    /// opts.Precision.setPartialsType): float, the default, or half, at twice the AMP rate and half
+    /// the temporary memory. The modelled clock and the memory plan use it; the emulator's kernels sum
+    /// in float either way, so results do not change.
+    emulator::partials_type partials = emulator::partials_type::float32;
     cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
     std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block
                                               ///< marks); empty = balanced automatically by FLOPs

@@ -22,9 +22,10 @@ namespace detail {
 
 /// Modelled seconds of a stage's compute: its passes through the IPU model, or its FLOPs at the
 /// peak rate when it lists no passes.
-[[nodiscard]] inline double compute_seconds(const std::vector<nn::pass>& passes, double flops, int bits,
+[[nodiscard]] inline double compute_seconds(const std::vector<nn::pass>& passes, double flops, const cost_model& costs,
                                             const emulator::device_spec& spec) {
-    return passes.empty() ? spec.compute_seconds(flops, bits) : emulator::seconds_of(passes, spec, bits);
+    return passes.empty() ? spec.compute_seconds(flops, costs.bits)
+                          : emulator::seconds_of(passes, spec, costs.bits, costs.partials);
 }
 
 /// The passes of `passes` that compute weight gradients (weights true) or the others.
@@ -75,7 +76,7 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             if (costs.io_tiles == 0)
                 clock.transfer(double(costs.host_input_bytes()), link::host_link, activity::host_io, std::move(name));
             if (!costs.infeed_passes.empty())  // 8-bit I/O: the IPU normalises what it received
-                clock.advance(emulator::seconds_of(costs.infeed_passes, spec, costs.bits), activity::forward,
+                clock.advance(emulator::seconds_of(costs.infeed_passes, spec, costs.bits, costs.partials), activity::forward,
                               also("normalise"));
             break;
         case opcode::load_label:
@@ -89,7 +90,7 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
         case opcode::fwd:
             if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
                                             named ? "weights in s" + std::to_string(in.stage) : std::string());
-            clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs.bits, spec), activity::forward,
+            clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs, spec), activity::forward,
                           std::move(name));
             if (stash_off && training)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
@@ -106,20 +107,20 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
                                (named ? "stash in s" + std::to_string(in.stage) : std::string()));
             if (c.recompute)
-                clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs.bits, spec), activity::recompute,
+                clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs, spec), activity::recompute,
                               also("recompute"));
             if (sched.backward_split())  // the input gradient: the passes but the weight gradients'
-                clock.advance(compute_seconds(weight_passes(c.backward_passes, false), c.backward_flops, costs.bits, spec),
+                clock.advance(compute_seconds(weight_passes(c.backward_passes, false), c.backward_flops, costs, spec),
                               activity::backward, std::move(name));
             else
-                clock.advance(compute_seconds(c.backward_passes, c.backward_flops, costs.bits, spec), activity::backward,
+                clock.advance(compute_seconds(c.backward_passes, c.backward_flops, costs, spec), activity::backward,
                               std::move(name));
             break;
         case opcode::bwd_weights: {
             // The weight gradients (a stage that lists no passes charged its whole backward at bwd).
             const auto passes = weight_passes(c.backward_passes, true);
             if (!passes.empty())
-                clock.advance(emulator::seconds_of(passes, spec, costs.bits), activity::weight_gradient, std::move(name));
+                clock.advance(emulator::seconds_of(passes, spec, costs.bits, costs.partials), activity::weight_gradient, std::move(name));
             break;
         }
         case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
