@@ -38,6 +38,8 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
     const auto complete = [&](std::size_t s) { return (split ? weight_passes[s] : backwards[s]) == M; };
     std::vector<bool> voted(I, false);
     std::size_t votes = 0;
+    std::vector<std::size_t> synced(I, 0), sync_arrivals;  // lock-step: cycles each IPU has ended
+    std::vector<bool> at_sync(I, false);
     std::set<std::uint32_t> loaded_labels;
     bool progress = true;
     while (progress) {
@@ -148,6 +150,15 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
                         }
                         blocked = votes < I;
                         break;
+                    case opcode::sync: {  // lock-step: every IPU ends the k-th cycle together
+                        REQUIRE(sched.lock_step_cycles());
+                        const std::size_t k = synced[i];
+                        if (sync_arrivals.size() <= k) sync_arrivals.resize(k + 1, 0);
+                        if (!at_sync[i]) at_sync[i] = true, ++sync_arrivals[k];
+                        blocked = sync_arrivals[k] < I;
+                        if (!blocked) at_sync[i] = false, ++synced[i];
+                        break;
+                    }
                     case opcode::stream_in:
                     case opcode::stream_out: break;
                 }
@@ -165,6 +176,8 @@ std::vector<std::size_t> execute_abstractly(const exec::schedule& sched) {
     for (std::size_t s = 0; s < S; ++s) CHECK(updates[s] == (req.training ? 1u : 0u));
     for (std::size_t s = 0; s < S; ++s) CHECK(all_gathers[s] == (req.training && sched.optimizer_sharded() ? 1u : 0u));
     CHECK(votes == (req.training && req.check_overflow ? I : 0u));
+    for (std::size_t i = 0; i < I; ++i) CHECK(synced[i] == synced[0]);  // every IPU ends every cycle
+    if (!sched.lock_step_cycles()) CHECK(synced[0] == 0u);
     return stash_max;
 }
 
@@ -686,4 +699,108 @@ TEST_CASE("looped BFS: each IPU runs GPipe over its model chunks, breadth first"
         const double idle = 1.0 - exec::utilisation(exec::simulate(exec::make_schedule<c>(G), m, spec)).mean_utilisation;
         CHECK(idle == Approx(1.0 / (2.0 * double(G) + 1.0)).epsilon(0.02));
     }
+}
+
+TEST_CASE("lock-step pipelines: each cycle's passes, one sync of every IPU, then the cycle's sends",
+          "[exec][schedule][lock-step]") {
+    using order = exec::pipeline_order;
+    const auto request = [](order o, std::vector<std::size_t> ipus, std::size_t M, bool training = true) {
+        exec::schedule_request r{cfg::strategy_kind::pipelined, o, std::move(ipus), M, training};
+        r.lock_step = true;
+        return r;
+    };
+    // Every order, with votes, replicas, sharding and inference: no deadlock, every IPU meets every sync.
+    for (order o : {order::gpipe, order::one_f_one_b, order::zero_bubble_h1, order::zero_bubble_h2})
+        for (bool training : {true, false}) {
+            auto r = request(o, {0, 1, 2, 3}, 8, training);
+            r.replicas = 2, r.check_overflow = training, r.optimizer_sharding = training;
+            const auto sched = exec::make_schedule(r);
+            INFO(sched.description());
+            CHECK(sched.description().find("lock-step pipeline cycles") != std::string::npos);
+            (void)execute_abstractly(sched);
+        }
+    auto interleaved = request(order::interleaved, {0, 1, 0, 1}, 4);
+    interleaved.virtual_stages = 2;
+    (void)execute_abstractly(exec::make_schedule(interleaved));
+
+    // 1F1B on 2 IPUs, G = 3: per cycle at most one pass per IPU; the sends of a cycle come right
+    // after its sync; the reductions and updates after the last one.
+    auto r = request(order::one_f_one_b, {0, 1}, 3);
+    r.replicas = 2;
+    const auto sched = exec::make_schedule(r);
+    (void)execute_abstractly(sched);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto& prog = sched.programs[i];
+        std::size_t passes = 0, last_sync = 0;
+        for (std::size_t pc = 0; pc < prog.size(); ++pc) {
+            const auto op = prog[pc].op;
+            if (op == opcode::fwd || op == opcode::bwd) ++passes;
+            if (op == opcode::sync) {
+                CHECK(passes <= 1u);
+                passes = 0, last_sync = pc;
+            }
+            if (op == opcode::send_act || op == opcode::send_grad)
+                CHECK((prog[pc - 1].op == opcode::sync || prog[pc - 1].op == prog[pc].op));
+        }
+        for (std::size_t pc = last_sync + 1; pc < prog.size(); ++pc)
+            CHECK((prog[pc].op == opcode::all_reduce || prog[pc].op == opcode::update));
+        CHECK(std::count_if(prog.begin(), prog.end(), [](const auto& in) { return in.op == opcode::all_reduce; }) == 1);
+    }
+    // Without lock-step: no sync.
+    r.lock_step = false;
+    const auto dataflow = exec::make_schedule(r);
+    for (const auto& prog : dataflow.programs)
+        CHECK(std::none_of(prog.begin(), prog.end(), [](const auto& in) { return in.op == opcode::sync; }));
+}
+
+TEST_CASE("lock-step pipelines: a cycle lasts as long as its slowest IPU, then the IPUs synchronise",
+          "[exec][schedule][lock-step]") {
+    // 1 FLOP/s, FLOPs as seconds; no bytes: each cycle is the slowest IPU's passes, then a sync.
+    const emu::device_spec spec{.fp16_flops = 1.0, .fp32_flops = 1.0, .host_sync_latency = 0};
+    exec::cost_model costs;
+    costs.stages = {{.forward_flops = 1.0, .backward_flops = 2.0}, {.forward_flops = 3.0, .backward_flops = 5.0},
+                    {.forward_flops = 2.0, .backward_flops = 1.0}};
+    costs.output_bytes_to_host = 0;
+    for (exec::pipeline_order o : {exec::pipeline_order::gpipe, exec::pipeline_order::one_f_one_b})
+        for (std::size_t M : {std::size_t{5}, std::size_t{8}}) {
+            exec::schedule_request r{cfg::strategy_kind::pipelined, o, {0, 1, 2}, M};
+            const auto dataflow = exec::simulate(exec::make_schedule(r), costs, spec);
+            r.lock_step = true;
+            const auto sched = exec::make_schedule(r);
+            const auto clocks = exec::simulate(sched, costs, spec);
+            // The reference: walk the programs cycle by cycle, each cycle the longest of the IPUs' passes.
+            double expected = 0;
+            std::vector<std::size_t> pc(3, 0);
+            std::size_t cycles = 0;
+            while (pc[0] < sched.programs[0].size()) {
+                double longest = 0;
+                bool synced = false;
+                for (std::size_t i = 0; i < 3; ++i) {
+                    double t = 0;
+                    for (; pc[i] < sched.programs[i].size(); ++pc[i]) {
+                        const auto& in = sched.programs[i][pc[i]];
+                        if (in.op == opcode::sync) {
+                            ++pc[i], synced = true;
+                            break;
+                        }
+                        const auto& c = costs.stages[in.stage];
+                        if (in.op == opcode::fwd) t += c.forward_flops;
+                        if (in.op == opcode::bwd) t += c.backward_flops;
+                    }
+                    longest = std::max(longest, t);
+                }
+                expected += longest;
+                if (synced) ++cycles, expected += spec.global_sync_seconds(3);
+            }
+            INFO("order " << int(o) << ", M = " << M);
+            CHECK(cycles > 0);
+            double end = 0, dataflow_end = 0;
+            for (const auto& c : clocks) end = std::max(end, c.now());
+            for (const auto& c : dataflow) dataflow_end = std::max(dataflow_end, c.now());
+            CHECK(end == Approx(expected).epsilon(1e-12));
+            CHECK(end > dataflow_end);  // unbalanced stages: lock-step waits for the slowest every cycle
+        }
+    // 15 ns a hop each way, 1 + IPUs / 4 hops [poplibs]: 30 ns for 2 IPUs, 150 ns for 16.
+    CHECK(spec.global_sync_seconds(2) == Approx(30e-9));
+    CHECK(spec.global_sync_seconds(16) == Approx(150e-9));
 }

@@ -82,7 +82,7 @@ TEST_CASE("seed 001's memory claims: 16.16 needs about half of 32.32, and a larg
 
 TEST_CASE("MLPerf's ResNet-50 configuration fits a GC200 with recomputation checkpoints, not with whole-stage recomputation",
           "[exec][seeds]") {
-    // MLPerf Training v1.1, IPU-POD16: one IPU per replica, micro-batch 20, G = 10, 16.16.
+    // MLPerf Training v1.1, IPU-POD16: one IPU per replica, micro-batch 20, G = 10, 16.16, half partials.
     using c = cfg::config<cfg::half, cfg::gradient_accumulation<10>, cfg::micro_batch<20>, cfg::replication<16>,
                           cfg::eight_bit_io>;
     const tessera::nn::resnet50<cfg::half> net(3, 1000);
@@ -90,8 +90,10 @@ TEST_CASE("MLPerf's ResNet-50 configuration fits a GC200 with recomputation chec
     const auto run = [&](const exec::session_options& settings) {
         return exec::dry_run<c>(net, sgd, {1, 224, 224, 3}, {}, 1'281'167, settings, 1, exec::over_budget::reported);
     };
-    const auto whole = run({.record_trace = false, .recompute = {true}});
-    const auto checkpointed = run({.record_trace = false, .recompute_checkpoints = exec::checkpoint_every_unit(net)});
+    constexpr auto half = tessera::emulator::partials_type::float16;
+    const auto whole = run({.record_trace = false, .partials = half, .recompute = {true}});
+    const auto checkpointed =
+        run({.record_trace = false, .partials = half, .recompute_checkpoints = exec::checkpoint_every_unit(net)});
     CHECK_FALSE(whole.fits);  // the whole forward recomputed at once: as much as no recomputation
     CHECK(checkpointed.fits);
     CHECK(checkpointed.memory.ipus[0].on_chip() < whole.memory.ipus[0].on_chip() / 2);

@@ -66,6 +66,9 @@ struct device_spec {
     double elementwise_worker_overhead_cycles = 26;  ///< a 1-D element-wise vertex's worker set-up [poplibs BinaryOp1D]
     double supervisor_overhead_cycles = 11;       ///< starting a vertex on a tile's workers [poplibs basicOpSupervisorOverhead]
     double sync_cycles = 90;                      ///< one BSP synchronisation inside an IPU [poplibs CTCLossPlan.cpp]
+    /// Seconds per hop of a synchronisation across IPUs, each way: 15 ns; one hop within a card and
+    /// one per pair of cards [poplibs lib/poplibs_test/Util.cpp, setGlobalSyncLatency].
+    double global_sync_latency_per_hop = 15e-9;
     double memory_bandwidth = 47.5e12;            ///< In-Processor memory, bytes/s (a ceiling for memory-bound passes) [product]
     double exchange_bandwidth = 8e12;             ///< on-chip exchange, bytes/s: 8 TB/s all-to-all [product] (≈ 4 bytes per tile-cycle)
     /// Cycles each layer pass costs beyond the pass model (which charges compute, the exchange of
@@ -124,6 +127,10 @@ struct device_spec {
     [[nodiscard]] double compute_seconds(double flops, int bits) const { return flops / flops_per_second(bits); }
     /// Modelled seconds to move `bytes` over `l` in one direction.
     [[nodiscard]] double transfer_seconds(double bytes, link l) const noexcept { return bytes / bandwidth(l); }
+    /// Seconds of one synchronisation of `ipus` IPUs: there and back over 1 + ipus / 4 hops.
+    [[nodiscard]] double global_sync_seconds(std::size_t ipus) const noexcept {
+        return 2.0 * global_sync_latency_per_hop * double(1 + ipus / 2 / 2);
+    }
     /// Seconds of `cycles` tile-cycles.
     [[nodiscard]] double seconds(double cycles) const noexcept { return cycles / clock_hz; }
 
@@ -178,6 +185,7 @@ struct device_spec {
         not_negative(elementwise_worker_overhead_cycles, "elementwise_worker_overhead_cycles");
         not_negative(supervisor_overhead_cycles, "supervisor_overhead_cycles");
         not_negative(sync_cycles, "sync_cycles");
+        not_negative(global_sync_latency_per_hop, "global_sync_latency_per_hop");
         not_negative(pass_overhead_cycles, "pass_overhead_cycles");
         not_negative(host_sync_latency, "host_sync_latency");
     }

@@ -51,44 +51,51 @@ void for_each_split(double n, F&& f) {
 // groups over the tiles and keeps the split with the fewest cycles: each tile loops over its rows
 // for each (output group, input group, kernel position), reloading the conv units' weights each
 // time; split input groups leave partial sums (of `partials`) that a second superstep exchanges and
-// adds. Float partials of 16-bit data halve the output channels per group (amp_output_channels) at
-// the same cycles per row: half the rate. The weights stay on the tiles the plan gave them (laid
-// out once, when the graph is compiled): only activations move.
+// adds. An output group is as many channels as conv units work: all 16 with half partials of 16-bit
+// data, or 8 — poplibs' planner tries both (ConvVertexType.cpp: "On IPU2 with half inputs we need
+// to enable 8 engines config as well"); float partials of 16-bit data store on 8 only
+// (amp_output_channels). Each row takes the same cycles per group pair either way, so 8 units run
+// at half the rate with half the weights to load. The weights stay on the tiles the plan gave them
+// (laid out once, when the graph is compiled): only activations move.
 [[nodiscard]] inline pass_cycles contraction_cycles(const nn::pass& p, const device_spec& spec, int bits,
                                                     partials_type partials) {
     const double bytes = bits / 8.0, pbytes = partial_bytes(bits, partials);
-    const double gi = double(spec.amp_input_channels(bits)), go = double(spec.amp_output_channels(bits, partials));
-    const double in_groups = ceil_div(std::max(p.inputs, 1.0), gi), out_groups = ceil_div(std::max(p.outputs, 1.0), go);
+    const double gi = double(spec.amp_input_channels(bits));
+    const double units = double(spec.amp_output_channels(bits, partials));
+    const double in_groups = ceil_div(std::max(p.inputs, 1.0), gi);
     const double rows = std::max(p.rows, 1.0), window = std::max(p.window, 1.0), tiles = double(spec.tiles);
     const double workers = double(spec.worker_contexts);
-    // tile-cycles per row and group pair: the conv units' pipeline, whatever share of them stores
+    // tile-cycles per row and group pair: the conv units' pipeline, whatever share of them works
     const double per_position = gi * double(spec.amp_output_channels(bits)) / spec.macs_per_tile_cycle(bits);
-    const double weight_load = gi * go * bytes / spec.amp_weight_load_bytes_per_cycle;
     const double xbpc = spec.exchange_bytes_per_tile_cycle();
     pass_cycles best;
     double best_total = std::numeric_limits<double>::infinity();
-    for_each_split(out_groups, [&](double t_o) {
-        for_each_split(in_groups, [&](double t_i) {
-            if (t_o * t_i > tiles) return;
-            const double t_r = std::min(rows, std::floor(tiles / (t_o * t_i)));
-            const double r = ceil_div(rows, t_r), og = ceil_div(out_groups, t_o), ig = ceil_div(in_groups, t_i);
-            pass_cycles c;
-            c.tiles = t_r * t_o * t_i;
-            c.compute = spec.conv_vertex_overhead_cycles +
-                        og * ig * window *
-                            (weight_load + workers * (spec.amp_worker_overhead_cycles + ceil_div(r, workers) * per_position));
-            // Inputs for its rows and input groups (its weights are already on the tile).
-            c.exchange = r * ig * gi * bytes / xbpc;
-            c.sync = spec.sync_cycles;
-            if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
-                const double slices = r * og * go;
-                c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
-                c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
-                c.sync += spec.sync_cycles;
-            }
-            if (c.total() < best_total) best_total = c.total(), best = c;
+    for (const double go : {units, std::min(units, 8.0)}) {
+        const double out_groups = ceil_div(std::max(p.outputs, 1.0), go);
+        const double weight_load = gi * go * bytes / spec.amp_weight_load_bytes_per_cycle;
+        for_each_split(out_groups, [&](double t_o) {
+            for_each_split(in_groups, [&](double t_i) {
+                if (t_o * t_i > tiles) return;
+                const double t_r = std::min(rows, std::floor(tiles / (t_o * t_i)));
+                const double r = ceil_div(rows, t_r), og = ceil_div(out_groups, t_o), ig = ceil_div(in_groups, t_i);
+                pass_cycles c;
+                c.tiles = t_r * t_o * t_i;
+                c.compute = spec.conv_vertex_overhead_cycles +
+                            og * ig * window *
+                                (weight_load + workers * (spec.amp_worker_overhead_cycles + ceil_div(r, workers) * per_position));
+                // Inputs for its rows and input groups (its weights are already on the tile).
+                c.exchange = r * ig * gi * bytes / xbpc;
+                c.sync = spec.sync_cycles;
+                if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
+                    const double slices = r * og * go;
+                    c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
+                    c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
+                    c.sync += spec.sync_cycles;
+                }
+                if (c.total() < best_total) best_total = c.total(), best = c;
+            });
         });
-    });
+    }
     return best;
 }
 

@@ -77,6 +77,7 @@ template <StagedModel M, class Progress = void (*)()>
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
     request.check_overflow = c.training && settings.dynamic_loss_scaling.value_or(c.loss_scaling.dynamic);
     request.optimizer_sharding = c.training && settings.optimizer_sharding;
+    request.lock_step = settings.lock_step;
     plan.program = make_schedule(request);
     progress();
     plan.costs.bits = c.storage_bits;

@@ -140,6 +140,7 @@ public:
         for (auto& g : w.reduce) m_cluster.on_abort([p = g.get()] { p->abort(); });
         for (auto& g : w.gather) m_cluster.on_abort([p = g.get()] { p->abort(); });
         for (auto& g : w.votes) m_cluster.on_abort([p = g.get()] { p->abort(); });
+        for (auto& g : w.syncs) m_cluster.on_abort([p = g.get()] { p->abort(); });
 
         for (std::size_t d = 0; d < m_cluster.size(); ++d) m_cluster[d].clock().reset();
 
@@ -504,6 +505,11 @@ private:
                     }
                     model.update(s, scale);
                     break;
+                case opcode::sync: {  // a lock-step pipeline cycle ends: the replica's IPUs meet
+                    float none = 0.0f;
+                    detail::end_cycle(clock, w.syncs[r]->reduce(i, std::span<float>(&none, 1), clock.now()), m_schedule);
+                    break;
+                }
                 case opcode::stream_in:
                 case opcode::stream_out: break;
             }

@@ -32,6 +32,7 @@ struct pass {
     bool backward;
     std::uint32_t stage, micro_batch;
     bool weights = false;  ///< with backward: the weight-gradient half W of a split backward pass
+    std::uint32_t round = 0;  ///< pipelines: the round of interleave() it runs in (a lock-step pipeline cycle)
 };
 
 /// Stage s's sequence in a zero-bubble pipeline (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR
@@ -101,7 +102,7 @@ inline std::vector<pass> interleave(const std::vector<std::vector<pass>>& seq, s
     std::vector<pass> order;
     std::size_t remaining = 0;
     for (const auto& q : seq) remaining += q.size();
-    while (remaining > 0) {
+    for (std::uint32_t round_index = 0; remaining > 0; ++round_index) {
         std::vector<std::pair<std::size_t, pass>> round;
         for (std::size_t lane = 0; lane < seq.size(); ++lane) {
             if (next[lane] == seq[lane].size()) continue;
@@ -114,9 +115,10 @@ inline std::vector<pass> interleave(const std::vector<std::vector<pass>>& seq, s
         }
         if (round.empty())
             throw std::logic_error("tessera::exec::make_schedule: the pipeline's sequences cannot make progress");
-        for (const auto& [lane, p] : round) {
+        for (auto [lane, p] : round) {
             if (!p.weights) (p.backward ? bwd : fwd)[p.stage][p.micro_batch] = 1;
             ++next[lane];
+            p.round = round_index;
             order.push_back(p);
             --remaining;
         }

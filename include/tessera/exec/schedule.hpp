@@ -37,6 +37,7 @@ enum class opcode : std::uint8_t {
     reduce_scatter,  ///< sharded optimiser state: sum `stage`'s gradients over the replicas, each keeping its shard
     all_gather,      ///< sharded optimiser state: every replica receives the others' updated shards of `stage`
     bwd_weights,     ///< split backward (zero-bubble): the weight gradients of `stage` for the micro-batch
+    sync,            ///< lock-step pipelines: every IPU of the replica ends the pipeline cycle together
 };
 
 [[nodiscard]] constexpr std::string_view to_string(opcode op) noexcept {
@@ -58,6 +59,7 @@ enum class opcode : std::uint8_t {
         case opcode::reduce_scatter: return "reduce_scatter";
         case opcode::all_gather: return "all_gather";
         case opcode::bwd_weights: return "bwd_weights";
+        case opcode::sync: return "sync";
     }
     return "?";
 }
@@ -79,7 +81,7 @@ struct instruction {
 /// "fwd s1 mb3", "send_act s0 mb2 -> IPU 1", "update s0".
 [[nodiscard]] inline std::string to_string(const instruction& in) {
     std::string s(to_string(in.op));
-    if (in.op == opcode::vote) return s;  // of the whole IPU, not of a stage
+    if (in.op == opcode::vote || in.op == opcode::sync) return s;  // of the whole IPU, not of a stage
     s += " s" + std::to_string(in.stage);
     if (in.micro_batch != no_micro_batch) s += " mb" + std::to_string(in.micro_batch);
     if (in.peer != no_peer) {
@@ -105,6 +107,11 @@ struct schedule_request {
     /// its backward passes and voted whether a gradient overflowed, so every stage skips together.
     bool check_overflow = false;
     std::size_t virtual_stages = 1;  ///< interleaved, looped BFS: model chunks per IPU (stage s on IPU s mod stages / V)
+    /// Pipelines: run in lock-step pipeline cycles, as Poplar does. Each cycle every IPU runs the
+    /// passes whose inputs earlier cycles produced, then all IPUs synchronise (opcode::sync) and
+    /// exchange what crosses IPUs; the gradients are reduced and the weights updated after the last
+    /// cycle. false: asynchronous dataflow, each pass as soon as its inputs arrive.
+    bool lock_step = false;
 };
 
 /// The static program of one replica: instruction lists per IPU, with what they imply.
@@ -123,6 +130,10 @@ struct schedule {
     [[nodiscard]] bool backward_split() const noexcept {
         return request.training && request.strategy == config::strategy_kind::pipelined &&
                splits_backward(request.order);
+    }
+    /// A pipeline that runs in lock-step cycles (schedule_request::lock_step).
+    [[nodiscard]] bool lock_step_cycles() const noexcept {
+        return request.lock_step && request.strategy == config::strategy_kind::pipelined;
     }
     /// Replicas keep and update shards of the optimiser state (training, replicas > 1, asked for).
     [[nodiscard]] bool optimizer_sharded() const noexcept {
@@ -172,6 +183,7 @@ struct schedule {
         if (request.replicas > 1) s += ", " + std::to_string(request.replicas) + " replicas";
         if (optimizer_sharded()) s += ", optimiser state sharded";
         if (request.training && request.check_overflow) s += ", updates after an overflow vote";
+        if (lock_step_cycles()) s += ", lock-step pipeline cycles";
         return s;
     }
 };
@@ -348,8 +360,35 @@ inline schedule make_schedule(const schedule_request& r) {
     const bool split = out.backward_split();
     const bool shard_state = out.optimizer_sharded();
     std::vector<std::size_t> deferred_updates;
+    // Lock-step: a cycle's sends wait for its sync; reductions and updates for the last cycle.
+    const bool lock_step = out.lock_step_cycles();
+    std::vector<instruction> cycle_sends;
+    std::vector<std::size_t> finished;
+    std::uint32_t cycle = order.empty() ? 0 : order.front().round;
+    const auto send = [&](std::size_t ipu, opcode op, std::size_t stage, std::uint32_t mb, std::uint32_t peer) {
+        if (lock_step)
+            cycle_sends.push_back({op, static_cast<std::uint32_t>(stage), mb, peer, static_cast<std::uint32_t>(ipu)});
+        else
+            emit(ipu, op, stage, mb, peer);
+    };
+    const auto end_cycle = [&] {
+        for (std::size_t i = 0; i < ipus; ++i) emit(i, opcode::sync, 0);
+        for (const auto& in : cycle_sends) emit(in.seq, in.op, in.stage, in.micro_batch, in.peer);  // seq: the IPU
+        cycle_sends.clear();
+    };
+    const auto reduce_and_update = [&](std::size_t s) {
+        const std::size_t i = where[s];
+        if (r.replicas > 1) emit(i, shard_state ? opcode::reduce_scatter : opcode::all_reduce, s);
+        if (overflow_vote) {
+            deferred_updates.push_back(s);
+        } else {
+            emit(i, opcode::update, s);
+            if (shard_state) emit(i, opcode::all_gather, s);
+        }
+    };
 
     for (const auto& p : order) {
+        if (lock_step && p.round != cycle) end_cycle(), cycle = p.round;
         const std::size_t s = p.stage, i = where[s];
         const std::uint32_t m = p.micro_batch;
         if (!p.backward) {
@@ -360,7 +399,7 @@ inline schedule make_schedule(const schedule_request& r) {
                 emit(i, opcode::recv_act, s, m, u32(where[s - 1]));
             if (r.training && s + 1 == S) emit(i, opcode::load_label, s, m);
             emit(i, opcode::fwd, s, m);
-            if (s + 1 < S && where[s + 1] != i) emit(i, opcode::send_act, s, m, u32(where[s + 1]));
+            if (s + 1 < S && where[s + 1] != i) send(i, opcode::send_act, s, m, u32(where[s + 1]));
             if (s + 1 == S) emit(i, opcode::outfeed, s, m);
         } else {
             make_resident(i, s);
@@ -369,20 +408,19 @@ inline schedule make_schedule(const schedule_request& r) {
             } else {
                 if (s + 1 < S && where[s + 1] != i) emit(i, opcode::recv_grad, s, m, u32(where[s + 1]));
                 emit(i, opcode::bwd, s, m);
-                if (s > 0 && where[s - 1] != i) emit(i, opcode::send_grad, s, m, u32(where[s - 1]));
+                if (s > 0 && where[s - 1] != i) send(i, opcode::send_grad, s, m, u32(where[s - 1]));
             }
             // A stage's gradients are complete after its last backward pass (split: its last W).
             if (p.weights == split && ++backward_done[s] == r.micro_batches) {
-                if (r.replicas > 1) emit(i, shard_state ? opcode::reduce_scatter : opcode::all_reduce, s);
-                if (overflow_vote) {
-                    deferred_updates.push_back(s);
-                } else {
-                    emit(i, opcode::update, s);
-                    if (shard_state) emit(i, opcode::all_gather, s);
-                }
+                if (lock_step)
+                    finished.push_back(s);
+                else
+                    reduce_and_update(s);
             }
         }
     }
+    if (lock_step && !order.empty()) end_cycle();
+    for (const std::size_t s : finished) reduce_and_update(s);
     // One block of votes (an IPU votes after its last backward pass), then the deferred updates.
     if (overflow_vote) {
         for (std::size_t i = 0; i < ipus; ++i) emit(i, opcode::vote, 0);

@@ -86,7 +86,8 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
         case opcode::recv_act:
         case opcode::recv_grad:
         case opcode::outfeed:
-        case opcode::vote: break;  // only waits (for the sender, or every IPU of the replica); outfeed: see above
+        case opcode::vote:
+        case opcode::sync: break;  // only waits (for the sender, or every IPU of the replica); outfeed: see above
         case opcode::fwd:
             if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
                                             named ? "weights in s" + std::to_string(in.stage) : std::string());
@@ -165,6 +166,15 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             break;
         }
     }
+}
+
+/// A lock-step pipeline cycle's end on `clock`: it waits until `latest` (the slowest IPU's end of
+/// the cycle), then synchronises with all the program's IPUs (device_spec::global_sync_seconds).
+inline void end_cycle(emulator::modelled_clock& clock, double latest, const schedule& sched) {
+    const bool named = clock.recording();
+    clock.wait_until(latest, named ? "wait sync" : std::string());
+    clock.advance(clock.spec().global_sync_seconds(sched.ipus * sched.request.replicas), emulator::activity::transfer,
+                  named ? "sync" : std::string());
 }
 
 /// Host transfers on I/O tiles (cost_model::io_tiles), per IPU and call: each input streams in as
@@ -303,6 +313,16 @@ private:
                 for (; end < all.size() && at(all[end]).op == opcode::vote; ++end)
                     latest = std::max(latest, clocks[all[end].first].now());
                 for (; k < end; ++k) clocks[all[k].first].wait_until(latest, record ? "wait vote" : std::string());
+                --k;
+                continue;
+            }
+            if (in.op == opcode::sync) {
+                // A lock-step pipeline cycle ends: every IPU waits for the slowest, then they synchronise.
+                std::size_t end = k;
+                double latest = 0;
+                for (; end < all.size() && at(all[end]).op == opcode::sync; ++end)
+                    latest = std::max(latest, clocks[all[end].first].now());
+                for (; k < end; ++k) detail::end_cycle(clocks[all[k].first], latest, sched);
                 --k;
                 continue;
             }

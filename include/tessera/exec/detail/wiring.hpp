@@ -74,6 +74,8 @@ struct wiring {
     std::vector<std::unique_ptr<emulator::collective_group<float>>> gather;  // per stage: sharded optimiser state
     /// Per replica, over its IPUs; sharded optimiser state: one, over every replica's IPUs.
     std::vector<std::unique_ptr<emulator::collective_group<float>>> votes;
+    /// Lock-step pipelines: per replica, over its IPUs, the end of each pipeline cycle.
+    std::vector<std::unique_ptr<emulator::collective_group<float>>> syncs;
     /// For each (replica × IPU) program, the channel each send/receive uses (looked up once).
     std::vector<std::vector<channel<Tensor>*>> link_of;
     std::vector<std::unique_ptr<program_state>> state;  ///< per (replica × IPU)
@@ -151,6 +153,8 @@ template <class Tensor, class Label, class Stash, class Input = Tensor>
     } else {
         for (std::size_t r = 0; r < R; ++r) w.votes.push_back(std::make_unique<emulator::collective_group<float>>(I));
     }
+    if (sched.lock_step_cycles())
+        for (std::size_t r = 0; r < R; ++r) w.syncs.push_back(std::make_unique<emulator::collective_group<float>>(I));
     for (std::size_t r = 0; r < R; ++r)
         for (std::size_t i = 0; i < I; ++i)
             w.state.push_back(std::make_unique<typename w_t::program_state>(sched.stages, M_));
