@@ -28,12 +28,12 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     };
     const std::string split = joined(r.split), checkpoints = joined(r.recompute_checkpoints);
     char line[2048];
-    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataset='%s', device_iterations=%zu, dry_run=%s, "
+    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
                 "io_tiles=%zu, ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
-                yes(r.async_dataloader), r.batch_size, r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
+                yes(r.async_dataloader), r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
                 tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
                  "--batch-size per call): images/s and one micro-batch's latency");
     app.add_option("--io-tiles", r.io_tiles, "tiles per IPU set aside for host I/O (PopTorch's numIOTiles): inputs "
                                              "and outputs stream while the other tiles compute; 0: transfers stop them");
+    app.add_flag("--dataflow", r.dataflow, "run pipelines as asynchronous dataflow, each pass as soon as its inputs "
+                                           "arrive, instead of Poplar's lock-step pipeline cycles (a what-if: the same "
+                                           "results, another modelled clock)");
     app.add_option("--partials", r.partials, "partial sums of 16-bit convolutions and matrix products (PopTorch's "
                                              "setPartialsType): float (the default) or half, twice the AMP rate; "
                                              "modelled only, the kernels sum in float")
@@ -135,6 +138,11 @@ int main(int argc, char** argv) {
     if (r.strategy != "pipelined" && schedule->count() > 0) {
         std::fprintf(stderr, "tessera-train: error: --schedule %s orders a pipeline's micro-batches, and '%s' has no "
                              "pipeline (use --strategy pipelined)\n", r.schedule.c_str(), r.strategy.c_str());
+        return 2;
+    }
+    if (r.strategy != "pipelined" && r.dataflow) {
+        std::fprintf(stderr, "tessera-train: error: --dataflow runs a pipeline's stages without lock-step cycles, and "
+                             "'%s' has no pipeline (use --strategy pipelined)\n", r.strategy.c_str());
         return 2;
     }
     if (chunks->count() > 0 && r.schedule != "interleaved" && r.schedule != "looped-bfs") {

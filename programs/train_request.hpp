@@ -70,6 +70,7 @@ struct train_request {
     bool dry_run = false;                 ///< the modelled epoch only: nothing trained, no data read
     bool inference = false;               ///< with dry_run: the configuration's inference form (G = 1)
     std::size_t io_tiles = 0;             ///< tiles per IPU for overlapped host I/O (PopTorch's numIOTiles)
+    bool dataflow = false;                ///< pipelines as asynchronous dataflow, not lock-step cycles (a what-if)
     std::string partials = "float";       ///< partial sums of 16-bit contractions: "float" or "half" (setPartialsType)
     std::string host = "tutorial";        ///< the modelled host: "tutorial", "native" or a host_spec JSON file
     std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)

@@ -123,6 +123,7 @@ template <class Net>
         }
     settings.optimizer_sharding = r.optimizer_sharding;
     settings.io_tiles = r.io_tiles;
+    settings.lock_step = !r.dataflow;
     if (r.partials != "float" && r.partials != "half")
         throw usage_error("--partials takes float or half, got '" + r.partials + "'");
     settings.partials = r.partials == "half" ? emulator::partials_type::float16 : emulator::partials_type::float32;

@@ -1,5 +1,7 @@
 // Real speed-up on this machine: a 2-stage pipeline of balanced, compute-bound stages at G = 16
-// on 2 emulated IPUs (2 threads) against the same model with both stages on 1 IPU, same run.
+// on 2 emulated IPUs (2 threads) against the same model with both stages on 1 IPU, same run; and
+// what lock-step pipeline cycles (the IPU threads meet at every cycle's sync) cost in wall time
+// against asynchronous dataflow.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -21,12 +23,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-exec::schedule make(cfg::strategy_kind kind, exec::pipeline_order order, std::vector<std::size_t> map, std::size_t g) {
+exec::schedule make(cfg::strategy_kind kind, exec::pipeline_order order, std::vector<std::size_t> map, std::size_t g,
+                    bool lock_step = false) {
     exec::schedule_request r;
     r.strategy = kind;
     r.order = order;
     r.ipu_of_stage = std::move(map);
     r.micro_batches = g;
+    r.lock_step = lock_step;
     return exec::make_schedule(r);
 }
 
@@ -42,7 +46,9 @@ void BM_two_stage_speedup(benchmark::State& state) {
                                                     exec::costs_of(model), 1);
     exec::executor<tessera::bench::busy_stages> two(make(cfg::strategy_kind::pipelined, order, {0, 1}, G),
                                                     exec::costs_of(model), 1);
-    std::vector<tessera::bench::busy_stages> a(1, model), b(1, model);
+    exec::executor<tessera::bench::busy_stages> lock_step(make(cfg::strategy_kind::pipelined, order, {0, 1}, G, true),
+                                                          exec::costs_of(model), 1);
+    std::vector<tessera::bench::busy_stages> a(1, model), b(1, model), c(1, model);
     // The machine's own ceiling, measured beside the runs: the same passes (G × D micro-batches ×
     // 2 stages × forward and backward) on one free-running thread, then split over two.
     const std::size_t passes = G * D * 2 * 2;
@@ -51,9 +57,10 @@ void BM_two_stage_speedup(benchmark::State& state) {
         for (std::size_t k = 0; k < n; ++k) tessera::bench::busy_stages::churn(x, model.work);
         benchmark::DoNotOptimize(x.data());
     };
-    double t_one = 0, t_two = 0, t_free_one = 0, t_free_two = 0;
+    double t_one = 0, t_two = 0, t_lock = 0, t_free_one = 0, t_free_two = 0;
     a[0].busy_seconds.assign(2, 0.0);
     b[0].busy_seconds.assign(2, 0.0);
+    c[0].busy_seconds.assign(2, 0.0);
     for (auto _ : state) {
         auto t0 = std::chrono::steady_clock::now();
         benchmark::DoNotOptimize(one.run(std::span(a), feed, D, {}));
@@ -61,6 +68,9 @@ void BM_two_stage_speedup(benchmark::State& state) {
         t0 = std::chrono::steady_clock::now();
         benchmark::DoNotOptimize(two.run(std::span(b), feed, D, {}));
         t_two += seconds_since(t0);
+        t0 = std::chrono::steady_clock::now();
+        benchmark::DoNotOptimize(lock_step.run(std::span(c), feed, D, {}));
+        t_lock += seconds_since(t0);
         t0 = std::chrono::steady_clock::now();
         free_run(passes);
         t_free_one += seconds_since(t0);
@@ -75,6 +85,8 @@ void BM_two_stage_speedup(benchmark::State& state) {
     state.counters["one_ipu_microbatches_per_s"] = samples / t_one;
     state.counters["two_ipu_microbatches_per_s"] = samples / t_two;
     state.counters["speedup"] = t_one / t_two;
+    state.counters["lock_step_speedup"] = t_one / t_lock;  // the same pipeline in lock-step cycles
+    state.counters["lock_step_over_dataflow"] = t_lock / t_two;
     state.counters["ideal_gpipe"] = 2.0 * double(G) / double(G + 1);  // 2 × G / (G + S - 1)
     // What two threads with no schedule at all reach on this machine now, and our share of it.
     state.counters["machine_two_thread_scaling"] = t_free_one / t_free_two;

@@ -1,9 +1,10 @@
 #pragma once
 // The emulator layer: device and host figures, the pass model, IPUs (thread + memory arena + modelled
-// clock), the host's clock, channels, collectives.
+// clock), the host's clock, channels, collectives and the barrier of lock-step cycles.
 #include "tessera/emulator/collective_group.hpp"
 #include "tessera/emulator/channel.hpp"
 #include "tessera/emulator/cluster.hpp"
+#include "tessera/emulator/cycle_barrier.hpp"
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/host_clock.hpp"
@@ -13,5 +14,6 @@
 #include "tessera/emulator/ipu.hpp"
 #include "tessera/emulator/memory_arena.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
+#include "tessera/emulator/partials.hpp"
 #include "tessera/emulator/pass_model.hpp"
 #include "tessera/emulator/spsc_channel.hpp"

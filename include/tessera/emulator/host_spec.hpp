@@ -19,10 +19,10 @@ namespace tessera::emulator {
 /// @endcode
 struct host_spec {
     std::size_t cores = 128;                    ///< dual-socket AMD EPYC 7742 (64 cores each)
-    double float_seconds_per_value = 1.499e-7;    ///< load, transform, normalise one value into float (calibrated)
-    double eight_bit_seconds_per_value = 5.298e-8;  ///< load and transform one value, kept 8-bit (calibrated)
-    double feed_seconds_per_byte = 3.621e-8;      ///< the training loop hands a byte of a batch to the device (calibrated)
-    double dispatch_seconds = 12.86e-3;           ///< the training loop's fixed cost per host call (calibrated)
+    double float_seconds_per_value = 1.327e-7;    ///< load, transform, normalise one value into float (calibrated)
+    double eight_bit_seconds_per_value = 4.636e-8;  ///< load and transform one value, kept 8-bit (calibrated)
+    double feed_seconds_per_byte = 3.993e-8;      ///< the training loop hands a byte of a batch to the device (calibrated)
+    double dispatch_seconds = 12.67e-3;           ///< the training loop's fixed cost per host call (calibrated)
     double network_bandwidth = 12.5e9;          ///< host to host, bytes/s: 100 Gb/s Ethernet (RoCE), one direction
     /// Several processes (instances): whether their replicas' gradients meet through the hosts'
     /// network (separate IPU systems, as tessera::dist runs emulators in separate processes) or over

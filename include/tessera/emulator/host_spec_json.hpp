@@ -24,10 +24,10 @@ public:
 /// back silently to the tutorial's figure):
 /// @code
 ///   {"cores": 128,                        // host cores
-///    "float_seconds_per_value": 1.499e-7, // load, transform and normalise one value into float
-///    "eight_bit_seconds_per_value": 5.298e-8, // load and transform one value kept 8-bit (8-bit I/O)
-///    "feed_seconds_per_byte": 3.621e-8,   // the training loop hands one byte of a batch to the device
-///    "dispatch_seconds": 12.86e-3,        // the training loop's fixed cost per host call
+///    "float_seconds_per_value": 1.327e-7, // load, transform and normalise one value into float
+///    "eight_bit_seconds_per_value": 4.636e-8, // load and transform one value kept 8-bit (8-bit I/O)
+///    "feed_seconds_per_byte": 3.993e-8,   // the training loop hands one byte of a batch to the device
+///    "dispatch_seconds": 12.67e-3,        // the training loop's fixed cost per host call
 ///    "network_bandwidth": 12.5e9,         // host to host, bytes/s, one direction
 ///    "reduce_through_hosts": false}       // instances reduce over the hosts' network (true) or IPU-Links
 /// @endcode

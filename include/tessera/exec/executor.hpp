@@ -505,11 +505,9 @@ private:
                     }
                     model.update(s, scale);
                     break;
-                case opcode::sync: {  // a lock-step pipeline cycle ends: the replica's IPUs meet
-                    float none = 0.0f;
-                    detail::end_cycle(clock, w.syncs[r]->reduce(i, std::span<float>(&none, 1), clock.now()), m_schedule);
+                case opcode::sync:  // a lock-step pipeline cycle ends: the replica's IPUs meet
+                    detail::end_cycle(clock, w.syncs[r]->arrive_and_wait(clock.now()), m_schedule);
                     break;
-                }
                 case opcode::stream_in:
                 case opcode::stream_out: break;
             }
