@@ -34,6 +34,6 @@ int main(int argc, char** argv) {
     }
 }
 // $ dispatch 16.16 pipelined gpipe 8bit
-// 16.16 pipelined gpipe, 2 stage(s): 12.59 s per CIFAR-10 epoch, 3905 images/s modelled
+// 16.16 pipelined gpipe, 2 stage(s): 13.99 s per CIFAR-10 epoch, 3514 images/s modelled
 // $ dispatch 8.8
 // tessera::config::dispatch: precision '8.8' is not one of 32.32, 16.32, 16.16

@@ -25,9 +25,9 @@ int main() {
                 e.fits ? "fits" : "does not fit", e.host_wait_seconds, 100 * e.device_breakdown.bubble_fraction,
                 std::string(exec::bottleneck_of(e.device_breakdown, e.host_wait_seconds)).c_str());
 }
-// modelled epoch: 132.7 s, 9645 images/s on 16 IPUs
-// IPU 0: 640 MiB of 897 MiB
-// IPU 1: 321 MiB of 897 MiB
-// IPU 2: 198 MiB of 897 MiB
-// IPU 3: 316 MiB of 897 MiB
-// fits; the IPUs wait 35.5 s for the host; bubble 25%; bottleneck: compute
+// modelled epoch: 171.2 s, 7479 images/s on 16 IPUs
+// IPU 0: 658 MiB of 897 MiB
+// IPU 1: 327 MiB of 897 MiB
+// IPU 2: 201 MiB of 897 MiB
+// IPU 3: 322 MiB of 897 MiB
+// fits; the IPUs wait 35.5 s for the host; bubble 46%; bottleneck: bubble

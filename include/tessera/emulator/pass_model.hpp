@@ -70,7 +70,9 @@ void for_each_split(double n, F&& f) {
     const double xbpc = spec.exchange_bytes_per_tile_cycle();
     pass_cycles best;
     double best_total = std::numeric_limits<double>::infinity();
-    for (const double go : {units, std::min(units, 8.0)}) {
+    const double choices[] = {units, 8.0};  // all the units it may use, or 8 of them (poplibs: "8 engines")
+    for (std::size_t k = 0; k < (units > 8.0 ? 2u : 1u); ++k) {
+        const double go = choices[k];
         const double out_groups = ceil_div(std::max(p.outputs, 1.0), go);
         const double weight_load = gi * go * bytes / spec.amp_weight_load_bytes_per_cycle;
         for_each_split(out_groups, [&](double t_o) {
