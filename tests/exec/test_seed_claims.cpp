@@ -33,10 +33,12 @@ TEST_CASE("seed 000's table on the modelled clock: every step in the seeds' dire
         CHECK((ratio < 1) == (seed_ratio < 1));  // 000 and 001 (calibrated on 000 only): the same direction
         if (row.seed == "000") CHECK(std::abs(ratio / seed_ratio - 1) <= 0.2);
     }
-    // 003: four replicas fed by one process stay host-bound — about the 2-IPU run's epoch, as the
-    // tutorial says — and two processes sharing the loading are faster.
+    // 003: four replicas fed by one process stay host-bound, between what the tutorial says ("about
+    // the same" as the 1-replica run) and what it measured (tqdm's rates: 6.3 s against 000's 8.5 s,
+    // 0.74 of it); two processes sharing the loading are faster.
     const auto& one_replica = e[4];  // 000 +async
-    CHECK(e[10].seconds == Approx(one_replica.seconds).epsilon(0.1));  // "about the same": neither faster nor slower
+    CHECK(e[10].seconds <= one_replica.seconds);
+    CHECK(e[10].seconds >= 0.74 * one_replica.seconds);
     CHECK(e[10].host_wait_seconds > e[10].device_seconds);
     CHECK(e[11].seconds < 0.75 * e[10].seconds);
     // Each step of 000 removes host time: the IPUs' own time changes little.
