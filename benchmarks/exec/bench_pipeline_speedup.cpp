@@ -1,7 +1,7 @@
 // Real speed-up on this machine: a 2-stage pipeline of balanced, compute-bound stages at G = 16
 // on 2 emulated IPUs (2 threads) against the same model with both stages on 1 IPU, same run; and
-// what lock-step pipeline cycles (the IPU threads meet at every cycle's sync) cost in wall time
-// against asynchronous dataflow.
+// the same pipeline's schedule in lock-step cycles (its syncs, and the replay of its clocks after
+// each call) against dataflow's, in wall time.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

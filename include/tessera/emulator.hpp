@@ -1,10 +1,9 @@
 #pragma once
 // The emulator layer: device and host figures, the pass model, IPUs (thread + memory arena + modelled
-// clock), the host's clock, channels, collectives and the barrier of lock-step cycles.
+// clock), the host's clock, channels, collectives.
 #include "tessera/emulator/collective_group.hpp"
 #include "tessera/emulator/channel.hpp"
 #include "tessera/emulator/cluster.hpp"
-#include "tessera/emulator/cycle_barrier.hpp"
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/host_clock.hpp"

@@ -9,7 +9,6 @@
 
 #include "deadline.hpp"
 #include "tessera/emulator/collective_group.hpp"
-#include "tessera/emulator/cycle_barrier.hpp"
 
 namespace emu = tessera::emulator;
 
@@ -209,46 +208,3 @@ TEST_CASE("a rank naming elements outside its buffer, or joining another collect
     CHECK(aborted == 1);
 }
 
-TEST_CASE("cycle_barrier: every thread leaves each round with the latest arrival, round after round",
-          "[emulator][threads]") {
-    constexpr std::size_t threads = 3, rounds = 200;
-    // Sleep at once (no spin) and spin first: the same rounds either way.
-    for (const auto spin : {std::chrono::microseconds{0}, std::chrono::microseconds{5000}}) {
-        emu::cycle_barrier barrier(threads, spin);
-        std::vector<std::vector<double>> seen(threads);
-        tessera::test::within_deadline(60, "cycle_barrier rounds", [&] {
-            std::vector<std::jthread> pool;
-            for (std::size_t t = 0; t < threads; ++t)
-                pool.emplace_back([&, t] {
-                    for (std::size_t k = 0; k < rounds; ++k)  // thread t arrives at k + t / 10; the latest, k + 0.2
-                        seen[t].push_back(barrier.arrive_and_wait(double(k) + double(t) / 10.0));
-                });
-        });
-        for (std::size_t t = 0; t < threads; ++t) {
-            REQUIRE(seen[t].size() == rounds);
-            for (std::size_t k = 0; k < rounds; ++k) CHECK(seen[t][k] == double(k) + 0.2);
-        }
-    }
-    REQUIRE_THROWS_AS(emu::cycle_barrier(0), std::invalid_argument);
-}
-
-TEST_CASE("cycle_barrier: abort wakes a waiting thread, sleeping or spinning, and later arrivals throw",
-          "[emulator][threads]") {
-    for (const auto spin : {std::chrono::microseconds{0}, std::chrono::microseconds{100000}}) {
-        emu::cycle_barrier barrier(2, spin);
-        bool aborted = false;
-        tessera::test::within_deadline(60, "cycle_barrier abort", [&] {
-            std::jthread waiter([&] {
-                try {
-                    (void)barrier.arrive_and_wait(1.0);
-                } catch (const emu::collective_aborted&) {
-                    aborted = true;
-                }
-            });
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            barrier.abort();
-        });
-        CHECK(aborted);
-        REQUIRE_THROWS_AS((void)barrier.arrive_and_wait(2.0), emu::collective_aborted);
-    }
-}

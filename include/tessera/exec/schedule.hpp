@@ -362,18 +362,24 @@ inline schedule make_schedule(const schedule_request& r) {
     std::vector<std::size_t> deferred_updates;
     // Lock-step: a cycle's sends wait for its sync; reductions and updates for the last cycle.
     const bool lock_step = out.lock_step_cycles();
-    std::vector<instruction> cycle_sends;
+    struct pending_send {
+        std::size_t ipu;
+        opcode op;
+        std::size_t stage;
+        std::uint32_t micro_batch, peer;
+    };
+    std::vector<pending_send> cycle_sends;
     std::vector<std::size_t> finished;
     std::uint32_t cycle = order.empty() ? 0 : order.front().round;
     const auto send = [&](std::size_t ipu, opcode op, std::size_t stage, std::uint32_t mb, std::uint32_t peer) {
         if (lock_step)
-            cycle_sends.push_back({op, static_cast<std::uint32_t>(stage), mb, peer, static_cast<std::uint32_t>(ipu)});
+            cycle_sends.push_back({ipu, op, stage, mb, peer});
         else
             emit(ipu, op, stage, mb, peer);
     };
     const auto end_cycle = [&] {
         for (std::size_t i = 0; i < ipus; ++i) emit(i, opcode::sync, 0);
-        for (const auto& in : cycle_sends) emit(in.seq, in.op, in.stage, in.micro_batch, in.peer);  // seq: the IPU
+        for (const auto& p : cycle_sends) emit(p.ipu, p.op, p.stage, p.micro_batch, p.peer);
         cycle_sends.clear();
     };
     const auto reduce_and_update = [&](std::size_t s) {

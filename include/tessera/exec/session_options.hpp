@@ -31,9 +31,11 @@ struct session_options {
     /// in float either way, so results do not change.
     emulator::partials_type partials = emulator::partials_type::float32;
     /// Pipelines run in lock-step pipeline cycles, as Poplar runs them: each cycle every IPU runs its
-    /// passes, then all of them synchronise and exchange (the emulated IPUs' threads meet too), and
-    /// the gradients are reduced and the weights updated after the last cycle. false: asynchronous
-    /// dataflow, each pass as soon as its inputs arrive (a what-if: results are the same either way).
+    /// passes, then all of them synchronise and exchange, and the gradients are reduced and the
+    /// weights updated after the last cycle. The modelled clock charges the cycles (a call's clocks
+    /// are the replay a dry run makes); the IPU threads themselves do not wait for each other, so
+    /// wall time is dataflow's. false: asynchronous dataflow on the modelled clock too, each pass as
+    /// soon as its inputs arrive (a what-if: results are the same either way).
     bool lock_step = true;
     cross_process_reduction across{};     ///< instances > 1: the reduction across processes (tessera::dist)
     std::vector<std::size_t> first_units{};  ///< networks: the first unit of each stage (PopTorch's block

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "tessera/emulator/collective_group.hpp"
-#include "tessera/emulator/cycle_barrier.hpp"
 #include "tessera/optim/shard.hpp"
 #include "tessera/emulator/channel.hpp"
 #include "tessera/emulator/spsc_channel.hpp"
@@ -75,8 +74,6 @@ struct wiring {
     std::vector<std::unique_ptr<emulator::collective_group<float>>> gather;  // per stage: sharded optimiser state
     /// Per replica, over its IPUs; sharded optimiser state: one, over every replica's IPUs.
     std::vector<std::unique_ptr<emulator::collective_group<float>>> votes;
-    /// Lock-step pipelines: per replica, over its IPUs, the end of each pipeline cycle.
-    std::vector<std::unique_ptr<emulator::cycle_barrier>> syncs;
     /// For each (replica × IPU) program, the channel each send/receive uses (looked up once).
     std::vector<std::vector<channel<Tensor>*>> link_of;
     std::vector<std::unique_ptr<program_state>> state;  ///< per (replica × IPU)
@@ -154,8 +151,6 @@ template <class Tensor, class Label, class Stash, class Input = Tensor>
     } else {
         for (std::size_t r = 0; r < R; ++r) w.votes.push_back(std::make_unique<emulator::collective_group<float>>(I));
     }
-    if (sched.lock_step_cycles())
-        for (std::size_t r = 0; r < R; ++r) w.syncs.push_back(std::make_unique<emulator::cycle_barrier>(I));
     for (std::size_t r = 0; r < R; ++r)
         for (std::size_t i = 0; i < I; ++i)
             w.state.push_back(std::make_unique<typename w_t::program_state>(sched.stages, M_));
