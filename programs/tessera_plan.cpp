@@ -26,6 +26,7 @@ std::string command_of(const programs::train_request& r) {
     std::string c = "tessera-train --model " + r.model + " --dataset " + r.dataset;
     if (r.images) c += " --images " + std::to_string(r.images);
     c += " --precision " + r.precision + " --strategy " + r.strategy;
+    if (r.partials != "float") c += " --partials " + r.partials;
     if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
     if (programs::runs_chunks(r)) c += " --virtual-stages " + std::to_string(r.virtual_stages);
     if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
