@@ -261,7 +261,13 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
                                       // fewer rows than a chunk's minimum: one chunk, its GEMMs (im2col:
                                       // split by columns; Winograd: the 16 positions' GEMMs) on all the threads
                                       layer{{5, 2, 2, 64}, 96, {3, 3, 1, 1}},
-                                      layer{{6, 1, 1, 48}, 160, {3, 3, 1, 1}}}) {
+                                      layer{{6, 1, 1, 48}, 160, {3, 3, 1, 1}},
+                                      // Winograd's forward in blocks of a few tiles (outputs one or two SIMD
+                                      // vectors wide) against its GEMMs over the whole chunk: one image is one
+                                      // chunk, run in blocks on one thread and by GEMMs on all the threads
+                                      layer{{1, 14, 12, 16}, 16, {3, 3, 1, 1}},
+                                      layer{{1, 10, 10, 24}, 32, {3, 3, 1, 1}},
+                                      layer{{19, 9, 9, 32}, 16, {3, 3, 1, 1}}}) {
         CAPTURE(in.str(), cout, g.stride, static_cast<int>(algorithm));
         const shape out = g.output(in, cout);
         const auto x = random_vector<float>(in.size(), 40);

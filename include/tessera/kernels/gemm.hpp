@@ -142,9 +142,13 @@ void pack_b(trans tb, const TB* b, std::size_t ldb, std::size_t p0, std::size_t 
 /// (a[p·lda + i], an unpacked transposed A) or row-strided (a[i·lda + p], an unpacked A).
 enum class a_layout { packed, k_strided, row_strided };
 
-template <class Tile, a_layout AL = a_layout::packed, class C>
-void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda, const C* __restrict b, C* c,
+/// LDA, when not 0, is lda known at compile time: a row-strided A's rows then lie at constant offsets
+/// from one pointer, where a run-time lda makes the compiler keep a pointer per row (more than the
+/// general registers: it parks them in vector registers and moves them back on the FMA ports).
+template <class Tile, a_layout AL = a_layout::packed, std::size_t LDA = 0, class C>
+void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda_run_time, const C* __restrict b, C* c,
                   std::size_t ldc, std::size_t rows, std::size_t cols, C alpha, C beta) noexcept {
+    const std::size_t lda = LDA != 0 ? LDA : lda_run_time;
     using B = simd<C>;
     constexpr std::size_t mr = Tile::mr, nr = Tile::nr, w = Tile::width, nv = Tile::nv;
     B acc[mr][nv];
@@ -180,13 +184,29 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda, const 
         return;
     }
     alignas(64) C buf[mr * nr];
+    // Unrolled like the loops above: an accumulator indexed at run time would keep them all in memory.
+#pragma GCC unroll 32
     for (std::size_t i = 0; i < mr; ++i)
+#pragma GCC unroll 2
         for (std::size_t v = 0; v < nv; ++v) acc[i][v].store_aligned(buf + i * nr + v * w);
     for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t j = 0; j < cols; ++j) {
             C& dst = c[i * ldc + j];
             dst = beta == C(0) ? alpha * buf[i * nr + j] : alpha * buf[i * nr + j] + beta * dst;
         }
+}
+
+/// micro_kernel on a row-strided A, with lda as a constant where it is 16, 32 or 64 (the channels of
+/// narrow convolution layers, as Winograd's GEMMs read them): see micro_kernel's LDA.
+template <class Tile, class C>
+void row_strided_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c, std::size_t ldc,
+                        std::size_t rows, std::size_t cols, C alpha, C beta) noexcept {
+    switch (lda) {
+        case 16: return micro_kernel<Tile, a_layout::row_strided, 16>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+        case 32: return micro_kernel<Tile, a_layout::row_strided, 32>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+        case 64: return micro_kernel<Tile, a_layout::row_strided, 64>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+        default: return micro_kernel<Tile, a_layout::row_strided>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+    }
 }
 
 /// An uninitialised 64-byte aligned buffer (packing overwrites it; zero-filling would cost as much).
@@ -290,8 +310,8 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
                             if constexpr (std::is_same_v<TA, C>) {
                                 if (ir < full) {
                                     if (ta == trans::no)
-                                        micro_kernel<tl, a_layout::row_strided>(kc, a + (ic + ir) * lda + pc, lda, bp, cp,
-                                                                                ldc, rows, cols, alpha, beta_block);
+                                        row_strided_kernel<tl>(kc, a + (ic + ir) * lda + pc, lda, bp, cp, ldc, rows, cols,
+                                                               alpha, beta_block);
                                     else
                                         micro_kernel<tl, a_layout::k_strided>(kc, a + pc * lda + ic + ir, lda, bp, cp, ldc,
                                                                               rows, cols, alpha, beta_block);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <utility>
 
+#include "tessera/kernels/cache_size.hpp"
 #include "tessera/kernels/conv_chunks.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/simd.hpp"
@@ -94,6 +95,48 @@ void weight_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v,
     });
 }
 
+/// Runs f(Tile{}) with the register tile whose width is `width` columns (one or two SIMD vectors) and
+/// whose rows are the short tile's (the fused forward's blocks are a few tiles long); false when no
+/// tile is that wide (the strips are the whole matrix: forward_gemms serves them).
+template <class C, class F>
+bool with_strip_tile(std::size_t width, F&& f) {
+    using one = kernels::detail::tile<C, 1, kernels::detail::short_mr<C, 1>>;
+    using two = kernels::detail::tile<C, 2, kernels::detail::short_mr<C, 2>>;
+    if (width == one::nr) return f(one{}), true;
+    if (width == two::nr) return f(two{}), true;
+    return false;
+}
+
+/// Tiles per block of the fused forward: whole strips of the register tile's rows whose transformed
+/// inputs and products (16·(cin + cout) values per tile) fit the level-1 data cache, or
+/// 0 where not one strip fits (wide layers: their GEMMs gain more from long strips than from L1).
+template <class C>
+[[nodiscard]] std::size_t fused_block_tiles(std::size_t cin, std::size_t cout, std::size_t l1_bytes) noexcept {
+    std::size_t mr = 0;
+    if (!with_strip_tile<C>(strip_width<C>(cout), [&]<class Tile>(Tile) { mr = Tile::mr; })) return 0;
+    // Bit for bit the GEMM's sums: one pass over the input channels (gemm splits k above its kc).
+    if (cin > kernels::detail::tile<C, 1>::kc) return 0;
+    const std::size_t rows = l1_bytes / (positions * (cin + cout) * sizeof(C));
+    return rows / mr * mr;
+}
+
+/// M_ξ = V_ξ U_ξ for a block of nb tiles (v and m laid out as forward_gemms' for nt = nb), calling the
+/// register tile directly: a block's GEMMs are a few hundred multiply-adds each, less than a gemm
+/// call's set-up. Each element is the same chain of multiply-adds over the input channels as gemm's
+/// (A and B read in place, alpha 1, beta 0), so the results are gemm's bit for bit.
+template <class C>
+void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m) {
+    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    with_strip_tile<C>(width, [&]<class Tile>(Tile) {
+        for (std::size_t xi = 0; xi < positions; ++xi)
+            for (std::size_t j = 0; j < cout; j += width)
+                for (std::size_t r = 0; r < nb; r += Tile::mr)
+                    kernels::detail::row_strided_kernel<Tile>(cin, v + xi * nb * cin + r * cin, cin, u + xi * plane + j * cin,
+                                                              m + xi * nb * cout + r * cout + j, cout,
+                                                              std::min(Tile::mr, nb - r), width, C(1), C(0));
+    });
+}
+
 /// What the drivers share: the tiling, the chunks of whole images and their per-thread buffers.
 template <class C>
 struct plan {
@@ -101,10 +144,12 @@ struct plan {
     // chunk: tiles per chunk, whole images whose transformed tiles (16·(cin + cout) values per tile)
     // are about as large as im2col's chunks.
     std::size_t cin, cout, plane, tiles, chunk, chunks;
+    // block: tiles per block of the fused forward (fused_block_tiles), 0 where it does not run.
+    std::size_t block;
     plan(const tensor::shape& in, std::size_t out_channels, const window& g)
         : tl(in, g), cin(in.c), cout(out_channels), plane(cin * cout), tiles(in.n * tl.per_image),
           chunk(kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, in.n, sizeof(C))),
-          chunks((tiles + chunk - 1) / chunk) {}
+          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cin, cout, l1_data_bytes())) {}
     [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::size_t c) const noexcept {
         return {c * chunk, std::min(tiles, (c + 1) * chunk)};
     }
@@ -142,6 +187,17 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
+        if (p.block != 0 && (threads > 1 || opt.threads <= 1)) {  // a chunk's GEMMs on one thread
+            // Transform, multiply and transform back a few tiles at a time: what the transforms write,
+            // the GEMMs and the output transform read from L1 instead of L2.
+            for (std::size_t b0 = t0; b0 < t1; b0 += p.block) {
+                const std::size_t b1 = std::min(t1, b0 + p.block);
+                detail::transform_input(xs, in, g, p.tl, b0, b1, v);
+                detail::block_gemms(b1 - b0, p.cin, cout, v, u, m);
+                detail::transform_output(m, p.tl, cout, b0, b1, y0);
+            }
+            return;
+        }
         detail::transform_input(xs, in, g, p.tl, t0, t1, v);
         detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, kernels::detail::chunk_gemm(opt, threads, ws, t));
         detail::transform_output(m, p.tl, cout, t0, t1, y0);
