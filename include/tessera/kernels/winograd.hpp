@@ -107,16 +107,17 @@ bool with_strip_tile(std::size_t width, F&& f) {
     return false;
 }
 
-/// Tiles per block of the fused forward: whole strips of the register tile's rows whose transformed
-/// inputs and products (16·(cin + cout) values per tile) fit the level-1 data cache, or
-/// 0 where not one strip fits (wide layers: their GEMMs gain more from long strips than from L1).
+/// Tiles per block of a fused pass (transforms and GEMMs a few tiles at a time) whose products have
+/// n channels and sum over k: whole strips of the register tile's rows whose transformed tiles
+/// (16·(k + n) values per tile) fit the level-1 data cache, or 0 where not one strip fits (wide
+/// layers: their GEMMs gain more from long strips than from L1) or no register tile is n's strips' width.
 template <class C>
-[[nodiscard]] std::size_t fused_block_tiles(std::size_t cin, std::size_t cout, std::size_t l1_bytes) noexcept {
+[[nodiscard]] std::size_t fused_block_tiles(std::size_t n, std::size_t k, std::size_t l1_bytes) noexcept {
     std::size_t mr = 0;
-    if (!with_strip_tile<C>(strip_width<C>(cout), [&]<class Tile>(Tile) { mr = Tile::mr; })) return 0;
-    // Bit for bit the GEMM's sums: one pass over the input channels (gemm splits k above its kc).
-    if (cin > kernels::detail::tile<C, 1>::kc) return 0;
-    const std::size_t rows = l1_bytes / (positions * (cin + cout) * sizeof(C));
+    if (!with_strip_tile<C>(strip_width<C>(n), [&]<class Tile>(Tile) { mr = Tile::mr; })) return 0;
+    // Bit for bit the GEMMs' sums: one pass over what each call sums (gemm splits k above its kc).
+    if (strip_width<C>(k) > kernels::detail::tile<C, 1>::kc) return 0;
+    const std::size_t rows = l1_bytes / (positions * (k + n) * sizeof(C));
     return rows / mr * mr;
 }
 
@@ -137,6 +138,25 @@ void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, 
     });
 }
 
+/// dV_ξ = dM_ξ U_ξᵀ for the nb tiles from row r0 of a chunk of nt (dm and ut as data_gemms'), into
+/// dv laid out for nb tiles: data_gemms' register-tile calls for those rows, bit for bit (the same
+/// sums over cout's strips, each call's alpha 1 and beta 0 then 1).
+template <class C>
+void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_t cin, std::size_t cout, const C* dm,
+                      const C* ut, C* dv) {
+    const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
+    with_strip_tile<C>(width_in, [&]<class Tile>(Tile) {
+        for (std::size_t xi = 0; xi < positions; ++xi)
+            for (std::size_t j = 0; j < cin; j += width_in)
+                for (std::size_t s = 0; s < cout; s += width_out)
+                    for (std::size_t r = 0; r < nb; r += Tile::mr)
+                        kernels::detail::row_strided_kernel<Tile>(
+                            width_out, dm + xi * nt * cout + s * nt + (r0 + r) * width_out, width_out,
+                            ut + xi * plane + j * cout + s * width_in, dv + xi * nb * cin + r * cin + j, cin,
+                            std::min(Tile::mr, nb - r), width_in, C(1), s == 0 ? C(0) : C(1));
+    });
+}
+
 /// What the drivers share: the tiling, the chunks of whole images and their per-thread buffers.
 template <class C>
 struct plan {
@@ -144,12 +164,14 @@ struct plan {
     // chunk: tiles per chunk, whole images whose transformed tiles (16·(cin + cout) values per tile)
     // are about as large as im2col's chunks.
     std::size_t cin, cout, plane, tiles, chunk, chunks;
-    // block: tiles per block of the fused forward (fused_block_tiles), 0 where it does not run.
-    std::size_t block;
+    // block, data_block: tiles per block of the fused forward and of the fused input gradient
+    // (fused_block_tiles), 0 where they do not run.
+    std::size_t block, data_block;
     plan(const tensor::shape& in, std::size_t out_channels, const window& g)
         : tl(in, g), cin(in.c), cout(out_channels), plane(cin * cout), tiles(in.n * tl.per_image),
           chunk(kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, in.n, sizeof(C))),
-          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cin, cout, l1_data_bytes())) {}
+          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cout, cin, l1_data_bytes())),
+          data_block(fused_block_tiles<C>(cin, cout, l1_data_bytes())) {}
     [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::size_t c) const noexcept {
         return {c * chunk, std::min(tiles, (c + 1) * chunk)};
     }
@@ -221,9 +243,18 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
-        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, kernels::detail::chunk_gemm(opt, threads, ws, t));
         // The chunk's images of dx (chunks hold whole images: no overlap), zeroed by the thread that adds into them.
         std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
+        const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
+        if (p.data_block != 0 && o.threads <= 1) {  // a few tiles at a time, in L1, as conv2d_backward
+            for (std::size_t b0 = t0; b0 < t1; b0 += p.data_block) {
+                const std::size_t b1 = std::min(t1, b0 + p.data_block);
+                detail::block_data_gemms(t1 - t0, b0 - t0, b1 - b0, p.cin, cout, m, ut, v);
+                detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
+            }
+            return;
+        }
+        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, o);
         detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
     });
     dst.commit();
@@ -259,8 +290,16 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         detail::weight_gemms(t1 - t0, p.cin, cout, v, m, beta, target, o);
         if (acc == nullptr) return;
-        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, o);  // V is no longer needed: dV takes its place
         std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
+        if (p.data_block != 0 && o.threads <= 1) {  // the input gradient a few tiles at a time, in L1
+            for (std::size_t b0 = t0; b0 < t1; b0 += p.data_block) {
+                const std::size_t b1 = std::min(t1, b0 + p.data_block);
+                detail::block_data_gemms(t1 - t0, b0 - t0, b1 - b0, p.cin, cout, m, ut, v);
+                detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
+            }
+            return;
+        }
+        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, o);  // V is no longer needed: dV takes its place
         detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
     });
     detail::add_weight_gradient(du, p.cin, cout, dw, par);
