@@ -111,6 +111,23 @@ inline void add(const T* a, const T* b, T* out, std::size_t n) noexcept {
     for (; i < n; ++i) out[i] = put<T>(get<C>(a[i]) + get<C>(b[i]));
 }
 
+/// out[i] = max(a[i] + b[i], 0) computed in C (a residual block's add and the ReLU after it in one
+/// pass; out may be a or b); storage C or in_register types.
+template <class C, class T>
+inline void add_relu(const T* a, const T* b, T* out, std::size_t n) noexcept {
+    constexpr std::size_t w = batch<C>::size;
+    const batch<C> zero(C(0));
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) {
+        const auto v = load<C>(a + i) + load<C>(b + i);
+        store<C>(out + i, xsimd::select(v > zero, v, zero));
+    }
+    for (; i < n; ++i) {
+        const C v = get<C>(a[i]) + get<C>(b[i]);
+        out[i] = put<T>(v > C(0) ? v : C(0));
+    }
+}
+
 /// y[i] = max(x[i], 0) (y may be x), computed in C; x and y stored as C or in_register types.
 template <class C, class TX, class TY>
 inline void relu(const TX* x, TY* y, std::size_t n) noexcept {

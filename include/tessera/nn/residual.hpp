@@ -33,15 +33,20 @@ concept ShortcutPolicy = requires {
 namespace detail {
 
 /// out = a + b elementwise, computed in C, any storage types; a half sum rounded as `rounding` says
-/// (element i drawing the bits of element i, on any number of threads).
-template <class C, class T>
+/// (element i drawing the bits of element i, on any number of threads). Relu: out = max(a + b, 0) in
+/// the same pass, bit for bit the ReLU of the rounded sum (rounding keeps a value's sign, and a
+/// negative sum rounds to a value the ReLU makes 0 either way).
+template <class C, bool Relu = false, class T>
 void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism threads = {},
          const tensor::rounding& rounding = {}) {
     constexpr std::size_t grain = std::size_t{1} << 16;
     if constexpr (kernels::simd::in_register<C, T>) {  // C itself, or half widened in registers
         if (!kernels::rounds_stochastically<C, T>(rounding))
             return kernels::detail::parallel_ranges(threads, n, grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
-                kernels::simd::add<C>(a + lo, b + lo, out + lo, hi - lo);
+                if constexpr (Relu)
+                    kernels::simd::add_relu<C>(a + lo, b + lo, out + lo, hi - lo);
+                else
+                    kernels::simd::add<C>(a + lo, b + lo, out + lo, hi - lo);
             });
     }
     kernels::detail::parallel_ranges(threads, n, grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
@@ -52,6 +57,7 @@ void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism thr
             kernels::convert_n(a + i, x, m);
             kernels::convert_n(b + i, y, m);
             kernels::simd::add_to(y, x, m);
+            if constexpr (Relu) kernels::simd::relu<C>(x, x, m);
             if constexpr (std::is_same_v<T, tensor::half> && std::is_same_v<C, float>)
                 if (rounding.stochastic) {
                     tensor::convert_stochastic(x, out + i, m, rounding, i);
@@ -195,8 +201,8 @@ public:
     struct state {
         typename Main::state main;
         typename shortcut<P>::state skip;
-        activation<P> sum, grad_input;
-        typename relu<P>::state out;
+        activation<P> grad_input;
+        typename relu<P>::state out;  // its output: relu(main + shortcut), written by the fused add
     };
 
     residual(Main main, shortcut<P> skip) : m_main(std::move(main)), m_skip(std::move(skip)) {}
@@ -223,9 +229,10 @@ public:
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         const auto& a = m_main.forward(x, st.main, ctx.child(0));
         const auto& b = m_skip.forward(x, st.skip, ctx.child(1));
-        detail::ensure_shape(st.sum, tensor::shape_of(a));
-        detail::add<C>(a.data(), b.data(), st.sum.data(), a.size(), ctx.parallel(), ctx.forward_rounding());
-        return m_relu.forward(st.sum, st.out, ctx.child(2));
+        // The add and the ReLU in one pass, into the ReLU's output (its backward masks by it).
+        detail::ensure_shape(st.out.output, tensor::shape_of(a));
+        detail::add<C, true>(a.data(), b.data(), st.out.output.data(), a.size(), ctx.parallel(), ctx.forward_rounding());
+        return st.out.output;
     }
 
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
