@@ -213,6 +213,35 @@ TEST_CASE("the residual add of half activations is fp32's sum rounded once, bit 
     CHECK(differing == 0);
 }
 
+TEST_CASE("the residual add with its ReLU is the ReLU of the rounded sum, bit for bit, in fp32 and in half rounded either way",
+          "[nn][half][rounding]") {
+    const std::size_t n = 70001;  // over two threads, a scalar tail
+    std::mt19937 rng(82);
+    std::normal_distribution<float> value(0.0f, 3.0f);
+    std::vector<float> af(n), bf(n), outf(n), sumf(n);
+    for (std::size_t i = 0; i < n; ++i) af[i] = value(rng), bf[i] = value(rng);
+    nn::detail::add<float, true>(af.data(), bf.data(), outf.data(), n, {2});
+    nn::detail::add<float>(af.data(), bf.data(), sumf.data(), n, {2});
+    std::size_t differing = 0, zeros = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        differing += outf[i] != std::max(sumf[i], 0.0f);
+        zeros += outf[i] == 0.0f;
+    }
+    CHECK(differing == 0);
+    CHECK(zeros > n / 3);  // the ReLU did cut the negative sums
+    std::vector<tessera::half> a(n), b(n), out(n), sum(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = tessera::half(af[i]), b[i] = tessera::half(bf[i]);
+    for (const bool stochastic : {false, true}) {
+        CAPTURE(stochastic);
+        const tessera::tensor::rounding r{.stochastic = stochastic, .seed = 5, .stream = 6};
+        nn::detail::add<float, true>(a.data(), b.data(), out.data(), n, {2}, r);
+        nn::detail::add<float>(a.data(), b.data(), sum.data(), n, {2}, r);
+        differing = 0;
+        for (std::size_t i = 0; i < n; ++i) differing += out[i].bits() != tessera::half(std::max(float(sum[i]), 0.0f)).bits();
+        CHECK(differing == 0);
+    }
+}
+
 TEST_CASE("the residual add rounds the half sum stochastically when asked, element i with the bits of element i",
           "[nn][half][rounding]") {
     const std::size_t n = 70001;  // over two threads, a scalar tail
