@@ -33,6 +33,42 @@ void ordered_column_reduce(std::size_t rows, std::size_t block, std::size_t widt
     for (std::size_t b = 0; b < blocks; ++b) kernels::simd::add_to(partial.data() + b * width, into, width);
 }
 
+/// mean[c] = the mean of column c of x (rows × channels) and m2[c] = Σ_r (x[r, c] − mean[c])², reading
+/// x from memory once: each block of `block` rows is summed, then its squared deviations from its own
+/// mean are summed while it is still in cache, and the blocks are combined in block order (Chan, Golub
+/// and LeVeque's pairwise update: m2 += m2_b + n_b·(mean_b − mean)²). The same bits on any number of
+/// threads; as stable as two passes over the whole of x.
+template <class C, class TX>
+void column_mean_and_deviations(const TX* x, std::size_t rows, std::size_t channels, std::size_t block, C* mean, C* m2,
+                                aligned_vector<C>& partial, parallelism par) {
+    const std::size_t blocks = (rows + block - 1) / block;
+    if (partial.size() < 2 * blocks * channels) partial.resize(2 * blocks * channels);
+    std::fill_n(partial.data(), 2 * blocks * channels, C(0));
+    parallel_ranges(par, blocks, 1, [&](std::size_t b0, std::size_t b1, std::size_t) {
+        for (std::size_t b = b0; b < b1; ++b) {
+            const std::size_t first = b * block, n = std::min(rows, first + block) - first;
+            C* sums = partial.data() + 2 * b * channels;
+            kernels::simd::column_sums(x + first * channels, n, channels, sums);
+            const C inv_n = C(1) / static_cast<C>(n);
+            for (std::size_t c = 0; c < channels; ++c) sums[c] *= inv_n;  // the block's mean
+            kernels::simd::column_square_deviations(x + first * channels, n, channels, sums, sums + channels);
+        }
+    });
+    std::fill_n(mean, channels, C(0));
+    std::fill_n(m2, channels, C(0));
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const C n = static_cast<C>(std::min(rows, (b + 1) * block) - b * block);
+        const C seen = static_cast<C>(b * block), total = seen + n;
+        const C* block_mean = partial.data() + 2 * b * channels;
+        const C* block_m2 = block_mean + channels;
+        for (std::size_t c = 0; c < channels; ++c) {
+            const C delta = block_mean[c] - mean[c];
+            mean[c] += delta * (n / total);
+            m2[c] += block_m2[c] + delta * delta * (seen * n / total);
+        }
+    }
+}
+
 /// simd::scale_shift_rows with the ReLU chosen at run time.
 template <class C, class TX, class TO>
 void normalise_rows(bool relu, const TX* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift,
@@ -60,15 +96,8 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
         C* mean = saved.mean.data();
         C* var = saved.inv_std.data();
         const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
-        auto reduce = [&](C* into, auto&& per_rows) {
-            detail::ordered_column_reduce(rows, grain, channels, into, ws.partial, par, per_rows);
-        };
-        reduce(mean, [&](std::size_t b, std::size_t e, C* sums) { simd::column_sums(xc + b * channels, e - b, channels, sums); });
+        detail::column_mean_and_deviations(xc, rows, channels, grain, mean, var, ws.partial, par);
         const C inv_rows = C(1) / static_cast<C>(rows);
-        for (std::size_t c = 0; c < channels; ++c) mean[c] *= inv_rows;
-        reduce(var, [&](std::size_t b, std::size_t e, C* sums) {
-            simd::column_square_deviations(xc + b * channels, e - b, channels, mean, sums);
-        });
         if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
         C* scale = ws.b.data();
         C* shift = ws.b.data() + channels;
