@@ -83,15 +83,18 @@ void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, 
                  ut + xi * plane + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * nt * cin + j, cin, one);
     });
 }
-/// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ (dm in strips over cout).
+/// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ (dm in strips over cout), summing the tiles `kblock` at a time (0: all
+/// at once) as the fused backward does (see sum_block_tiles).
 template <class C>
 void weight_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du,
-                  const gemm_options& o) {
+                  const gemm_options& o, std::size_t kblock = 0) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
+    const std::size_t kb = kblock == 0 ? nt : kblock;
     for_each_gemm(positions * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width;
-        gemm(trans::yes, trans::no, cin, width, nt, C(1), v + xi * nt * cin, cin, dm + xi * nt * cout + j * nt, width,
-             beta, du + xi * plane + j, cout, one);
+        for (std::size_t k0 = 0; k0 < nt; k0 += kb)
+            gemm(trans::yes, trans::no, cin, width, std::min(kb, nt - k0), C(1), v + xi * nt * cin + k0 * cin, cin,
+                 dm + xi * nt * cout + j * nt + k0 * width, width, k0 == 0 ? beta : C(1), du + xi * plane + j, cout, one);
     });
 }
 
@@ -138,6 +141,34 @@ void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, 
     });
 }
 
+/// Tiles per block of the sum over tiles of a weight gradient in the fused backward, or 0 where it
+/// sums a chunk's tiles at once. Results depend on it, so it follows from the shapes alone, never
+/// from the machine's caches: blocks whose transformed tiles (16·(cin + cout) values each) fit 32 KiB,
+/// the smallest level-1 data cache of the CPUs this runs on (AMD Zen 3's), and only where that is
+/// at least 16 tiles (fewer would make each block's update of dU, a load and a store of every
+/// element, cost more than the multiply-adds it saves moving).
+inline constexpr std::size_t sum_block_bytes = std::size_t{32} << 10;
+template <class C>
+[[nodiscard]] constexpr std::size_t sum_block_tiles(std::size_t cin, std::size_t cout) noexcept {
+    const std::size_t tiles = sum_block_bytes / (positions * (cin + cout) * sizeof(C));
+    return tiles >= 16 ? tiles : 0;
+}
+
+/// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ for a block of nb tiles (v and dm laid out as weight_gemms' for
+/// nt = nb): weight_gemms' register-tile calls for one block, bit for bit.
+template <class C>
+void block_weight_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du) {
+    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    with_strip_tile<C>(width, [&]<class Tile>(Tile) {
+        for (std::size_t xi = 0; xi < positions; ++xi)
+            for (std::size_t j = 0; j < cout; j += width)
+                for (std::size_t r = 0; r < cin; r += Tile::mr)
+                    kernels::detail::micro_kernel<Tile, kernels::detail::a_layout::k_strided>(
+                        nb, v + xi * nb * cin + r, cin, dm + xi * nb * cout + j * nb, du + xi * plane + r * cout + j, cout,
+                        std::min(Tile::mr, cin - r), width, C(1), beta);
+    });
+}
+
 /// dV_ξ = dM_ξ U_ξᵀ for the nb tiles from row r0 of a chunk of nt (dm and ut as data_gemms'), into
 /// dv laid out for nb tiles: data_gemms' register-tile calls for those rows, bit for bit (the same
 /// sums over cout's strips, each call's alpha 1 and beta 0 then 1).
@@ -165,13 +196,18 @@ struct plan {
     // are about as large as im2col's chunks.
     std::size_t cin, cout, plane, tiles, chunk, chunks;
     // block, data_block: tiles per block of the fused forward and of the fused input gradient
-    // (fused_block_tiles), 0 where they do not run.
-    std::size_t block, data_block;
+    // (fused_block_tiles), 0 where they do not run; sum_block: of the weight gradient's sums
+    // (sum_block_tiles), and fused_backward: whether both gradients run a block at a time.
+    std::size_t block, data_block, sum_block;
+    bool fused_backward;
     plan(const tensor::shape& in, std::size_t out_channels, const window& g)
         : tl(in, g), cin(in.c), cout(out_channels), plane(cin * cout), tiles(in.n * tl.per_image),
           chunk(kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, in.n, sizeof(C))),
           chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cout, cin, l1_data_bytes())),
-          data_block(fused_block_tiles<C>(cin, cout, l1_data_bytes())) {}
+          data_block(fused_block_tiles<C>(cin, cout, l1_data_bytes())), sum_block(sum_block_tiles<C>(cin, cout)),
+          fused_backward(sum_block != 0 && with_strip_tile<C>(strip_width<C>(cout), [](auto) {}) &&
+                         with_strip_tile<C>(strip_width<C>(cin), [](auto) {}) &&
+                         strip_width<C>(cout) <= kernels::detail::tile<C, 1>::kc) {}
     [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::size_t c) const noexcept {
         return {c * chunk, std::min(tiles, (c + 1) * chunk)};
     }
@@ -286,11 +322,25 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
                                   [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
+        if (acc != nullptr) std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
+        if (p.fused_backward && o.threads <= 1) {
+            // Both gradients a block of tiles at a time: what the transforms write stays in L1 for
+            // the GEMMs, and dV takes V's place.
+            for (std::size_t b0 = t0; b0 < t1; b0 += p.sum_block) {
+                const std::size_t b1 = std::min(t1, b0 + p.sum_block), nb = b1 - b0;
+                detail::transform_input(xs, in, g, p.tl, b0, b1, v);
+                detail::transform_output_gradient(dys, p.tl, cout, b0, b1, detail::strip_width<C>(cout), m);
+                detail::block_weight_gemms(nb, p.cin, cout, v, m, b0 == t0 ? beta : C(1), target);
+                if (acc == nullptr) continue;
+                detail::block_data_gemms(nb, 0, nb, p.cin, cout, m, ut, v);
+                detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
+            }
+            return;
+        }
         detail::transform_input(xs, in, g, p.tl, t0, t1, v);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
-        detail::weight_gemms(t1 - t0, p.cin, cout, v, m, beta, target, o);
+        detail::weight_gemms(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
         if (acc == nullptr) return;
-        std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
         if (p.data_block != 0 && o.threads <= 1) {  // the input gradient a few tiles at a time, in L1
             for (std::size_t b0 = t0; b0 < t1; b0 += p.data_block) {
                 const std::size_t b1 = std::min(t1, b0 + p.data_block);

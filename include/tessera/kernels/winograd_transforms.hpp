@@ -84,6 +84,17 @@ inline void store_lanes(C* p, const V& v) noexcept {
         v.store_unaligned(p);
 }
 
+/// Hides p's value from the optimiser. An unrolled loop that stores to (or loads from) 16 addresses
+/// a run-time stride apart would otherwise get one precomputed pointer per address, hoisted out of
+/// the tile loop: more than the general registers, so they are parked in vector registers or on the
+/// stack and moved back for every tile. Stepping one opaque pointer by the stride costs an add each.
+template <class P>
+inline void opaque(P*& p) noexcept {
+#if defined(__GNUC__)
+    asm("" : "+r"(p));
+#endif
+}
+
 /// Runs f.template operator()<V>(offset) over a channel run of n: batches of the SIMD width, then scalars.
 template <class C, class F>
 inline void over_channels(std::size_t n, F&& f) {
@@ -172,18 +183,39 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
         with_patch(x, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[4][4];
+                if constexpr (decltype(inside)::value) {  // one pointer stepped along rows and pixels (see opaque)
+                    const S* row = pixel(0, 0) + ci;
+#pragma GCC unroll 4
+                    for (std::size_t r = 0; r < 4; ++r) {
+                        const S* p = row;
+#pragma GCC unroll 4
+                        for (std::size_t q = 0; q < 4; ++q) {
+                            d[r][q] = load_lanes<V, C>(p);
+                            p += c;
+                            opaque(p);
+                        }
+                        row += in.w * c;
+                        opaque(row);
+                    }
+                } else {
+#pragma GCC unroll 4
+                    for (std::size_t r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+                        for (std::size_t q = 0; q < 4; ++q) {
+                            const S* p = pixel(r, q);
+                            d[r][q] = p ? load_lanes<V, C>(p + ci) : V(C(0));
+                        }
+                }
+                transform_2d(d, input_1d<V>);
+                C* out = dst + ci;
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < 4; ++r)
 #pragma GCC unroll 4
                     for (std::size_t q = 0; q < 4; ++q) {
-                        const S* p = pixel(r, q);
-                        d[r][q] = inside || p ? load_lanes<V, C>(p + ci) : V(C(0));
+                        store_lanes(out, d[r][q]);
+                        out += stride;
+                        opaque(out);
                     }
-                transform_2d(d, input_1d<V>);
-#pragma GCC unroll 4
-                for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                    for (std::size_t q = 0; q < 4; ++q) store_lanes(dst + (r * 4 + q) * stride + ci, d[r][q]);
             });
         });
     });
@@ -199,16 +231,37 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
         with_patch(dx, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[4][4];
+                const C* from = src + ci;
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < 4; ++r)
 #pragma GCC unroll 4
-                    for (std::size_t q = 0; q < 4; ++q) d[r][q] = load_lanes<V, C>(src + (r * 4 + q) * stride + ci);
+                    for (std::size_t q = 0; q < 4; ++q) {
+                        d[r][q] = load_lanes<V, C>(from);
+                        from += stride;
+                        opaque(from);
+                    }
                 transform_2d(d, input_1d_adjoint<V>);
+                if constexpr (decltype(inside)::value) {  // one pointer stepped along rows and pixels
+                    C* row = pixel(0, 0) + ci;
 #pragma GCC unroll 4
-                for (std::size_t r = 0; r < 4; ++r)
+                    for (std::size_t r = 0; r < 4; ++r) {
+                        C* p = row;
 #pragma GCC unroll 4
-                    for (std::size_t q = 0; q < 4; ++q)
-                        if (C* p = pixel(r, q); inside || p) store_lanes(p + ci, load_lanes<V, C>(p + ci) + d[r][q]);
+                        for (std::size_t q = 0; q < 4; ++q) {
+                            store_lanes(p, load_lanes<V, C>(p) + d[r][q]);
+                            p += c;
+                            opaque(p);
+                        }
+                        row += in.w * c;
+                        opaque(row);
+                    }
+                } else {
+#pragma GCC unroll 4
+                    for (std::size_t r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+                        for (std::size_t q = 0; q < 4; ++q)
+                            if (C* p = pixel(r, q)) store_lanes(p + ci, load_lanes<V, C>(p + ci) + d[r][q]);
+                }
             });
         });
     });
@@ -223,13 +276,21 @@ void transform_output(const C* m, const tiling& tl, std::size_t cout, std::size_
         block(y, tl, cout, at, px);
         const C* src = m + i * cout;
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
+            V d[4][4];
+            const C* from = src + co;
+#pragma GCC unroll 4
+            for (std::size_t r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+                for (std::size_t q = 0; q < 4; ++q) {
+                    d[r][q] = load_lanes<V, C>(from);
+                    from += stride;
+                    opaque(from);
+                }
             V s[2][4];
 #pragma GCC unroll 4
             for (std::size_t q = 0; q < 4; ++q) {
-                const V m0 = load_lanes<V, C>(src + q * stride + co), m1 = load_lanes<V, C>(src + (4 + q) * stride + co);
-                const V m2 = load_lanes<V, C>(src + (8 + q) * stride + co), m3 = load_lanes<V, C>(src + (12 + q) * stride + co);
-                s[0][q] = m0 + m1 + m2;
-                s[1][q] = m1 - m2 - m3;
+                s[0][q] = d[0][q] + d[1][q] + d[2][q];
+                s[1][q] = d[1][q] - d[2][q] - d[3][q];
             }
 #pragma GCC unroll 4
             for (std::size_t r = 0; r < 2; ++r) {
@@ -264,13 +325,18 @@ void transform_output_gradient(const S* dy, const tiling& tl, std::size_t cout, 
                 e[2][q] = d[0][q] - d[1][q];
                 e[3][q] = -d[1][q];
             }
+            C* out = dst + co;
+            const auto put = [&](const V& value) {
+                store_lanes(out, value);
+                out += stride;
+                opaque(out);
+            };
 #pragma GCC unroll 4
             for (std::size_t r = 0; r < 4; ++r) {
-                C* row = dst + r * 4 * stride + co;
-                store_lanes(row, e[r][0]);
-                store_lanes(row + stride, e[r][0] + e[r][1]);
-                store_lanes(row + 2 * stride, e[r][0] - e[r][1]);
-                store_lanes(row + 3 * stride, -e[r][1]);
+                put(e[r][0]);
+                put(e[r][0] + e[r][1]);
+                put(e[r][0] - e[r][1]);
+                put(-e[r][1]);
             }
         });
     });
