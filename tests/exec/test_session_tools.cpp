@@ -134,11 +134,13 @@ TEST_CASE("a session stopped after k calls and resumed from its checkpoint ends 
 }
 
 TEST_CASE("a loss that is not finite stops training with an error that says where", "[exec][threads]") {
-    // A learning rate that blows the weights up in the first update: the second call's loss is not finite.
+    // A learning rate that blows the weights up in the first update, to 1e36 and beyond: in the second
+    // call's forward their products overflow fp32, and the loss is not finite. (Weights of 1e30 are not
+    // enough: batch norm's statistics, summed block by block, stay finite and normalise them.)
     using c = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<3>, cfg::eight_bit_io>;
     const nn::resnet20<cfg::fp32> net(1, 10);
     const auto train = images(24);
-    auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 1e30}), sample, {.micro_batch = 4});
+    auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 1e38}), sample, {.micro_batch = 4});
     auto loader = data::make_data_loader<c>(train, {.micro_batch = 4}, {});
     auto epoch = loader.epoch(0);
     auto first = epoch.next();
