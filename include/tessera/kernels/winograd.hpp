@@ -7,7 +7,7 @@
 // and the sum over input channels of U ⊙ V is, for each of the 16 positions ξ of the 4×4 tile, one
 // GEMM of (tiles × cin) by (cin × cout). That is 16 multiplies per tile and channel pair where
 // im2col + GEMM does 36: 2.25× fewer. The gradients are the adjoints of the same linear maps:
-//   dM = A dY Aᵀ,   dV_ξ = dM_ξ U_ξᵀ,   dd = B dV Bᵀ (added into dx),
+//   dM = A dY Aᵀ,   dV_ξ = dM_ξ U_ξᵀ,   dd = B dV Bᵀ (summed into dx over the overlapping tiles),
 //   dU_ξ = Σ_tiles V_ξᵀ dM_ξ,   dg = Gᵀ dU G (added into dw).
 // Chunks hold whole images, as in im2col + GEMM, so results do not depend on the thread count.
 // Memory: a layer's workspace keeps the transformed weights and their gradient, 32·cin·cout values
@@ -272,15 +272,13 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
     store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding);
     const C* ut = p.weights(w, true, ws, par);
-    const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks), image = in.h * in.w * in.c;
+    const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
     C* acc = dst.target();
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
-        // The chunk's images of dx (chunks hold whole images: no overlap), zeroed by the thread that adds into them.
-        std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
         const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
         if (p.data_block != 0 && o.threads <= 1) {  // a few tiles at a time, in L1, as conv2d_backward
             for (std::size_t b0 = t0; b0 < t1; b0 += p.data_block) {
@@ -312,7 +310,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         dst.emplace(dx, in.size(), ws.c, par, rounding);
         ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
     }
-    const std::size_t size = detail::positions * p.plane, image = in.h * in.w * in.c;
+    const std::size_t size = detail::positions * p.plane;
     if (ws.filters.size() < size) ws.filters.resize(size);
     C* du = ws.filters.data();
     C* acc = dst ? dst->target() : nullptr;
@@ -322,7 +320,6 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
                                   [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
-        if (acc != nullptr) std::fill(acc + t0 / p.tl.per_image * image, acc + t1 / p.tl.per_image * image, C(0));
         if (p.fused_backward && o.threads <= 1) {
             // Both gradients a block of tiles at a time: what the transforms write stays in L1 for
             // the GEMMs, and dV takes V's place.

@@ -221,13 +221,27 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
     });
 }
 
-/// dx += B dV Bᵀ for tiles [t0, t1) (dv laid out as transform_input's v); tiles overlap by two pixels.
+/// Whether the tile at `at` is the first, in the tiles' order, to reach the pixel at (r, q) of its
+/// 4×4 patch. A tile's patch shares its first two rows with the patch of the tile above and its first
+/// two columns with the patch of the tile to its left (tiles step 2 pixels), and reaches its last two
+/// rows and columns first; every pixel of an image lies in some patch.
+[[nodiscard]] inline bool first_to_reach(const tile_cursor& at, std::size_t r, std::size_t q) noexcept {
+    return (r >= 2 || at.ty == 0) && (q >= 2 || at.tx == 0);
+}
+
+/// dx = B dV Bᵀ summed over tiles [t0, t1) (dv laid out as transform_input's v), whole images in
+/// the tiles' order: the first tile to reach a pixel (first_to_reach) writes it, the tiles after it
+/// add to it (patches overlap by two pixels), so dx needs no zeroing beforehand.
 template <class C>
 void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
                         std::size_t t1, C* dx) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         const C* src = dv + i * c;
+        // d into the pixel at p: written by the first tile to reach it, added to after.
+        const auto put = [&at]<class V>(C* p, std::size_t r, std::size_t q, const V& d) {
+            store_lanes(p, first_to_reach(at, r, q) ? d : load_lanes<V, C>(p) + d);
+        };
         with_patch(dx, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[4][4];
@@ -248,7 +262,7 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
                         C* p = row;
 #pragma GCC unroll 4
                         for (std::size_t q = 0; q < 4; ++q) {
-                            store_lanes(p, load_lanes<V, C>(p) + d[r][q]);
+                            put(p, r, q, d[r][q]);
                             p += c;
                             opaque(p);
                         }
@@ -260,7 +274,7 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
                     for (std::size_t r = 0; r < 4; ++r)
 #pragma GCC unroll 4
                         for (std::size_t q = 0; q < 4; ++q)
-                            if (C* p = pixel(r, q)) store_lanes(p + ci, load_lanes<V, C>(p + ci) + d[r][q]);
+                            if (C* p = pixel(r, q)) put(p + ci, r, q, d[r][q]);
                 }
             });
         });
