@@ -173,6 +173,59 @@ void with_patch(P* x, const tensor::shape& in, const window& g, const tile_curso
     f([&px](std::size_t r, std::size_t q) { return px[r][q]; }, std::false_type{});
 }
 
+/// The 16 positions of a tile's transformed values for one run of channels, `stride` apart from p
+/// (the strip layout of transform_input's v and the GEMMs' products), into d or from d.
+template <class V, class C>
+inline void load_positions(const C* p, std::size_t stride, V (&d)[4][4]) noexcept {
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+        for (std::size_t q = 0; q < 4; ++q) {
+            d[r][q] = load_lanes<V, C>(p);
+            p += stride;
+            opaque(p);
+        }
+}
+template <class C, class V>
+inline void store_positions(C* p, std::size_t stride, const V (&d)[4][4]) noexcept {
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+        for (std::size_t q = 0; q < 4; ++q) {
+            store_lanes(p, d[r][q]);
+            p += stride;
+            opaque(p);
+        }
+}
+
+/// Runs f(p, r, q) for each pixel (r, q) of a tile's 4×4 patch that lies in the image, p the address
+/// of its channel ci (pixel and inside as with_patch gives them): for a patch inside the image by one
+/// pointer stepped along rows and pixels (see opaque), else through pixel(r, q), skipping the padding.
+template <class P, class Pixel, class Inside, class F>
+inline void for_each_patch_pixel(const Pixel& pixel, Inside, const tensor::shape& in, std::size_t ci, F&& f) {
+    if constexpr (Inside::value) {
+        P* row = pixel(0, 0) + ci;
+#pragma GCC unroll 4
+        for (std::size_t r = 0; r < 4; ++r) {
+            P* p = row;
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < 4; ++q) {
+                f(p, r, q);
+                p += in.c;
+                opaque(p);
+            }
+            row += in.w * in.c;
+            opaque(row);
+        }
+    } else {
+#pragma GCC unroll 4
+        for (std::size_t r = 0; r < 4; ++r)
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < 4; ++q)
+                if (P* p = pixel(r, q)) f(p + ci, r, q);
+    }
+}
+
 /// V = Bᵀ d B for tiles [t0, t1): v[ξ][t - t0][ci] (positions nt·c apart).
 template <class C, class S>
 void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
@@ -183,39 +236,13 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
         with_patch(x, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[4][4];
-                if constexpr (decltype(inside)::value) {  // one pointer stepped along rows and pixels (see opaque)
-                    const S* row = pixel(0, 0) + ci;
-#pragma GCC unroll 4
-                    for (std::size_t r = 0; r < 4; ++r) {
-                        const S* p = row;
-#pragma GCC unroll 4
-                        for (std::size_t q = 0; q < 4; ++q) {
-                            d[r][q] = load_lanes<V, C>(p);
-                            p += c;
-                            opaque(p);
-                        }
-                        row += in.w * c;
-                        opaque(row);
-                    }
-                } else {
-#pragma GCC unroll 4
-                    for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                        for (std::size_t q = 0; q < 4; ++q) {
-                            const S* p = pixel(r, q);
-                            d[r][q] = p ? load_lanes<V, C>(p + ci) : V(C(0));
-                        }
-                }
+                if constexpr (!decltype(inside)::value)  // the padding reads as zeros
+                    for (auto& row : d)
+                        for (auto& e : row) e = V(C(0));
+                for_each_patch_pixel<const S>(pixel, inside, in, ci,
+                                              [&](const S* p, std::size_t r, std::size_t q) { d[r][q] = load_lanes<V, C>(p); });
                 transform_2d(d, input_1d<V>);
-                C* out = dst + ci;
-#pragma GCC unroll 4
-                for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                    for (std::size_t q = 0; q < 4; ++q) {
-                        store_lanes(out, d[r][q]);
-                        out += stride;
-                        opaque(out);
-                    }
+                store_positions(dst + ci, stride, d);
             });
         });
     });
@@ -245,37 +272,9 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
         with_patch(dx, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[4][4];
-                const C* from = src + ci;
-#pragma GCC unroll 4
-                for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                    for (std::size_t q = 0; q < 4; ++q) {
-                        d[r][q] = load_lanes<V, C>(from);
-                        from += stride;
-                        opaque(from);
-                    }
+                load_positions(src + ci, stride, d);
                 transform_2d(d, input_1d_adjoint<V>);
-                if constexpr (decltype(inside)::value) {  // one pointer stepped along rows and pixels
-                    C* row = pixel(0, 0) + ci;
-#pragma GCC unroll 4
-                    for (std::size_t r = 0; r < 4; ++r) {
-                        C* p = row;
-#pragma GCC unroll 4
-                        for (std::size_t q = 0; q < 4; ++q) {
-                            put(p, r, q, d[r][q]);
-                            p += c;
-                            opaque(p);
-                        }
-                        row += in.w * c;
-                        opaque(row);
-                    }
-                } else {
-#pragma GCC unroll 4
-                    for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                        for (std::size_t q = 0; q < 4; ++q)
-                            if (C* p = pixel(r, q)) put(p + ci, r, q, d[r][q]);
-                }
+                for_each_patch_pixel<C>(pixel, inside, in, ci, [&](C* p, std::size_t r, std::size_t q) { put(p, r, q, d[r][q]); });
             });
         });
     });
@@ -291,15 +290,7 @@ void transform_output(const C* m, const tiling& tl, std::size_t cout, std::size_
         const C* src = m + i * cout;
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
             V d[4][4];
-            const C* from = src + co;
-#pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-                for (std::size_t q = 0; q < 4; ++q) {
-                    d[r][q] = load_lanes<V, C>(from);
-                    from += stride;
-                    opaque(from);
-                }
+            load_positions(src + co, stride, d);
             V s[2][4];
 #pragma GCC unroll 4
             for (std::size_t q = 0; q < 4; ++q) {
