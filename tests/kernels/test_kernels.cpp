@@ -244,6 +244,26 @@ TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[ker
     }
 }
 
+TEST_CASE("Winograd's fused blocks make the same sums as the unfused GEMMs, whatever the L1 cache", "[kernels][conv]") {
+    namespace wd = k::winograd::detail;
+    constexpr std::size_t one = k::detail::tile<float, 1>::nr, kc = k::detail::tile<float, 1>::kc;
+    // Whole strips of the register tile's rows, growing with the cache, none where a strip does not fit.
+    const std::size_t small = wd::fused_block_tiles<float>(one, one, one, 32 << 10);
+    const std::size_t big = wd::fused_block_tiles<float>(one, one, one, 1 << 20);
+    CHECK(small > 0);
+    CHECK(big > small);
+    CHECK(wd::fused_block_tiles<float>(one, 512, 512, 32 << 10) == 0);
+    // No block where gemm would split a call's sum (above kc), however large the cache.
+    CHECK(wd::fused_block_tiles<float>(one, kc + one, kc + one, std::size_t{1} << 40) == 0);
+    CHECK(wd::fused_block_tiles<float>(one, kc, kc, std::size_t{1} << 40) > 0);
+    // Nor for outputs no register tile is as wide as (the strips are the whole matrix).
+    CHECK(wd::fused_block_tiles<float>(one + 1, one, one, std::size_t{1} << 40) == 0);
+    // The weight gradient's blocks follow from the shapes alone, at most kc tiles, none below 16.
+    CHECK(wd::sum_block_tiles<float>(16, 16) == 16);
+    CHECK(wd::sum_block_tiles<float>(32, 32) == 0);
+    CHECK(wd::sum_block_tiles<float>(1, 1) <= kc);
+}
+
 TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks taken in any order", "[kernels][conv][threads]") {
     // Threads take chunks of whole images as they finish them; the weight gradient adds each chunk's
     // partial sum in chunk order, so neither the thread count nor which thread ran which chunk shows.

@@ -111,15 +111,17 @@ bool with_strip_tile(std::size_t width, F&& f) {
 }
 
 /// Tiles per block of a fused pass (transforms and GEMMs a few tiles at a time) whose products have
-/// n channels and sum over k: whole strips of the register tile's rows whose transformed tiles
-/// (16·(k + n) values per tile) fit the level-1 data cache, or 0 where not one strip fits (wide
-/// layers: their GEMMs gain more from long strips than from L1) or no register tile is n's strips' width.
+/// n channels and sum over k, `per_call` of them in each GEMM call of the unfused pass (all k in the
+/// forward, a strip of k in the input gradient): whole strips of the register tile's rows whose
+/// transformed tiles (16·(k + n) values per tile) fit the level-1 data cache, or 0 where not one strip
+/// fits (wide layers: their GEMMs gain more from long strips than from L1), where no register tile is
+/// n's strips' width, or where gemm would split a call's sum (above its kc): the fused pass then
+/// could not make the same sums.
 template <class C>
-[[nodiscard]] std::size_t fused_block_tiles(std::size_t n, std::size_t k, std::size_t l1_bytes) noexcept {
+[[nodiscard]] std::size_t fused_block_tiles(std::size_t n, std::size_t k, std::size_t per_call, std::size_t l1_bytes) noexcept {
     std::size_t mr = 0;
     if (!with_strip_tile<C>(strip_width<C>(n), [&]<class Tile>(Tile) { mr = Tile::mr; })) return 0;
-    // Bit for bit the GEMMs' sums: one pass over what each call sums (gemm splits k above its kc).
-    if (strip_width<C>(k) > kernels::detail::tile<C, 1>::kc) return 0;
+    if (per_call > kernels::detail::tile<C, 1>::kc) return 0;
     const std::size_t rows = l1_bytes / (positions * (k + n) * sizeof(C));
     return rows / mr * mr;
 }
@@ -151,7 +153,8 @@ inline constexpr std::size_t sum_block_bytes = std::size_t{32} << 10;
 template <class C>
 [[nodiscard]] constexpr std::size_t sum_block_tiles(std::size_t cin, std::size_t cout) noexcept {
     const std::size_t tiles = sum_block_bytes / (positions * (cin + cout) * sizeof(C));
-    return tiles >= 16 ? tiles : 0;
+    // At most gemm's kc: the unfused path's calls then sum a block without splitting it either.
+    return tiles >= 16 ? std::min(tiles, kernels::detail::tile<C, 1>::kc) : 0;
 }
 
 /// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ for a block of nb tiles (v and dm laid out as weight_gemms' for
@@ -203,8 +206,8 @@ struct plan {
     plan(const tensor::shape& in, std::size_t out_channels, const window& g)
         : tl(in, g), cin(in.c), cout(out_channels), plane(cin * cout), tiles(in.n * tl.per_image),
           chunk(kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, in.n, sizeof(C))),
-          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cout, cin, l1_data_bytes())),
-          data_block(fused_block_tiles<C>(cin, cout, l1_data_bytes())), sum_block(sum_block_tiles<C>(cin, cout)),
+          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cout, cin, cin, l1_data_bytes())),
+          data_block(fused_block_tiles<C>(cin, cout, strip_width<C>(cout), l1_data_bytes())), sum_block(sum_block_tiles<C>(cin, cout)),
           fused_backward(sum_block != 0 && with_strip_tile<C>(strip_width<C>(cout), [](auto) {}) &&
                          with_strip_tile<C>(strip_width<C>(cin), [](auto) {}) &&
                          strip_width<C>(cout) <= kernels::detail::tile<C, 1>::kc) {}
