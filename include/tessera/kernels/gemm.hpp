@@ -209,6 +209,29 @@ void row_strided_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b,
     }
 }
 
+/// micro_kernel on the first `rows` rows of an mr-row strip of an A read in place (row- or
+/// k-strided), for callers that hand it strips cut short: such a strip is first copied into a packed
+/// panel padded with zero rows, as gemm_blocked packs its cut strips, because the register tile reads
+/// all mr rows and in place that would read past the strip's last row. kc at most Tile::kc.
+template <class Tile, a_layout AL, class C>
+void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c, std::size_t ldc, std::size_t rows,
+                  std::size_t cols, C alpha, C beta) noexcept {
+    static_assert(AL != a_layout::packed, "tessera::kernels::detail::strip_kernel: A is read in place");
+    constexpr std::size_t mr = Tile::mr;
+    if (rows == mr) {
+        if constexpr (AL == a_layout::row_strided)
+            row_strided_kernel<Tile>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+        else
+            micro_kernel<Tile, AL>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+        return;
+    }
+    alignas(64) C panel[Tile::kc * mr];
+    for (std::size_t p = 0; p < kc; ++p)
+        for (std::size_t i = 0; i < mr; ++i)
+            panel[p * mr + i] = i >= rows ? C(0) : AL == a_layout::row_strided ? a[i * lda + p] : a[p * lda + i];
+    micro_kernel<Tile>(kc, panel, 0, b, c, ldc, rows, cols, alpha, beta);
+}
+
 /// An uninitialised 64-byte aligned buffer (packing overwrites it; zero-filling would cost as much).
 template <class C>
 class scratch {

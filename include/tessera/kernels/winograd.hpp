@@ -129,7 +129,8 @@ template <class C>
 /// M_ξ = V_ξ U_ξ for a block of nb tiles (v and m laid out as forward_gemms' for nt = nb), calling the
 /// register tile directly: a block's GEMMs are a few hundred multiply-adds each, less than a gemm
 /// call's set-up. Each element is the same chain of multiply-adds over the input channels as gemm's
-/// (A and B read in place, alpha 1, beta 0), so the results are gemm's bit for bit.
+/// (A read in place, or packed where a strip is cut short, as gemm packs it; alpha 1, beta 0), so the
+/// results are gemm's bit for bit.
 template <class C>
 void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout);
@@ -137,9 +138,9 @@ void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, 
         for (std::size_t xi = 0; xi < positions; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < nb; r += Tile::mr)
-                    kernels::detail::row_strided_kernel<Tile>(cin, v + xi * nb * cin + r * cin, cin, u + xi * plane + j * cin,
-                                                              m + xi * nb * cout + r * cout + j, cout,
-                                                              std::min(Tile::mr, nb - r), width, C(1), C(0));
+                    kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::row_strided>(
+                        cin, v + xi * nb * cin + r * cin, cin, u + xi * plane + j * cin, m + xi * nb * cout + r * cout + j,
+                        cout, std::min(Tile::mr, nb - r), width, C(1), C(0));
     });
 }
 
@@ -166,7 +167,7 @@ void block_weight_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const
         for (std::size_t xi = 0; xi < positions; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < cin; r += Tile::mr)
-                    kernels::detail::micro_kernel<Tile, kernels::detail::a_layout::k_strided>(
+                    kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::k_strided>(
                         nb, v + xi * nb * cin + r, cin, dm + xi * nb * cout + j * nb, du + xi * plane + r * cout + j, cout,
                         std::min(Tile::mr, cin - r), width, C(1), beta);
     });
@@ -184,7 +185,7 @@ void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_
             for (std::size_t j = 0; j < cin; j += width_in)
                 for (std::size_t s = 0; s < cout; s += width_out)
                     for (std::size_t r = 0; r < nb; r += Tile::mr)
-                        kernels::detail::row_strided_kernel<Tile>(
+                        kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::row_strided>(
                             width_out, dm + xi * nt * cout + s * nt + (r0 + r) * width_out, width_out,
                             ut + xi * plane + j * cout + s * width_in, dv + xi * nb * cin + r * cin + j, cin,
                             std::min(Tile::mr, nb - r), width_in, C(1), s == 0 ? C(0) : C(1));
