@@ -204,11 +204,12 @@ struct plan {
     // (sum_block_tiles), and fused_backward: whether both gradients run a block at a time.
     std::size_t block, data_block, sum_block;
     bool fused_backward;
-    plan(const tensor::shape& in, std::size_t out_channels, const window& g)
+    plan(const tensor::shape& in, std::size_t out_channels, const window& g) : plan(in, out_channels, g, l1_data_bytes()) {}
+    plan(const tensor::shape& in, std::size_t out_channels, const window& g, std::size_t l1_bytes)
         : tl(in, g), cin(in.c), cout(out_channels), plane(cin * cout), tiles(in.n * tl.per_image),
           chunk(kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, in.n, sizeof(C))),
-          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cout, cin, cin, l1_data_bytes())),
-          data_block(fused_block_tiles<C>(cin, cout, strip_width<C>(cout), l1_data_bytes())), sum_block(sum_block_tiles<C>(cin, cout)),
+          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cout, cin, cin, l1_bytes)),
+          data_block(fused_block_tiles<C>(cin, cout, strip_width<C>(cout), l1_bytes)), sum_block(sum_block_tiles<C>(cin, cout)),
           fused_backward(sum_block != 0 && with_strip_tile<C>(strip_width<C>(cout), [](auto) {}) &&
                          with_strip_tile<C>(strip_width<C>(cin), [](auto) {}) &&
                          strip_width<C>(cout) <= kernels::detail::tile<C, 1>::kc) {}
@@ -220,6 +221,23 @@ struct plan {
     void reserve(workspace<C>& ws, std::size_t threads, const gemm_options& opt) const {
         kernels::detail::thread_columns(ws, threads, positions * chunk * cin, opt);
         kernels::detail::thread_buffers(ws.tiles, threads, positions * chunk * cout);
+    }
+    /// dx over tiles [t0, t1) from their transformed output gradients dm (the chunk's, in strips) and
+    /// Uᵀ: a block of data_block tiles at a time when the GEMMs run on this thread alone, else the
+    /// chunk's GEMMs on o's threads; dv is scratch for dV (V's buffer, no longer needed). The same
+    /// sums either way.
+    void input_gradient(const tensor::shape& in, const window& g, std::size_t t0, std::size_t t1, const C* dm,
+                        const C* ut, C* dv, C* dx, const gemm_options& o) const {
+        if (data_block != 0 && o.threads <= 1) {
+            for (std::size_t b0 = t0; b0 < t1; b0 += data_block) {
+                const std::size_t b1 = std::min(t1, b0 + data_block);
+                block_data_gemms(t1 - t0, b0 - t0, b1 - b0, cin, cout, dm, ut, dv);
+                add_input_gradient(dv, in, g, tl, b0, b1, dx);
+            }
+            return;
+        }
+        data_gemms(t1 - t0, cin, cout, dm, ut, dv, o);
+        add_input_gradient(dv, in, g, tl, t0, t1, dx);
     }
     /// The transformed weights, U or Uᵀ in strips, after 16·plane values of scratch.
     template <class W>
@@ -283,17 +301,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
-        const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
-        if (p.data_block != 0 && o.threads <= 1) {  // a few tiles at a time, in L1, as conv2d_backward
-            for (std::size_t b0 = t0; b0 < t1; b0 += p.data_block) {
-                const std::size_t b1 = std::min(t1, b0 + p.data_block);
-                detail::block_data_gemms(t1 - t0, b0 - t0, b1 - b0, p.cin, cout, m, ut, v);
-                detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
-            }
-            return;
-        }
-        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, o);
-        detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
+        p.input_gradient(in, g, t0, t1, m, ut, v, acc, kernels::detail::chunk_gemm(opt, threads, ws, t));
     });
     dst.commit();
 }
@@ -341,17 +349,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         detail::transform_input(xs, in, g, p.tl, t0, t1, v);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         detail::weight_gemms(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
-        if (acc == nullptr) return;
-        if (p.data_block != 0 && o.threads <= 1) {  // the input gradient a few tiles at a time, in L1
-            for (std::size_t b0 = t0; b0 < t1; b0 += p.data_block) {
-                const std::size_t b1 = std::min(t1, b0 + p.data_block);
-                detail::block_data_gemms(t1 - t0, b0 - t0, b1 - b0, p.cin, cout, m, ut, v);
-                detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
-            }
-            return;
-        }
-        detail::data_gemms(t1 - t0, p.cin, cout, m, ut, v, o);  // V is no longer needed: dV takes its place
-        detail::add_input_gradient(v, in, g, p.tl, t0, t1, acc);
+        if (acc != nullptr) p.input_gradient(in, g, t0, t1, m, ut, v, acc, o);  // V is no longer needed: dV takes its place
     });
     detail::add_weight_gradient(du, p.cin, cout, dw, par);
     if (dst) dst->commit();
