@@ -210,9 +210,10 @@ void row_strided_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b,
 }
 
 /// micro_kernel on the first `rows` rows of an mr-row strip of an A read in place (row- or
-/// k-strided), for callers that hand it strips cut short: such a strip is first copied into a packed
-/// panel padded with zero rows, as gemm_blocked packs its cut strips, because the register tile reads
-/// all mr rows and in place that would read past the strip's last row. kc at most Tile::kc.
+/// k-strided), for callers that hand it strips cut short: such a strip is first copied, its rows
+/// (row-strided) or its runs of rows (k-strided) whole, into a small panel padded with zero rows,
+/// because the register tile reads all mr rows and in place that would read past the strip's last
+/// row. The same values, so the same sums. kc at most Tile::kc.
 template <class Tile, a_layout AL, class C>
 void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c, std::size_t ldc, std::size_t rows,
                   std::size_t cols, C alpha, C beta) noexcept {
@@ -226,10 +227,20 @@ void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c,
         return;
     }
     alignas(64) C panel[Tile::kc * mr];
-    for (std::size_t p = 0; p < kc; ++p)
+    if constexpr (AL == a_layout::row_strided) {  // mr rows of kc, the cut ones zero
         for (std::size_t i = 0; i < mr; ++i)
-            panel[p * mr + i] = i >= rows ? C(0) : AL == a_layout::row_strided ? a[i * lda + p] : a[p * lda + i];
-    micro_kernel<Tile>(kc, panel, 0, b, c, ldc, rows, cols, alpha, beta);
+            if (i < rows)
+                std::copy_n(a + i * lda, kc, panel + i * kc);
+            else
+                std::fill_n(panel + i * kc, kc, C(0));
+        row_strided_kernel<Tile>(kc, panel, kc, b, c, ldc, rows, cols, alpha, beta);
+    } else {  // packed: kc runs of mr, each the strip's rows then zeros
+        for (std::size_t p = 0; p < kc; ++p) {
+            std::copy_n(a + p * lda, rows, panel + p * mr);
+            std::fill_n(panel + p * mr + rows, mr - rows, C(0));
+        }
+        micro_kernel<Tile>(kc, panel, 0, b, c, ldc, rows, cols, alpha, beta);
+    }
 }
 
 /// An uninitialised 64-byte aligned buffer (packing overwrites it; zero-filling would cost as much).
