@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -157,6 +158,45 @@ TEST_CASE("costs count multiply-adds as two FLOPs", "[nn][cost]") {
     REQUIRE(c.parameters == 3 * 3 * 16 * 32);
     nn::conv2d<config::half> conv_h(16, 32, {3, 3, 2, 1});
     REQUIRE(conv_h.cost({8, 28, 28, 16}).forward_bytes == Approx(c.forward_bytes / 2));  // fp16 storage halves bytes
+}
+
+TEST_CASE("a layer's kept bytes are the activations its state holds after a forward", "[nn][cost]") {
+    const nn::context ctx{nn::mode::train, 1};
+    const shape s{4, 9, 9, 8};
+    const auto x = random_activation<config::fp32>(s, 30);
+    const auto held = [](const auto& a) { return double(a.size() * sizeof(float)); };
+    nn::conv2d<config::fp32> conv(8, 16, {3, 3, 2, 1});
+    nn::conv2d<config::fp32>::state cs;
+    conv.forward(x, cs, ctx);
+    CHECK(conv.cost(s).kept_bytes == held(cs.output));
+    nn::batch_norm<config::fp32> bn(8);
+    nn::batch_norm<config::fp32>::state bs;
+    bn.forward(x, bs, ctx);
+    CHECK(bn.cost(s).kept_bytes == held(bs.output) + held(bs.saved.mean) + held(bs.saved.inv_std));
+    nn::relu<config::fp32> relu;
+    nn::relu<config::fp32>::state rs;
+    relu.forward(x, rs, ctx);
+    CHECK(relu.cost(s).kept_bytes == held(rs.output));
+    nn::max_pool<config::fp32> pool({3, 3, 2, 1});
+    nn::max_pool<config::fp32>::state ps;
+    pool.forward(x, ps, ctx);
+    CHECK(pool.cost(s).kept_bytes == held(ps.output) + double(ps.argmax.size() * sizeof(std::uint32_t)));
+    nn::linear<config::fp32> fc(9 * 9 * 8, 10);
+    nn::linear<config::fp32>::state fs;
+    fc.forward(x, fs, ctx);
+    CHECK(fc.cost(s).kept_bytes == held(fs.output));
+    // A basic block with a projection: two convolutions and two batch norms on the main branch, one of
+    // each on the shortcut, and the block's output (the add and its ReLU write it once).
+    nn::basic_block<config::fp32> block(8, 16, 2);
+    const double out = 4.0 * 5 * 5 * 16 * sizeof(float), statistics = 2.0 * 16 * sizeof(float);
+    CHECK(block.cost(s).kept_bytes == 7 * out + 3 * statistics);
+    CHECK(block.cost(s).stash_bytes() < block.cost(s).forward_bytes / 2);  // not every byte it reads and writes
+    // A cost that does not say what it keeps (a user's layer may not): its forward bytes stand in, also in a sum.
+    nn::cost unknown{1, 1, 100, 100, 0, {}};
+    CHECK(unknown.stash_bytes() == 100);
+    nn::cost sum = conv.cost(s);
+    sum += unknown;
+    CHECK(sum.stash_bytes() == held(cs.output) + 100);
 }
 
 TEST_CASE("a basic block in mixed and half precision follows fp32", "[nn][half]") {

@@ -542,13 +542,13 @@ public:
                 largest_segment = std::max(largest_segment, std::exchange(segment, 0.0));
             }
             const nn::cost uc = m_net.unit_cost(u, shape);
-            segment += uc.forward_bytes;
+            segment += uc.stash_bytes();
             c.unit_peak_bytes = std::max(c.unit_peak_bytes, shape.n * shape.per_sample() * data +
-                                                                static_cast<std::size_t>(uc.forward_bytes));
+                                                                static_cast<std::size_t>(uc.stash_bytes()));
             c.forward_flops += uc.forward_flops;
             c.backward_flops += uc.backward_flops;
             parameters += uc.parameters;
-            written += uc.forward_bytes;  // what forward wrote is, roughly, what backward needs
+            written += uc.stash_bytes();  // the activations its forward writes and its backward reads
             bool first_backward = u == 0;
             for (const nn::pass& p : uc.passes) {
                 if (p.phase == nn::pass_phase::forward) {

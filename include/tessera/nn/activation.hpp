@@ -20,7 +20,8 @@ public:
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const double n = static_cast<double>(s.size());
         return {n, n, detail::bytes_of(2 * s.size(), sizeof(T)), detail::bytes_of(3 * s.size(), sizeof(T)), 0,
-                {pass::elementwise(pass_phase::forward, n, 2), pass::elementwise(pass_phase::backward, n, 3)}};
+                {pass::elementwise(pass_phase::forward, n, 2), pass::elementwise(pass_phase::backward, n, 3)},
+                detail::bytes_of(s.size(), sizeof(T))};  // keeps its output (its backward's mask)
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         detail::ensure_shape(st.output, tensor::shape_of(x));

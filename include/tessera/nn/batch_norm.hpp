@@ -55,7 +55,9 @@ public:
                 {pass::reduction(forward, n, 1, 2 * c),  // mean and variance per channel
                  pass::elementwise(forward, n, 2),       // normalise, scale, shift (and the ReLU)
                  pass::reduction(backward, n, Relu ? 3 : 2, 2 * c),  // sums of dy and dy·x̂ (masked by the output)
-                 pass::elementwise(backward, n, Relu ? 4 : 3)}};
+                 pass::elementwise(backward, n, Relu ? 4 : 3)},
+                // keeps its output, and each channel's mean and 1/σ (its input is the layer before's)
+                detail::bytes_of(output_shape(s).size(), sizeof(T)) + detail::bytes_of(2 * m_channels, sizeof(C))};
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {

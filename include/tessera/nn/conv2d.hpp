@@ -60,7 +60,8 @@ public:
                  // the data gradient: the transposed convolution (output and input channels swap roles)
                  pass::contraction(backward, positions, in, out, taps),
                  // the weight gradient: out × (in · taps) results, each summed over the positions
-                 pass::contraction(backward, in * taps, out, positions).of_weights()}};
+                 pass::contraction(backward, in * taps, out, positions).of_weights()},
+                detail::bytes_of(o.size(), sizeof(T))};  // keeps its output (its input is the layer before's)
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {

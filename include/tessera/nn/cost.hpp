@@ -73,15 +73,26 @@ struct pass {
 };
 
 /// Work of one forward and one backward pass over a micro-batch: FLOPs, the bytes they move
-/// (activations read and written plus parameters read, in their storage types), parameters, and
-/// the passes themselves for a device model (each layer's forward and backward passes; a cost
-/// model sums them, so their order does not matter).
+/// (activations read and written plus parameters read, in their storage types), parameters, the
+/// passes themselves for a device model (each layer's forward and backward passes; a cost model
+/// sums them, so their order does not matter), and the activations the forward keeps for the
+/// backward.
 struct cost {
     double forward_flops = 0, backward_flops = 0, forward_bytes = 0, backward_bytes = 0;
     std::size_t parameters = 0;
     std::vector<pass> passes{};
+    /// Bytes of activations the forward writes and keeps until the backward has used them (the
+    /// layer's outputs, and what else its state holds, such as max pooling's argmax), what training
+    /// stashes for the layer. Its inputs are the previous layer's outputs, counted there; its
+    /// parameters are the weights'. Negative: not given (a user's layer may leave it), and
+    /// forward_bytes, all the forward reads and writes, stands in as an upper bound.
+    double kept_bytes = -1;
+
+    /// kept_bytes, or forward_bytes where it is not given.
+    [[nodiscard]] double stash_bytes() const noexcept { return kept_bytes >= 0 ? kept_bytes : forward_bytes; }
 
     cost& operator+=(const cost& o) {
+        kept_bytes = stash_bytes() + o.stash_bytes();
         forward_flops += o.forward_flops, backward_flops += o.backward_flops;
         forward_bytes += o.forward_bytes, backward_bytes += o.backward_bytes, parameters += o.parameters;
         passes.insert(passes.end(), o.passes.begin(), o.passes.end());

@@ -54,7 +54,8 @@ public:
                 m_weight.size() + m_bias.size(),
                 {pass::contraction(forward, n, out, in), pass::contraction(backward, n, in, out),
                  pass::contraction(backward, in, out, n).of_weights(),      // weight gradient, summed over the samples
-                 pass::reduction(backward, n * out, 1, out).of_weights()}};  // bias gradient
+                 pass::reduction(backward, n * out, 1, out).of_weights()},  // bias gradient
+                detail::bytes_of(s.n * m_out, sizeof(T))};  // keeps its output
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         const tensor::shape s = tensor::shape_of(x);

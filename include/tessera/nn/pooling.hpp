@@ -29,7 +29,9 @@ public:
         return {out * m_window.kh * m_window.kw, out, detail::bytes_of(s.size() + o.size(), sizeof(T)),
                 detail::bytes_of(s.size() + o.size(), sizeof(T)), 0,
                 {pass::elementwise(pass_phase::forward, out * m_window.kh * m_window.kw + out, 1),  // windows read, maxima written
-                 pass::elementwise(pass_phase::backward, in + out, 1)}};
+                 pass::elementwise(pass_phase::backward, in + out, 1)},
+                // keeps its output and where each maximum came from (argmax, 32 bits per output)
+                detail::bytes_of(o.size(), sizeof(T)) + detail::bytes_of(o.size(), sizeof(std::uint32_t))};
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context&) {
         st.in = tensor::shape_of(x);
@@ -69,7 +71,8 @@ public:
         const double f = static_cast<double>(o.size() * m_window.kh * m_window.kw);
         const double in = static_cast<double>(s.size()), out = static_cast<double>(o.size());
         return {f, f, detail::bytes_of(s.size() + o.size(), sizeof(T)), detail::bytes_of(s.size() + o.size(), sizeof(T)), 0,
-                {pass::elementwise(pass_phase::forward, f + out, 1), pass::elementwise(pass_phase::backward, f + in, 1)}};
+                {pass::elementwise(pass_phase::forward, f + out, 1), pass::elementwise(pass_phase::backward, f + in, 1)},
+                detail::bytes_of(o.size(), sizeof(T))};  // keeps its output
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         st.in = tensor::shape_of(x);
@@ -106,7 +109,8 @@ public:
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const double n = static_cast<double>(s.size()), means = static_cast<double>(s.n * s.c);
         return {n, n, detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), detail::bytes_of(s.size() + s.n * s.c, sizeof(T)), 0,
-                {pass::reduction(pass_phase::forward, n, 1, means), pass::elementwise(pass_phase::backward, n + means, 1)}};
+                {pass::reduction(pass_phase::forward, n, 1, means), pass::elementwise(pass_phase::backward, n + means, 1)},
+                detail::bytes_of(s.n * s.c, sizeof(T))};  // keeps its output
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         st.in = tensor::shape_of(x);

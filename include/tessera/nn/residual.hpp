@@ -110,7 +110,8 @@ public:
         if (m_kind == kind::identity) return {};
         if (m_kind == kind::padding) {  // a strided copy into zeros, and its slice back
             const double n = static_cast<double>(output_shape(s).size());
-            return {0, 0, 0, 0, 0, {pass::elementwise(pass_phase::forward, n, 2), pass::elementwise(pass_phase::backward, n, 2)}};
+            return {0, 0, 0, 0, 0, {pass::elementwise(pass_phase::forward, n, 2), pass::elementwise(pass_phase::backward, n, 2)},
+                    detail::bytes_of(output_shape(s).size(), sizeof(T))};  // keeps its output
         }
         nn::cost c = m_conv->cost(s);
         c += m_bn->cost(m_conv->output_shape(s));
@@ -221,7 +222,8 @@ public:
         c += nn::cost{n, 0, detail::bytes_of(3 * o.size(), sizeof(T)), detail::bytes_of(3 * o.size(), sizeof(T)), 0,
                       {pass::elementwise(pass_phase::forward, n, 3),
                        // backward: the input gradient sums the two branches' (at the input's size)
-                       pass::elementwise(pass_phase::backward, static_cast<double>(s.size()), 3)}};
+                       pass::elementwise(pass_phase::backward, static_cast<double>(s.size()), 3)},
+                      0};  // the add writes the ReLU's output (fused): kept once, in the ReLU's cost below
         c += m_relu.cost(o);
         return c;
     }
