@@ -27,6 +27,11 @@ std::string command_of(const programs::train_request& r) {
     if (r.images) c += " --images " + std::to_string(r.images);
     c += " --precision " + r.precision + " --strategy " + r.strategy;
     if (r.partials != "float") c += " --partials " + r.partials;
+    if (r.available_memory_proportion != tessera::emulator::default_available_memory_proportion) {
+        char amp[64];
+        std::snprintf(amp, sizeof amp, " --available-memory-proportion %g", r.available_memory_proportion);
+        c += amp;
+    }
     if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
     if (programs::runs_chunks(r)) c += " --virtual-stages " + std::to_string(r.virtual_stages);
     if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
@@ -106,6 +111,9 @@ int main(int argc, char** argv) {
     app.add_option("--host", q.base.host, "tutorial, native or a host_spec JSON file");
     app.add_option("--partials", q.base.partials, "partial sums of 16-bit contractions: float (PopTorch's default) or half")
         ->check(CLI::IsMember({"float", "half"}));
+    app.add_option("--available-memory-proportion", q.base.available_memory_proportion,
+                   "share of each tile's memory a contraction's temporaries may take (0 to 1; default 0.6)")
+        ->check(CLI::Range(0.0, 1.0));
     app.add_option("--optimizer", q.base.optimizer, "sgd or adamw (its state takes memory)")
         ->check(CLI::IsMember({"sgd", "adamw"}));
     app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");

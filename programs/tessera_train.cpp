@@ -28,12 +28,12 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     };
     const std::string split = joined(r.split), checkpoints = joined(r.recompute_checkpoints);
     char line[2048];
-    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dry_run=%s, "
+    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%g, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
                 "io_tiles=%zu, ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
-                yes(r.async_dataloader), r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
+                yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
                 tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
@@ -120,6 +120,11 @@ int main(int argc, char** argv) {
                                              "setPartialsType): float (the default) or half, twice the AMP rate; "
                                              "modelled only, the kernels sum in float")
         ->check(CLI::IsMember({"float", "half"}));
+    app.add_option("--available-memory-proportion", r.available_memory_proportion,
+                   "share of each tile's memory a convolution or matrix product may take for its temporaries "
+                   "(PopTorch's setAvailableMemoryProportion, 0 to 1; default 0.6): each pass's plan is the fastest "
+                   "that fits it; modelled only")
+        ->check(CLI::Range(0.0, 1.0));
     app.add_option("--host", r.host, "the modelled host: tutorial (the tutorials' Python loader), native (tessera's "
                                      "C++ loader) or a JSON file of host_spec's fields");
     auto* stop_after = app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");

@@ -111,6 +111,7 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     for (const auto& name : r.recompute_checkpoints) j.value(name);
     j.end_array();
     j.member("optimizer_sharding", r.optimizer_sharding).member("io_tiles", r.io_tiles).member("partials", r.partials);
+    j.member("available_memory_proportion", r.available_memory_proportion);
     j.member("dataflow", r.dataflow);
     j.member("eight_bit_io", r.eight_bit_io);
     j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/config/strategy.hpp"
+#include "tessera/emulator/available_memory.hpp"
 #include "tessera/exec/cross_process.hpp"
 
 namespace tessera::programs {
@@ -72,6 +73,8 @@ struct train_request {
     std::size_t io_tiles = 0;             ///< tiles per IPU for overlapped host I/O (PopTorch's numIOTiles)
     bool dataflow = false;                ///< pipelines as asynchronous dataflow, not lock-step cycles (a what-if)
     std::string partials = "float";       ///< partial sums of 16-bit contractions: "float" or "half" (setPartialsType)
+    /// share of each tile's memory a contraction's temporaries may take (setAvailableMemoryProportion)
+    double available_memory_proportion = tessera::emulator::default_available_memory_proportion;
     std::string host = "tutorial";        ///< the modelled host: "tutorial", "native" or a host_spec JSON file
     std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)
     process_group processes{};            ///< not a flag: the ranks mpirun started (--instances)

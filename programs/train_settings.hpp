@@ -127,6 +127,7 @@ template <class Net>
     if (r.partials != "float" && r.partials != "half")
         throw usage_error("--partials takes float or half, got '" + r.partials + "'");
     settings.partials = r.partials == "half" ? emulator::partials_type::float16 : emulator::partials_type::float32;
+    settings.available_memory_proportion = r.available_memory_proportion;
     if (r.stochastic_rounding) settings.stochastic_rounding = r.seed;  // activations; optimizer_of rounds the weights
     return settings;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // The emulator layer: device and host figures, the pass model, IPUs (thread + memory arena + modelled
 // clock), the host's clock, channels, collectives.
+#include "tessera/emulator/available_memory.hpp"
 #include "tessera/emulator/collective_group.hpp"
 #include "tessera/emulator/channel.hpp"
 #include "tessera/emulator/cluster.hpp"

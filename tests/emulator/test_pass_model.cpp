@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <stdexcept>
 
 #include "tessera/emulator/pass_model.hpp"
@@ -148,4 +149,52 @@ TEST_CASE("pass model: a sum split over tiles exchanges partials of its type", "
     REQUIRE(h.sync == 2 * gc200.sync_cycles);
     // Both read the same 16-bit inputs; the float slices add more bytes to the exchange.
     CHECK(f.exchange > h.exchange);
+}
+
+TEST_CASE("pass model: a plan's temporaries on its busiest tile, within the available memory proportion",
+          "[emulator][cost][memory]") {
+    auto spec = one_tile();
+    spec.tiles = 8;
+    spec.fp16_flops = 8 * 128e9;
+    spec.exchange_bandwidth = 8 * 4e9;
+    // 48 rows over 8 tiles, half partials: each tile receives its 6 rows of 16 halves and sums into
+    // the results (nothing kept apart).
+    CHECK(emu::cycles_of(nn::pass::contraction(forward, 48, 16, 16), spec, 16, half).tile_bytes == 6 * 16 * 2);
+    // Float partials of 16-bit data keep the float sums beside the output until the cast.
+    const auto as_float = emu::cycles_of(nn::pass::contraction(forward, 48, 16, 16), spec, 16);
+    CHECK(as_float.tile_bytes > 6 * 16 * 2);
+    // Element-wise passes work on what the tile holds; a reduction receives float partial results.
+    CHECK(emu::cycles_of(nn::pass::elementwise(forward, 4096, 2), spec, 16).tile_bytes == 0);
+    CHECK(emu::cycles_of(nn::pass::reduction(forward, 4096, 1, 16), spec, 16).tile_bytes > 0);
+
+    // On a GC200: ResNet-50's large layers, planned with all of each tile (1.0), with a bound half the
+    // fastest plan's temporaries, and with 0 (the least temporaries, as poplibs plans when nothing fits).
+    const emu::device_spec gc200{};
+    std::size_t bound_binds = 0;
+    for (const auto& p : {nn::pass::contraction(forward, 112 * 112 * 20, 64, 3, 49),
+                          nn::pass::contraction(backward, 512 * 9, 512, 7 * 7 * 20).of_weights(),
+                          nn::pass::contraction(backward, 64 * 9, 64, 56 * 56 * 20).of_weights(),
+                          nn::pass::contraction(forward, 28 * 28 * 20, 512, 128)}) {
+        const auto free = emu::cycles_of(p, gc200, 16, half, 1.0);
+        const double share = free.tile_bytes / double(gc200.memory_per_tile) / 2;
+        const auto bounded = emu::cycles_of(p, gc200, 16, half, share);
+        const auto least = emu::cycles_of(p, gc200, 16, half, 0.0);
+        INFO("rows " << p.rows << ", temporaries " << free.tile_bytes << " / " << bounded.tile_bytes << " / "
+                     << least.tile_bytes << " bytes");
+        CHECK(least.tile_bytes <= bounded.tile_bytes);
+        CHECK(bounded.tile_bytes <= free.tile_bytes);
+        CHECK(bounded.total() >= free.total());  // the bound can only cost cycles
+        if (bounded.tile_bytes <= share * double(gc200.memory_per_tile)) {
+            ++bound_binds;
+            CHECK(bounded.tile_bytes < free.tile_bytes);
+        } else {
+            CHECK(bounded.tile_bytes == least.tile_bytes);  // nothing fits: the least temporaries
+        }
+        // poplibs' default, 0.6 of 624 KiB, holds each of these layers' fastest plan.
+        CHECK(emu::cycles_of(p, gc200, 16, half).total() == free.total());
+    }
+    CHECK(bound_binds > 0);
+    for (const double bad : {-0.1, 1.5, std::nan("")})
+        CHECK_THROWS_WITH(emu::cycles_of(nn::pass::contraction(forward, 48, 16, 16), spec, 16, half, bad),
+                          Catch::Contains("available memory proportion"));
 }

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <type_traits>
@@ -419,7 +420,27 @@ TEST_CASE("I/O tiles: host transfers overlap compute on the other tiles", "[exec
     CHECK(compute.exchange_bytes_per_tile_cycle() == Approx(gc200.exchange_bytes_per_tile_cycle()));
 }
 
-TEST_CASE("the partials type: half partials run 16-bit contractions faster and keep no float copy", "[exec][cost][memory]") {
+TEST_CASE("the available memory proportion bounds each pass's temporaries on a tile: PopTorch's setAvailableMemoryProportion",
+          "[exec][cost][memory]") {
+    const nn::resnet20<cfg::half> half_net(1, 10);
+    using single = cfg::config<cfg::half, cfg::single, cfg::gradient_accumulation<2>>;
+    const cfg::options counts{.micro_batch = 8};
+    const auto run = [&](double proportion) {
+        return exec::dry_run<single>(half_net, sgd, sample, counts, 96, {.available_memory_proportion = proportion}, 1);
+    };
+    CHECK(exec::session_options{}.available_memory_proportion == 0.6);  // poplibs' default
+    const auto fastest = run(1.0), standard = run(0.6), tight = run(0.0);
+    CHECK(standard.plan.costs.available_memory_proportion == 0.6);
+    CHECK(tight.plan.costs.available_memory_proportion == 0.0);
+    // ResNet-20's passes fit 0.6 of a tile in their fastest plans; planned for the least temporaries
+    // they take longer and hold less.
+    CHECK(standard.call_device_seconds == fastest.call_device_seconds);
+    CHECK(tight.call_device_seconds > standard.call_device_seconds);
+    CHECK(tight.memory.ipus[0].on_chip() < standard.memory.ipus[0].on_chip());
+    CHECK_THROWS_WITH(run(1.5), Catch::Contains("available memory proportion") && Catch::Contains("1.5"));
+}
+
+TEST_CASE("the partials type: half partials run 16-bit contractions faster and keep no float copy on the fullest tile", "[exec][cost][memory]") {
     const nn::resnet20<cfg::half> half_net(1, 10);
     using single = cfg::config<cfg::half, cfg::single, cfg::gradient_accumulation<2>>;
     using single32 = cfg::config<cfg::single, cfg::gradient_accumulation<2>>;
@@ -432,27 +453,30 @@ TEST_CASE("the partials type: half partials run 16-bit contractions faster and k
     CHECK(as_float.plan.costs.partials == emu::partials_type::float32);
     CHECK(as_half.plan.costs.partials == emu::partials_type::float16);
     CHECK(as_half.call_device_seconds < as_float.call_device_seconds);
-    const auto partials = [](const exec::epoch_estimate& e) {
+    const auto temporaries = [](const exec::epoch_estimate& e) {
         std::size_t bytes = 0;
         for (const auto& item : e.memory.ipus[0].items)
-            if (item.name.find("float partial sums") != std::string::npos) bytes += item.bytes;
+            if (item.name.find("pass temporaries") != std::string::npos) bytes += item.bytes;
         return bytes;
     };
-    // Float partials of 16-bit data: the largest contraction's results in float beside its output
-    // until the cast (rows × result channels × 4 bytes); half partials sum into the results.
-    const auto& c = as_float.plan.costs.stages[0];
-    double largest = 0;
-    for (const auto* list : {&c.forward_passes, &c.backward_passes})
-        for (const auto& p : *list)
-            if (p.kind == nn::pass_kind::contraction) largest = std::max(largest, p.rows * p.outputs * 4);
-    REQUIRE(largest > 0);
-    CHECK(partials(as_float) == std::size_t(largest));
-    CHECK(partials(as_half) == 0);
+    // The fullest tile holds the largest pass's temporaries, counted on every tile: the most any pass's
+    // busiest tile holds. Float partials of 16-bit data keep the results in float beside the output until
+    // the cast; half partials sum into the results.
+    const emu::device_spec gc200{};
+    const auto most = [&](const exec::epoch_estimate& e, emu::partials_type type) {
+        double bytes = 0;
+        for (const auto* list : {&e.plan.costs.stages[0].forward_passes, &e.plan.costs.stages[0].backward_passes})
+            for (const auto& p : *list) bytes = std::max(bytes, emu::cycles_of(p, gc200, e.plan.costs.bits, type).tile_bytes);
+        return std::size_t(std::ceil(bytes)) * gc200.tiles;
+    };
+    CHECK(temporaries(as_float) == most(as_float, emu::partials_type::float32));
+    CHECK(temporaries(as_half) == most(as_half, emu::partials_type::float16));
+    CHECK(temporaries(as_half) < temporaries(as_float));
     CHECK(as_half.memory.ipus[0].on_chip() < as_float.memory.ipus[0].on_chip());
     // 32-bit data sums in float whatever the option: the same clock.
     const net_t fp32_net(1, 10);
     const auto fp32_half = exec::dry_run<single32>(fp32_net, sgd, sample, counts, 96, {.partials = emu::partials_type::float16}, 1);
     const auto fp32_float = exec::dry_run<single32>(fp32_net, sgd, sample, counts, 96, {}, 1);
     CHECK(fp32_half.call_device_seconds == fp32_float.call_device_seconds);
-    CHECK(partials(fp32_float) == 0);
+    CHECK(temporaries(fp32_half) == temporaries(fp32_float));
 }

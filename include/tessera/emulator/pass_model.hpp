@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tessera/emulator/available_memory.hpp"
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/partials.hpp"
 #include "tessera/nn/cost.hpp"
@@ -23,6 +24,10 @@ struct pass_cycles {
     double sync = 0;      ///< BSP synchronisations
     double overhead = 0;  ///< rearranging its activations between layouts, and device_spec::pass_overhead_cycles
     double tiles = 0;     ///< tiles the pass uses
+    /// Temporary bytes on the busiest tile while the pass runs: the inputs it receives and the partial
+    /// sums it holds before they are added or cast (a contraction's plan keeps them within the
+    /// available memory proportion of the tile where it can).
+    double tile_bytes = 0;
     [[nodiscard]] double total() const noexcept { return compute + exchange + sync + overhead; }
 };
 
@@ -56,9 +61,13 @@ void for_each_split(double n, F&& f) {
 // to enable 8 engines config as well"); float partials of 16-bit data store on 8 only
 // (amp_output_channels). Each row takes the same cycles per group pair either way, so 8 units run
 // at half the rate with half the weights to load. The weights stay on the tiles the plan gave them
-// (laid out once, when the graph is compiled): only activations move.
+// (laid out once, when the graph is compiled): only activations move. A plan's temporaries on its
+// busiest tile — the inputs it receives, and its partial sums where they are wider than the data or
+// split over tiles — must fit `available` of the tile's memory, as poplibs' planner bounds them
+// (ConvPlan.cpp: bytes per tile × availableMemoryProportion); where no plan fits, the one with the
+// least temporaries (poplibs then plans for memory instead of cycles).
 [[nodiscard]] inline pass_cycles contraction_cycles(const nn::pass& p, const device_spec& spec, int bits,
-                                                    partials_type partials) {
+                                                    partials_type partials, double available) {
     const double bytes = bits / 8.0, pbytes = partial_bytes(bits, partials);
     const double gi = double(spec.amp_input_channels(bits));
     const double units = double(spec.amp_output_channels(bits, partials));
@@ -68,8 +77,10 @@ void for_each_split(double n, F&& f) {
     // tile-cycles per row and group pair: the conv units' pipeline, whatever share of them works
     const double per_position = gi * double(spec.amp_output_channels(bits)) / spec.macs_per_tile_cycle(bits);
     const double xbpc = spec.exchange_bytes_per_tile_cycle();
-    pass_cycles best;
+    const double bound = available * double(spec.memory_per_tile);
+    pass_cycles best, least;  // the fastest plan within the bound; the one with the least temporaries
     double best_total = std::numeric_limits<double>::infinity();
+    least.tile_bytes = std::numeric_limits<double>::infinity();
     const double choices[] = {units, 8.0};  // all the units it may use, or 8 of them (poplibs: "8 engines")
     for (std::size_t k = 0; k < (units > 8.0 ? 2u : 1u); ++k) {
         const double go = choices[k];
@@ -88,17 +99,21 @@ void for_each_split(double n, F&& f) {
                 // Inputs for its rows and input groups (its weights are already on the tile).
                 c.exchange = r * ig * gi * bytes / xbpc;
                 c.sync = spec.sync_cycles;
+                c.tile_bytes = r * ig * gi * bytes;
+                if (t_i > 1 || pbytes > bytes) c.tile_bytes += r * og * go * pbytes;  // sums kept apart
                 if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
                     const double slices = r * og * go;
                     c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
                     c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
                     c.sync += spec.sync_cycles;
                 }
-                if (c.total() < best_total) best_total = c.total(), best = c;
+                if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = c;
+                if (c.tile_bytes < least.tile_bytes || (c.tile_bytes == least.tile_bytes && c.total() < least.total()))
+                    least = c;
             });
         });
     }
-    return best;
+    return best_total < std::numeric_limits<double>::infinity() ? best : least;
 }
 
 // A vector loop over `operands` tensors of `elements` values, spread over the tiles (at least a
@@ -120,6 +135,7 @@ void for_each_split(double n, F&& f) {
     if (c.tiles == 0) return c;
     const double partials = c.tiles * std::min(ceil_div(p.elements, c.tiles), std::max(p.outputs, 1.0));
     const double per_reducer = ceil_div(partials, double(spec.tiles));
+    c.tile_bytes = per_reducer * 4.0;
     c.exchange += per_reducer * 4.0 / spec.exchange_bytes_per_tile_cycle();
     c.compute += vector_loop_cycles(per_reducer, 1, spec, 4.0);
     c.sync += spec.sync_cycles;
@@ -128,20 +144,27 @@ void for_each_split(double n, F&& f) {
 
 }  // namespace detail
 
-/// The modelled cycles of pass `p` on an IPU of `spec` with `bits`-bit data (16 or 32) and partial
-/// sums of `partials` (poplibs' default float, or half).
+/// The modelled cycles of pass `p` on an IPU of `spec` with `bits`-bit data (16 or 32), partial
+/// sums of `partials` (poplibs' default float, or half), and contractions' temporaries within
+/// `available_memory_proportion` of a tile (0 to 1; 0: the plan with the least, as in poplibs).
 /// @code
 ///   auto c = emulator::cycles_of(nn::pass::contraction(nn::pass_phase::forward, 2048, 64, 64, 9), spec, 16,
 ///                                emulator::partials_type::float16);
 ///   double seconds = spec.seconds(c.total());
 /// @endcode
 [[nodiscard]] inline pass_cycles cycles_of(const nn::pass& p, const device_spec& spec, int bits,
-                                           partials_type partials = partials_type::float32) {
+                                           partials_type partials = partials_type::float32,
+                                           double available_memory_proportion = default_available_memory_proportion) {
     if (bits != 16 && bits != 32)
         throw std::invalid_argument("tessera::emulator::cycles_of: bits must be 16 or 32, got " + std::to_string(bits));
+    if (!(available_memory_proportion >= 0 && available_memory_proportion <= 1))
+        throw std::invalid_argument("tessera::emulator::cycles_of: the available memory proportion must be in [0, 1], got " +
+                                    std::to_string(available_memory_proportion));
     pass_cycles c;
     switch (p.kind) {
-        case nn::pass_kind::contraction: c = detail::contraction_cycles(p, spec, bits, partials); break;
+        case nn::pass_kind::contraction:
+            c = detail::contraction_cycles(p, spec, bits, partials, available_memory_proportion);
+            break;
         case nn::pass_kind::elementwise: c = detail::vector_cycles(p.elements, p.operands, spec, bits); break;
         case nn::pass_kind::reduction: c = detail::reduction_cycles(p, spec, bits); break;
     }
@@ -157,9 +180,10 @@ void for_each_split(double n, F&& f) {
 
 /// Modelled seconds of a list of passes run one after another.
 [[nodiscard]] inline double seconds_of(std::span<const nn::pass> passes, const device_spec& spec, int bits,
-                                       partials_type partials = partials_type::float32) {
+                                       partials_type partials = partials_type::float32,
+                                       double available_memory_proportion = default_available_memory_proportion) {
     double cycles = 0;
-    for (const auto& p : passes) cycles += cycles_of(p, spec, bits, partials).total();
+    for (const auto& p : passes) cycles += cycles_of(p, spec, bits, partials, available_memory_proportion).total();
     return spec.seconds(cycles);
 }
 

@@ -59,7 +59,7 @@ struct time_breakdown {
         if (sched.request.ipu_of_stage[s] != b.ipu) continue;
         for (const auto* list : {&costs.stages[s].forward_passes, &costs.stages[s].backward_passes})
             for (const auto& p : *list) {
-                const auto c = emulator::cycles_of(p, compute, costs.bits, costs.partials);
+                const auto c = emulator::cycles_of(p, compute, costs.bits, costs.partials, costs.available_memory_proportion);
                 parts.compute += c.compute, parts.exchange += c.exchange, parts.sync += c.sync, parts.overhead += c.overhead;
             }
     }

@@ -88,6 +88,10 @@ template <StagedModel M, class Progress = void (*)()>
                                    " tiles to compute");
     plan.costs.io_tiles = settings.io_tiles;
     plan.costs.partials = settings.partials;
+    if (!(settings.available_memory_proportion >= 0 && settings.available_memory_proportion <= 1))
+        throw config::config_error("tessera::exec::session: the available memory proportion must be in [0, 1], got " +
+                                   std::to_string(settings.available_memory_proportion));
+    plan.costs.available_memory_proportion = settings.available_memory_proportion;
     plan.costs.processes = plan.across.processes;
     plan.costs.host_network_bandwidth = settings.host.reduce_through_hosts ? settings.host.network_bandwidth : 0.0;
     for (std::size_t s = 0; s < stages; ++s) {

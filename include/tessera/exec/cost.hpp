@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/emulator/available_memory.hpp"
 #include "tessera/emulator/partials.hpp"
 #include "tessera/nn/cost.hpp"
 
@@ -75,6 +76,8 @@ struct cost_model {
     int bits = 32;
     /// The type of contractions' partial sums with 16-bit data (session_options::partials).
     emulator::partials_type partials = emulator::partials_type::float32;
+    /// The share of a tile's memory contractions may take for temporaries (session_options::available_memory_proportion).
+    double available_memory_proportion = emulator::default_available_memory_proportion;
     std::size_t label_bytes = 0;  ///< per micro-batch, to the IPU that computes the loss
     /// Per micro-batch over the host link to stage 0 (8-bit I/O: one byte per value); unset: stage 0's input_bytes.
     std::optional<std::size_t> infeed_bytes{};
@@ -103,6 +106,9 @@ struct cost_model {
                                         " stages, the schedule has " + std::to_string(schedule_stages));
         if (bits != 16 && bits != 32)
             throw std::invalid_argument("tessera::exec::cost_model: bits must be 16 or 32, got " + std::to_string(bits));
+        if (!(available_memory_proportion >= 0 && available_memory_proportion <= 1))
+            throw std::invalid_argument("tessera::exec::cost_model: the available memory proportion must be in [0, 1], got " +
+                                        std::to_string(available_memory_proportion));
     }
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // The memory plan of each IPU: weights, optimiser state, gradient accumulators, stashed activations.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/memory_arena.hpp"
 #include "tessera/emulator/partials.hpp"
+#include "tessera/emulator/pass_model.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/schedule.hpp"
 
@@ -49,6 +51,10 @@ struct memory_plan {
 /// Plans each IPU's memory for `sched` and checks it against the device budget (on-chip items) and
 /// Streaming Memory's capacity (off-chip items). Over budget: emulator::out_of_device_memory naming
 /// the IPU, its budget and the largest items, raised here, before anything runs.
+/// Memory is per tile, and the fullest tile decides: the items are spread over the IPU's compute
+/// tiles, and while a pass runs its busiest tile also holds the pass's temporaries, so the plan
+/// counts the largest of them once per tile ("pass temporaries"), the chip's figure of a plan in
+/// which every tile is as full as the fullest.
 /// Phased schedules keep one stage's weights (the largest) on chip and the rest in Streaming
 /// Memory, and stash activations off chip; cost_model::locations moves any kind of tensor off chip;
 /// recomputing stages stash only their inputs; with the optimiser state sharded, each replica's IPUs
@@ -78,19 +84,21 @@ struct memory_plan {
     return static_cast<std::size_t>(values * bits / 8);
 }
 
-/// Bytes of float partial sums the largest of a stage's contractions of 16-bit data keeps beside
-/// its results until it casts them (float partials, costs.partials; 0 with half partials or 32-bit
-/// data, which sum into the results): forward passes, and backward ones in training.
-[[nodiscard]] inline std::size_t float_partials_bytes(const stage_cost& c, const cost_model& costs, bool training) {
-    if (emulator::partial_bytes(costs.bits, costs.partials) * 8 <= double(costs.bits)) return 0;
+/// The most temporary memory one of a stage's passes holds on its busiest tile (emulator::
+/// pass_cycles::tile_bytes: the inputs it receives, and partial sums wider than the data — float
+/// partials of 16-bit data — or split over tiles), on `compute`'s tiles: forward passes, and
+/// backward ones in training.
+[[nodiscard]] inline std::size_t pass_temporaries_per_tile(const stage_cost& c, const cost_model& costs,
+                                                          const emulator::device_spec& compute, bool training) {
     double most = 0;
     const auto scan = [&](const std::vector<nn::pass>& passes) {
         for (const auto& p : passes)
-            if (p.kind == nn::pass_kind::contraction) most = std::max(most, p.rows * p.outputs * 4.0);
+            most = std::max(most, emulator::cycles_of(p, compute, costs.bits, costs.partials,
+                                                      costs.available_memory_proportion).tile_bytes);
     };
     scan(c.forward_passes);
     if (training) scan(c.backward_passes);
-    return static_cast<std::size_t>(most);
+    return static_cast<std::size_t>(std::ceil(most));
 }
 
 inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec,
@@ -105,7 +113,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
     const emulator::device_spec compute = spec.compute_tiles(costs.io_tiles);  // I/O tiles hold I/O only
     for (std::size_t ipu = 0; ipu < sched.ipus; ++ipu) {
         ipu_memory_plan p{ipu, compute.memory_bytes(), {}};
-        std::size_t largest_streamed = 0;
+        std::size_t largest_streamed = 0, temporaries = 0;
         for (std::size_t s = 0; s < sched.stages; ++s) {
             if (sched.request.ipu_of_stage[s] != ipu) continue;
             const auto& c = costs.stages[s];
@@ -146,12 +154,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
             // inference frees each unit's activations after it).
             p.items.push_back({st + "working activations", training ? c.working_bytes() : c.inference_working_bytes(),
                                emulator::memory_kind::activations, location::on_chip});
-            // Float partials of 16-bit data: the largest contraction's results in float until the cast.
-            // (The slices of a sum split over tiles, of either type, live inside their pass and are
-            // not counted: the working activations already count all a unit's forward reads and writes.)
-            if (const std::size_t partials = float_partials_bytes(c, costs, training); partials > 0)
-                p.items.push_back({st + "float partial sums (largest contraction)", partials,
-                                   emulator::memory_kind::activations, location::on_chip});
+            temporaries = std::max(temporaries, pass_temporaries_per_tile(c, costs, compute, training));
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,
                                             c.weight_bytes + (training ? c.accumulator_bytes() + optimiser_bytes(c) : 0));
@@ -161,6 +164,10 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
         if (largest_streamed > 0)
             p.items.push_back({"streamed-in stage (largest)", largest_streamed, emulator::memory_kind::weights,
                                location::on_chip});
+        if (temporaries > 0)
+            p.items.push_back({"pass temporaries (the fullest tile's " + std::to_string(temporaries) + " bytes, on each of " +
+                                   std::to_string(compute.tiles) + " tiles)",
+                               temporaries * compute.tiles, emulator::memory_kind::activations, location::on_chip});
         std::size_t io = 0;
         for (const auto& in : sched.programs[ipu]) {
             if (in.op == opcode::recv_act) io = std::max(io, costs.stages[in.stage].input_bytes);

@@ -30,6 +30,12 @@ struct session_options {
     /// the temporary memory. The modelled clock and the memory plan use it; the emulator's kernels sum
     /// in float either way, so results do not change.
     emulator::partials_type partials = emulator::partials_type::float32;
+    /// The share of each tile's memory a convolution or matrix product may take for its temporaries
+    /// (PopTorch's opts.setAvailableMemoryProportion; poplibs' default 0.6): each pass's plan is the
+    /// fastest whose busiest tile's temporaries fit it, or where none does the one with the least.
+    /// The modelled clock and the memory plan use it (the fullest tile holds the largest pass's
+    /// temporaries); results do not change.
+    double available_memory_proportion = emulator::default_available_memory_proportion;
     /// Pipelines run in lock-step pipeline cycles, as Poplar runs them: each cycle every IPU runs its
     /// passes, then all of them synchronise and exchange, and the gradients are reduced and the
     /// weights updated after the last cycle. The modelled clock charges the cycles (a call's clocks

@@ -25,7 +25,7 @@ namespace detail {
 [[nodiscard]] inline double compute_seconds(const std::vector<nn::pass>& passes, double flops, const cost_model& costs,
                                             const emulator::device_spec& spec) {
     return passes.empty() ? spec.compute_seconds(flops, costs.bits)
-                          : emulator::seconds_of(passes, spec, costs.bits, costs.partials);
+                          : emulator::seconds_of(passes, spec, costs.bits, costs.partials, costs.available_memory_proportion);
 }
 
 /// The passes of `passes` that compute weight gradients (weights true) or the others.
@@ -76,7 +76,7 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             if (costs.io_tiles == 0)
                 clock.transfer(double(costs.host_input_bytes()), link::host_link, activity::host_io, std::move(name));
             if (!costs.infeed_passes.empty())  // 8-bit I/O: the IPU normalises what it received
-                clock.advance(emulator::seconds_of(costs.infeed_passes, spec, costs.bits, costs.partials), activity::forward,
+                clock.advance(emulator::seconds_of(costs.infeed_passes, spec, costs.bits, costs.partials, costs.available_memory_proportion), activity::forward,
                               also("normalise"));
             break;
         case opcode::load_label:
@@ -121,7 +121,7 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             // The weight gradients (a stage that lists no passes charged its whole backward at bwd).
             const auto passes = weight_passes(c.backward_passes, true);
             if (!passes.empty())
-                clock.advance(emulator::seconds_of(passes, spec, costs.bits, costs.partials), activity::weight_gradient, std::move(name));
+                clock.advance(emulator::seconds_of(passes, spec, costs.bits, costs.partials, costs.available_memory_proportion), activity::weight_gradient, std::move(name));
             break;
         }
         case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
