@@ -10,6 +10,7 @@
 #include <thread>
 #include <span>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "../emulator/deadline.hpp"
@@ -148,6 +149,32 @@ TEST_CASE("the threaded executor's modelled clocks equal the dry run's", "[exec]
     }
     CHECK(result.modelled_seconds > 0);
     CHECK(result.wall_seconds > 0);
+}
+
+TEST_CASE("an executor's lock-step clocks follow each call's shape: iterations and outputs", "[exec][threads]") {
+    // Each call's clocks are the dry run of that call; calls of the shape of the one before reuse its
+    // replay, and a call of another shape replays again.
+    const synthetic_feed feed{batch, in_width, out_width};
+    const emu::device_spec spec{.host_sync_latency = 0};
+    std::vector<tiny_mlp> models(1, make_model(4));
+    const auto sched = exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4>>(8);
+    REQUIRE(sched.lock_step_cycles());
+    exec::executor<tiny_mlp> ex(sched, exec::costs_of(models[0]), 1, spec);
+    const exec::output_selection all{cfg::output_kind::all}, last{};
+    for (const auto& [D, out] : {std::pair{std::size_t(2), last}, std::pair{std::size_t(2), last},
+                                 std::pair{std::size_t(3), last}, std::pair{std::size_t(3), all},
+                                 std::pair{std::size_t(2), last}}) {
+        INFO("D = " << D << ", every output: " << (out.kind == cfg::output_kind::all));
+        const auto result = tessera::test::within_deadline(120, "executor run", [&] {
+            return ex.run(std::span(models), feed, D, out);
+        });
+        const auto dry = exec::simulate(sched, exec::costs_of(models[0]), spec, D, out);
+        REQUIRE(result.clocks.size() == 4);
+        for (std::size_t i = 0; i < 4; ++i) {
+            CHECK(result.clocks[i].now() == dry[i].now());
+            CHECK(result.clocks[i].trace().size() == dry[i].trace().size());
+        }
+    }
 }
 
 namespace {
