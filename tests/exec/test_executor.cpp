@@ -157,7 +157,9 @@ TEST_CASE("an executor's lock-step clocks follow each call's shape: iterations a
     const synthetic_feed feed{batch, in_width, out_width};
     const emu::device_spec spec{.host_sync_latency = 0};
     std::vector<tiny_mlp> models(1, make_model(4));
-    const auto sched = exec::make_schedule<cfg::pipelined<cfg::one_f_one_b, 4>>(8);
+    auto request = exec::request_for<cfg::pipelined<cfg::one_f_one_b, 4>>(8, true, 1);
+    request.lock_step = true;
+    const auto sched = exec::make_schedule(request);
     REQUIRE(sched.lock_step_cycles());
     exec::executor<tiny_mlp> ex(sched, exec::costs_of(models[0]), 1, spec);
     const exec::output_selection all{cfg::output_kind::all}, last{};

@@ -191,12 +191,24 @@ TEST_CASE("a layer's kept bytes are the activations its state holds after a forw
     const double out = 4.0 * 5 * 5 * 16 * sizeof(float), statistics = 2.0 * 16 * sizeof(float);
     CHECK(block.cost(s).kept_bytes == 7 * out + 3 * statistics);
     CHECK(block.cost(s).stash_bytes() < block.cost(s).forward_bytes / 2);  // not every byte it reads and writes
+    // Inference holds less at once: the main branch (each layer beside its input: at most a batch norm's
+    // input, output and statistics), then the shortcut's convolution and batch norm beside the main
+    // branch's output, then the add beside both branches' outputs.
+    const double bn_step = out + out + statistics;
+    CHECK(block.cost(s).peak_bytes == std::max({bn_step, out + bn_step, 3 * out}));
+    CHECK(block.cost(s).peak_bytes == out + bn_step);
+    CHECK(conv.cost(s).inference_peak_bytes() == conv.cost(s).kept_bytes);  // a layer alone: what it keeps
     // A cost that does not say what it keeps (a user's layer may not): its forward bytes stand in, also in a sum.
     nn::cost unknown{1, 1, 100, 100, 0, {}};
     CHECK(unknown.stash_bytes() == 100);
     nn::cost sum = conv.cost(s);
     sum += unknown;
     CHECK(sum.stash_bytes() == held(cs.output) + 100);
+    CHECK(sum.inference_peak_bytes() == sum.stash_bytes());  // a sum does not know its parts' order
+    // A chain: the next layer's peak beside its input.
+    const auto chain = conv.cost(s).then(relu.cost(conv.output_shape(s)), held(cs.output));
+    CHECK(chain.inference_peak_bytes() == 2 * held(cs.output));
+    CHECK(chain.stash_bytes() == 2 * held(cs.output));
 }
 
 TEST_CASE("a basic block in mixed and half precision follows fp32", "[nn][half]") {

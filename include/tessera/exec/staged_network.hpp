@@ -544,7 +544,7 @@ public:
             const nn::cost uc = m_net.unit_cost(u, shape);
             segment += uc.stash_bytes();
             c.unit_peak_bytes = std::max(c.unit_peak_bytes, shape.n * shape.per_sample() * data +
-                                                                static_cast<std::size_t>(uc.stash_bytes()));
+                                                                static_cast<std::size_t>(uc.inference_peak_bytes()));
             c.forward_flops += uc.forward_flops;
             c.backward_flops += uc.backward_flops;
             parameters += uc.parameters;

@@ -1,5 +1,6 @@
 #pragma once
 // What a layer costs: FLOPs and bytes, and the passes an accelerator runs for it.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -87,12 +88,21 @@ struct cost {
     /// parameters are the weights'. Negative: not given (a user's layer may leave it), and
     /// forward_bytes, all the forward reads and writes, stands in as an upper bound.
     double kept_bytes = -1;
+    /// The most bytes of activations an inference forward through the layer holds at once, its input
+    /// excluded (the caller's) and its output included, each buffer freed when its last reader is
+    /// done: for a chain of layers, the largest of each layer's input beside its own peak. Negative:
+    /// not given, and stash_bytes() (all the layer keeps) stands in; a sum of costs (+=) does not
+    /// know the order of its parts, so composite layers set it after summing.
+    double peak_bytes = -1;
 
     /// kept_bytes, or forward_bytes where it is not given.
     [[nodiscard]] double stash_bytes() const noexcept { return kept_bytes >= 0 ? kept_bytes : forward_bytes; }
+    /// peak_bytes, or stash_bytes() where it is not given.
+    [[nodiscard]] double inference_peak_bytes() const noexcept { return peak_bytes >= 0 ? peak_bytes : stash_bytes(); }
 
     cost& operator+=(const cost& o) {
         kept_bytes = stash_bytes() + o.stash_bytes();
+        peak_bytes = -1;
         forward_flops += o.forward_flops, backward_flops += o.backward_flops;
         forward_bytes += o.forward_bytes, backward_bytes += o.backward_bytes, parameters += o.parameters;
         passes.insert(passes.end(), o.passes.begin(), o.passes.end());
@@ -100,6 +110,14 @@ struct cost {
     }
     [[nodiscard]] double flops() const noexcept { return forward_flops + backward_flops; }
     [[nodiscard]] double bytes() const noexcept { return forward_bytes + backward_bytes; }
+    /// This cost followed by layer cost `next`, whose input is this one's output of `output_bytes`:
+    /// the sums, and the chain's inference peak (`next`'s peak beside its input, or this one's).
+    [[nodiscard]] cost then(const cost& next, double output_bytes) const {
+        cost c = *this;
+        c += next;
+        c.peak_bytes = std::max(inference_peak_bytes(), output_bytes + next.inference_peak_bytes());
+        return c;
+    }
     /// The passes of one phase, in order.
     [[nodiscard]] std::vector<pass> passes_of(pass_phase ph) const {
         std::vector<pass> out;

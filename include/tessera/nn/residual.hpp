@@ -113,9 +113,8 @@ public:
             return {0, 0, 0, 0, 0, {pass::elementwise(pass_phase::forward, n, 2), pass::elementwise(pass_phase::backward, n, 2)},
                     detail::bytes_of(output_shape(s).size(), sizeof(T))};  // keeps its output
         }
-        nn::cost c = m_conv->cost(s);
-        c += m_bn->cost(m_conv->output_shape(s));
-        return c;
+        const tensor::shape o = m_conv->output_shape(s);
+        return m_conv->cost(s).then(m_bn->cost(o), detail::bytes_of(o.size(), sizeof(T)));
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
@@ -215,16 +214,23 @@ public:
         return a;
     }
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
-        nn::cost c = m_main.cost(s);
-        c += m_skip.cost(s);
+        const nn::cost main = m_main.cost(s), skip = m_skip.cost(s);
+        nn::cost c = main;
+        c += skip;
         const tensor::shape o = output_shape(s);
         const double n = static_cast<double>(o.size());
+        // Inference: the main branch runs (the input, the caller's, stays for the shortcut), then the
+        // shortcut beside the main branch's output, then the add beside both (an identity shortcut's
+        // output is the input).
+        const double out = detail::bytes_of(o.size(), sizeof(T)), skip_out = m_skip.type() == shortcut<P>::kind::identity ? 0.0 : out;
+        const double peak = std::max({main.inference_peak_bytes(), out + skip.inference_peak_bytes(), out + skip_out + out});
         c += nn::cost{n, 0, detail::bytes_of(3 * o.size(), sizeof(T)), detail::bytes_of(3 * o.size(), sizeof(T)), 0,
                       {pass::elementwise(pass_phase::forward, n, 3),
                        // backward: the input gradient sums the two branches' (at the input's size)
                        pass::elementwise(pass_phase::backward, static_cast<double>(s.size()), 3)},
                       0};  // the add writes the ReLU's output (fused): kept once, in the ReLU's cost below
         c += m_relu.cost(o);
+        c.peak_bytes = peak;
         return c;
     }
 

@@ -64,8 +64,10 @@ public:
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         return std::apply([&](const auto&... l) {
             tensor::shape cur = s;
-            nn::cost total;
-            ((total += l.cost(cur), cur = l.output_shape(cur)), ...);
+            nn::cost total{.kept_bytes = 0, .peak_bytes = 0};
+            double input = 0;  // the bytes of the running layer's input (the first's is the caller's)
+            ((total = total.then(l.cost(cur), input), cur = l.output_shape(cur),
+              input = detail::bytes_of(cur.size(), sizeof(typename precision::data_type))), ...);
             return total;
         }, m_layers);
     }
