@@ -306,23 +306,22 @@ private:
             const auto [ipu, pc] = all[k];
             const instruction& in = at(all[k]);
             auto& clock = clocks[ipu];
-            if (in.op == opcode::vote) {
-                // The votes of a step form one block of the global order: all IPUs wait for the latest.
+            if (in.op == opcode::vote || in.op == opcode::sync) {
+                // A block of the global order where every IPU meets: the votes of a step (all wait for
+                // the latest), or the end of a lock-step pipeline cycle (all wait for the slowest,
+                // then synchronise).
+                const opcode block = in.op;
                 std::size_t end = k;
                 double latest = 0;
-                for (; end < all.size() && at(all[end]).op == opcode::vote; ++end)
+                for (; end < all.size() && at(all[end]).op == block; ++end)
                     latest = std::max(latest, clocks[all[end].first].now());
-                for (; k < end; ++k) clocks[all[k].first].wait_until(latest, record ? "wait vote" : std::string());
-                --k;
-                continue;
-            }
-            if (in.op == opcode::sync) {
-                // A lock-step pipeline cycle ends: every IPU waits for the slowest, then they synchronise.
-                std::size_t end = k;
-                double latest = 0;
-                for (; end < all.size() && at(all[end]).op == opcode::sync; ++end)
-                    latest = std::max(latest, clocks[all[end].first].now());
-                for (; k < end; ++k) detail::end_cycle(clocks[all[k].first], latest, sched);
+                for (; k < end; ++k) {
+                    auto& meeting = clocks[all[k].first];
+                    if (block == opcode::vote)
+                        meeting.wait_until(latest, record ? "wait vote" : std::string());
+                    else
+                        detail::end_cycle(meeting, latest, sched);
+                }
                 --k;
                 continue;
             }
