@@ -98,15 +98,9 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     j.key("ipus").begin_array();
     for (const auto& ipu : e.memory.ipus) {
         j.begin_object().member("ipu", ipu.ipu).member("memory_bytes", ipu.on_chip()).member("capacity_bytes", ipu.budget);
-        j.key("items").begin_array();  // what fills it, as the memory plan counts it
-        for (const auto& item : ipu.items)
-            j.begin_object()
-                .member("name", item.name)
-                .member("kind", emulator::to_string(item.kind))
-                .member("location", item.where == exec::location::on_chip ? "on_chip" : "streaming_memory")
-                .member("bytes", item.bytes)
-                .end_object();
-        j.end_array().end_object();
+        j.key("items");  // what fills it, as the memory plan counts it
+        exec::write_json_items(j, ipu);
+        j.end_object();
     }
     j.end_array();
     j.end_object();

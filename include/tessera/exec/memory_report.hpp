@@ -31,6 +31,19 @@ namespace tessera::exec {
     return out.str();
 }
 
+/// An IPU's items as a JSON array: [{"name":..,"kind":..,"location":"on_chip"|"streaming_memory","bytes":..}].
+inline void write_json_items(report::json_writer& j, const ipu_memory_plan& ipu) {
+    j.begin_array();
+    for (const auto& item : ipu.items)
+        j.begin_object()
+            .member("name", item.name)
+            .member("kind", emulator::to_string(item.kind))
+            .member("location", item.where == location::on_chip ? "on_chip" : "streaming_memory")
+            .member("bytes", item.bytes)
+            .end_object();
+    j.end_array();
+}
+
 /// {"ipus":[{"ipu":0,"budget":b,"on_chip":n,"off_chip":n,"items":[{"name":..,"kind":..,"location":..,"bytes":..}]}]}
 inline void write_json(report::json_writer& j, const memory_plan& plan) {
     j.begin_object().key("ipus").begin_array();
@@ -40,15 +53,9 @@ inline void write_json(report::json_writer& j, const memory_plan& plan) {
             .member("budget", ipu.budget)
             .member("on_chip", ipu.on_chip())
             .member("off_chip", ipu.off_chip());
-        j.key("items").begin_array();
-        for (const auto& item : ipu.items)
-            j.begin_object()
-                .member("name", item.name)
-                .member("kind", emulator::to_string(item.kind))
-                .member("location", item.where == location::on_chip ? "on_chip" : "streaming_memory")
-                .member("bytes", item.bytes)
-                .end_object();
-        j.end_array().end_object();
+        j.key("items");
+        write_json_items(j, ipu);
+        j.end_object();
     }
     j.end_array().end_object();
 }
