@@ -5,6 +5,8 @@
 #include "tessera/emulator/collective_group.hpp"
 #include "tessera/emulator/channel.hpp"
 #include "tessera/emulator/cluster.hpp"
+#include "tessera/emulator/code_memory.hpp"
+#include "tessera/emulator/code_spec.hpp"
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/host_clock.hpp"

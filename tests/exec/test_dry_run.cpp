@@ -480,3 +480,41 @@ TEST_CASE("the partials type: half partials run 16-bit contractions faster and k
     CHECK(fp32_half.call_device_seconds == fp32_float.call_device_seconds);
     CHECK(temporaries(fp32_half) == temporaries(fp32_float));
 }
+
+TEST_CASE("the memory plan counts code on every tile: once per distinct pass, so deeper networks of the same shapes add none",
+          "[exec][memory]") {
+    using single = cfg::config<cfg::single, cfg::gradient_accumulation<2>>;
+    const cfg::options counts{.micro_batch = 8};
+    const auto code_item = [](const exec::epoch_estimate& e) -> const exec::memory_item& {
+        for (const auto& item : e.memory.ipus[0].items)
+            if (item.kind == emu::memory_kind::code) return item;
+        FAIL("no code item");
+        throw std::logic_error("unreachable");
+    };
+    const net_t resnet20(1, 10);
+    const nn::resnet32<cfg::fp32> resnet32(1, 10);
+    const auto e20 = exec::dry_run<single>(resnet20, sgd, sample, counts, 96, {}, 1);
+    const auto e32 = exec::dry_run<single>(resnet32, sgd, sample, counts, 96, {}, 1);
+    // The item is the estimate of the stage's passes, forward and backward, each shape once, on every tile.
+    const emu::device_spec gc200{};
+    std::vector<nn::pass> passes = e20.plan.costs.stages[0].forward_passes;
+    passes.insert(passes.end(), e20.plan.costs.stages[0].backward_passes.begin(),
+                  e20.plan.costs.stages[0].backward_passes.end());
+    const auto distinct = emu::distinct_passes(passes);
+    CHECK(distinct.size() < passes.size());
+    std::vector<emu::pass_cycles> cycles;
+    for (const auto& p : distinct) cycles.push_back(emu::cycles_of(p, gc200, 32));
+    const double per_tile = emu::code_of(distinct, cycles, gc200.code).total();
+    CHECK(code_item(e20).bytes == std::size_t(std::ceil(per_tile)) * gc200.tiles);
+    CHECK(code_item(e20).name.find(std::to_string(std::size_t(std::ceil(per_tile))) + " bytes per tile") != std::string::npos);
+    // ResNet-32 repeats ResNet-20's blocks: more passes, no new shapes, the same code.
+    CHECK(e32.plan.costs.stages[0].forward_passes.size() > e20.plan.costs.stages[0].forward_passes.size());
+    CHECK(code_item(e32).bytes == code_item(e20).bytes);
+    // A device whose compute sets take more control code holds more, and the dry run says so.
+    emu::device_spec heavier;
+    heavier.code.control_bytes_per_superstep *= 2;
+    const auto e_heavier = exec::dry_run<single>(resnet20, sgd, sample, counts, 96, {.device = heavier}, 1);
+    CHECK(code_item(e_heavier).bytes > code_item(e20).bytes);
+    CHECK(e_heavier.memory.ipus[0].on_chip() - e20.memory.ipus[0].on_chip() ==
+          code_item(e_heavier).bytes - code_item(e20).bytes);
+}

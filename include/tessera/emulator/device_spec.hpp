@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tessera/emulator/code_spec.hpp"
 #include "tessera/emulator/partials.hpp"
 
 namespace tessera::emulator {
@@ -83,6 +84,7 @@ struct device_spec {
                                            ///< 4,095 syncs in 1,485 µs) [tools]
     std::size_t streaming_memory_capacity = 112'000'000'000;  ///< bytes: an IPU-M2000's 448 GB over its 4 IPUs
     double streaming_memory_bandwidth = 20e9;                 ///< bytes/s to Streaming Memory (a guess: no public figure)
+    code_spec code{};  ///< what a tile's code takes (emulator/code_memory.hpp)
 
     /// Total In-Processor memory: 1,472 × 624 KiB ≈ 900 MB by default.
     [[nodiscard]] constexpr std::size_t memory_bytes() const noexcept { return tiles * memory_per_tile; }

@@ -16,7 +16,7 @@
 namespace tessera::emulator {
 
 /// What an allocation holds; the memory report groups by it.
-enum class memory_kind { weights, optimiser_state, gradient_accumulators, activations, io_buffers, other };
+enum class memory_kind { weights, optimiser_state, gradient_accumulators, activations, io_buffers, code, other };
 
 [[nodiscard]] constexpr const char* to_string(memory_kind k) noexcept {
     switch (k) {
@@ -25,6 +25,7 @@ enum class memory_kind { weights, optimiser_state, gradient_accumulators, activa
         case memory_kind::gradient_accumulators: return "gradient accumulators";
         case memory_kind::activations: return "activations";
         case memory_kind::io_buffers: return "I/O buffers";
+        case memory_kind::code: return "code";
         case memory_kind::other: return "other";
     }
     return "?";

@@ -28,6 +28,11 @@ struct pass_cycles {
     /// sums it holds before they are added or cast (a contraction's plan keeps them within the
     /// available memory proportion of the tile where it can).
     double tile_bytes = 0;
+    /// Messages the busiest tile receives over the exchange (each a region of one source tile): what
+    /// its exchange code is compiled for (emulator/code_memory.hpp).
+    double messages = 0;
+    /// Compute sets the pass runs (each a superstep: compute, sync, exchange).
+    double supersteps = 0;
     [[nodiscard]] double total() const noexcept { return compute + exchange + sync + overhead; }
 };
 
@@ -50,6 +55,16 @@ void for_each_split(double n, F&& f) {
     const double loop = spec.supervisor_overhead_cycles +
                         workers * (spec.elementwise_worker_overhead_cycles + operands * ceil_div(ceil_div(values, workers), per_vector));
     return std::max(loop, values * operands * bytes / spec.memory_bytes_per_tile_cycle());
+}
+
+// Messages each tile receives to reduce partials `depth` deep: poplibs splits a deep reduction into
+// stages (2 from depth 16, 3 from depth 125), each reducing depth^(1/stages) messages, to keep the
+// exchange code small (lib/poplin/ConvReducePlan.cpp, getNumReduceStages and the cost of
+// getMultiStageReducePlanAndCost: "an estimate of the average number of messages required per tile").
+[[nodiscard]] inline double reduction_messages(double depth) noexcept {
+    if (depth <= 1) return 0;
+    const double stages = depth >= 125 ? 3 : depth >= 16 ? 2 : 1;
+    return stages * std::ceil(std::pow(depth, 1.0 / stages));
 }
 
 // Contractions on the AMP. The planner splits result rows, output-channel groups and input-channel
@@ -99,13 +114,19 @@ void for_each_split(double n, F&& f) {
                 // Inputs for its rows and input groups (its weights are already on the tile).
                 c.exchange = r * ig * gi * bytes / xbpc;
                 c.sync = spec.sync_cycles;
+                c.supersteps = 1;
                 c.tile_bytes = r * ig * gi * bytes;
+                // Its inputs (not the channels that pad a group) come from the tiles that hold them, each
+                // an equal share of the tensor.
+                const double received = r * std::min(ig * gi, std::max(p.inputs, 1.0)) * bytes;
+                c.messages = std::ceil(received / std::max(rows * std::max(p.inputs, 1.0) * bytes / tiles, 1.0));
                 if (t_i > 1 || pbytes > bytes) c.tile_bytes += r * og * go * pbytes;  // sums kept apart
                 if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
                     const double slices = r * og * go;
                     c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
                     c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
                     c.sync += spec.sync_cycles;
+                    c.messages += reduction_messages(t_i), c.supersteps += 1;
                 }
                 if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = c;
                 if (c.tile_bytes < least.tile_bytes || (c.tile_bytes == least.tile_bytes && c.total() < least.total()))
@@ -125,6 +146,7 @@ void for_each_split(double n, F&& f) {
     c.tiles = std::min(double(spec.tiles), ceil_div(elements, double(spec.worker_contexts) * spec.vector_bytes / bytes));
     c.compute = vector_loop_cycles(ceil_div(elements, c.tiles), operands, spec, bytes);
     c.sync = spec.sync_cycles;
+    c.supersteps = 1;
     return c;
 }
 
@@ -139,6 +161,7 @@ void for_each_split(double n, F&& f) {
     c.exchange += per_reducer * 4.0 / spec.exchange_bytes_per_tile_cycle();
     c.compute += vector_loop_cycles(per_reducer, 1, spec, 4.0);
     c.sync += spec.sync_cycles;
+    c.messages = reduction_messages(c.tiles), c.supersteps += 1;  // a partial from each tile, in stages
     return c;
 }
 
@@ -175,6 +198,7 @@ void for_each_split(double n, F&& f) {
                          : p.kind == nn::pass_kind::contraction ? std::max(p.rows, 1.0) * (p.inputs + p.outputs) * bytes
                                                                 : p.elements * p.operands * bytes;
     c.overhead = moved / std::max(c.tiles, 1.0) / spec.exchange_bytes_per_tile_cycle() + spec.pass_overhead_cycles;
+    if (moved > 0) c.messages += 1, c.supersteps += 1;  // the rearrangement: its share, from the tile that held it
     return c;
 }
 

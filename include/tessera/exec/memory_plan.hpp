@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "tessera/detail/small_sort.hpp"
+#include "tessera/emulator/code_memory.hpp"
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/memory_arena.hpp"
@@ -84,21 +86,28 @@ struct memory_plan {
     return static_cast<std::size_t>(values * bits / 8);
 }
 
-/// The most temporary memory one of a stage's passes holds on its busiest tile (emulator::
-/// pass_cycles::tile_bytes: the inputs it receives, and partial sums wider than the data — float
-/// partials of 16-bit data — or split over tiles), on `compute`'s tiles: forward passes, and
-/// backward ones in training.
-[[nodiscard]] inline std::size_t pass_temporaries_per_tile(const stage_cost& c, const cost_model& costs,
-                                                          const emulator::device_spec& compute, bool training) {
+/// What an IPU's passes hold on each tile: the most temporary memory one of them holds on its
+/// busiest tile (emulator::pass_cycles::tile_bytes: the inputs it receives, and partial sums wider
+/// than the data — float partials of 16-bit data — or split over tiles), and their code (vertex
+/// code, exchange code, control code and vertex state: emulator::code_of, each distinct pass once).
+struct tile_pass_memory {
+    std::size_t temporaries = 0;
+    emulator::tile_code code{};
+};
+
+/// tile_pass_memory of `passes` (forward passes, and backward ones in training, of an IPU's stages)
+/// on `compute`'s tiles. Each distinct pass is modelled once.
+[[nodiscard]] inline tile_pass_memory pass_memory_per_tile(std::span<const nn::pass> passes, const cost_model& costs,
+                                                           const emulator::device_spec& compute) {
+    const std::vector<nn::pass> distinct = emulator::distinct_passes(passes);
+    std::vector<emulator::pass_cycles> cycles;
+    cycles.reserve(distinct.size());
     double most = 0;
-    const auto scan = [&](const std::vector<nn::pass>& passes) {
-        for (const auto& p : passes)
-            most = std::max(most, emulator::cycles_of(p, compute, costs.bits, costs.partials,
-                                                      costs.available_memory_proportion).tile_bytes);
-    };
-    scan(c.forward_passes);
-    if (training) scan(c.backward_passes);
-    return static_cast<std::size_t>(std::ceil(most));
+    for (const auto& p : distinct) {
+        cycles.push_back(emulator::cycles_of(p, compute, costs.bits, costs.partials, costs.available_memory_proportion));
+        most = std::max(most, cycles.back().tile_bytes);
+    }
+    return {static_cast<std::size_t>(std::ceil(most)), emulator::code_of(distinct, cycles, compute.code)};
 }
 
 inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec,
@@ -113,7 +122,8 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
     const emulator::device_spec compute = spec.compute_tiles(costs.io_tiles);  // I/O tiles hold I/O only
     for (std::size_t ipu = 0; ipu < sched.ipus; ++ipu) {
         ipu_memory_plan p{ipu, compute.memory_bytes(), {}};
-        std::size_t largest_streamed = 0, temporaries = 0;
+        std::size_t largest_streamed = 0;
+        std::vector<nn::pass> passes;  // of the IPU's stages: their temporaries and code
         for (std::size_t s = 0; s < sched.stages; ++s) {
             if (sched.request.ipu_of_stage[s] != ipu) continue;
             const auto& c = costs.stages[s];
@@ -154,7 +164,8 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
             // inference frees each unit's activations after it).
             p.items.push_back({st + "working activations", training ? c.working_bytes() : c.inference_working_bytes(),
                                emulator::memory_kind::activations, location::on_chip});
-            temporaries = std::max(temporaries, pass_temporaries_per_tile(c, costs, compute, training));
+            passes.insert(passes.end(), c.forward_passes.begin(), c.forward_passes.end());
+            if (training) passes.insert(passes.end(), c.backward_passes.begin(), c.backward_passes.end());
             if (sched.weights_streamed)
                 largest_streamed = std::max(largest_streamed,
                                             c.weight_bytes + (training ? c.accumulator_bytes() + optimiser_bytes(c) : 0));
@@ -164,10 +175,18 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
         if (largest_streamed > 0)
             p.items.push_back({"streamed-in stage (largest)", largest_streamed, emulator::memory_kind::weights,
                                location::on_chip});
-        if (temporaries > 0)
-            p.items.push_back({"pass temporaries (the fullest tile's " + std::to_string(temporaries) + " bytes, on each of " +
+        const tile_pass_memory per_tile = pass_memory_per_tile(passes, costs, compute);
+        if (per_tile.temporaries > 0)
+            p.items.push_back({"pass temporaries (the fullest tile's " + std::to_string(per_tile.temporaries) +
+                                   " bytes, on each of " + std::to_string(compute.tiles) + " tiles)",
+                               per_tile.temporaries * compute.tiles, emulator::memory_kind::activations, location::on_chip});
+        if (const auto code = static_cast<std::size_t>(std::ceil(per_tile.code.total())); code > 0)
+            p.items.push_back({"code (an estimate, " + std::to_string(code) + " bytes per tile: vertex " +
+                                   std::to_string(std::lround(per_tile.code.vertex)) + ", exchange " +
+                                   std::to_string(std::lround(per_tile.code.exchange)) + ", control and vertex state " +
+                                   std::to_string(std::lround(per_tile.code.control)) + "; on each of " +
                                    std::to_string(compute.tiles) + " tiles)",
-                               temporaries * compute.tiles, emulator::memory_kind::activations, location::on_chip});
+                               code * compute.tiles, emulator::memory_kind::code, location::on_chip});
         std::size_t io = 0;
         for (const auto& in : sched.programs[ipu]) {
             if (in.op == opcode::recv_act) io = std::max(io, costs.stages[in.stage].input_bytes);
