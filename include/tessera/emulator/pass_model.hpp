@@ -63,8 +63,9 @@ void for_each_split(double n, F&& f) {
 // getMultiStageReducePlanAndCost: "an estimate of the average number of messages required per tile").
 [[nodiscard]] inline double reduction_messages(double depth) noexcept {
     if (depth <= 1) return 0;
-    const double stages = depth >= 125 ? 3 : depth >= 16 ? 2 : 1;
-    return stages * std::ceil(std::pow(depth, 1.0 / stages));
+    if (depth >= 125) return 3 * std::ceil(std::cbrt(depth));
+    if (depth >= 16) return 2 * std::ceil(std::sqrt(depth));
+    return std::ceil(depth);
 }
 
 // Contractions on the AMP. The planner splits result rows, output-channel groups and input-channel
@@ -93,9 +94,14 @@ void for_each_split(double n, F&& f) {
     const double per_position = gi * double(spec.amp_output_channels(bits)) / spec.macs_per_tile_cycle(bits);
     const double xbpc = spec.exchange_bytes_per_tile_cycle();
     const double bound = available * double(spec.memory_per_tile);
-    pass_cycles best, least;  // the fastest plan within the bound; the one with the least temporaries
+    // A plan: its cycles, the input bytes its busiest tile receives and the ways its sums are split.
+    struct plan {
+        pass_cycles c;
+        double received = 0, input_splits = 1;
+    };
+    plan best, least;  // the fastest plan within the bound; the one with the least temporaries
     double best_total = std::numeric_limits<double>::infinity();
-    least.tile_bytes = std::numeric_limits<double>::infinity();
+    least.c.tile_bytes = std::numeric_limits<double>::infinity();
     const double choices[] = {units, 8.0};  // all the units it may use, or 8 of them (poplibs: "8 engines")
     for (std::size_t k = 0; k < (units > 8.0 ? 2u : 1u); ++k) {
         const double go = choices[k];
@@ -114,27 +120,29 @@ void for_each_split(double n, F&& f) {
                 // Inputs for its rows and input groups (its weights are already on the tile).
                 c.exchange = r * ig * gi * bytes / xbpc;
                 c.sync = spec.sync_cycles;
-                c.supersteps = 1;
                 c.tile_bytes = r * ig * gi * bytes;
-                // Its inputs (not the channels that pad a group) come from the tiles that hold them, each
-                // an equal share of the tensor.
-                const double received = r * std::min(ig * gi, std::max(p.inputs, 1.0)) * bytes;
-                c.messages = std::ceil(received / std::max(rows * std::max(p.inputs, 1.0) * bytes / tiles, 1.0));
                 if (t_i > 1 || pbytes > bytes) c.tile_bytes += r * og * go * pbytes;  // sums kept apart
                 if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
                     const double slices = r * og * go;
                     c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
                     c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
                     c.sync += spec.sync_cycles;
-                    c.messages += reduction_messages(t_i), c.supersteps += 1;
                 }
-                if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = c;
-                if (c.tile_bytes < least.tile_bytes || (c.tile_bytes == least.tile_bytes && c.total() < least.total()))
-                    least = c;
+                // Its inputs, not the channels that pad a group.
+                const double received = r * std::min(ig * gi, std::max(p.inputs, 1.0)) * bytes;
+                if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = {c, received, t_i};
+                if (c.tile_bytes < least.c.tile_bytes || (c.tile_bytes == least.c.tile_bytes && c.total() < least.c.total()))
+                    least = {c, received, t_i};
             });
         });
     }
-    return best_total < std::numeric_limits<double>::infinity() ? best : least;
+    plan& chosen = best_total < std::numeric_limits<double>::infinity() ? best : least;
+    // The chosen plan's compute sets and messages (counted once, not for every plan tried): its inputs
+    // come from the tiles that hold them, each an equal share of the tensor; split sums add a superstep.
+    const double share = std::max(rows * std::max(p.inputs, 1.0) * bytes / tiles, 1.0);
+    chosen.c.messages = std::ceil(chosen.received / share) + reduction_messages(chosen.input_splits);
+    chosen.c.supersteps = chosen.input_splits > 1 ? 2 : 1;
+    return chosen.c;
 }
 
 // A vector loop over `operands` tensors of `elements` values, spread over the tiles (at least a
