@@ -5,5 +5,4 @@ namespace tessera::programs {
 void plan_fp32(const plan_request& q, const dataset_shape& shape, plan_outcome& out, const std::function<void()>& tick) {
     search_precision<tessera::config::fp32>(q, shape, out, tick);
 }
-plan_candidate judge_fp32(const train_request& r, const dataset_shape& shape) { return judge<tessera::config::fp32>(r, shape); }
 }  // namespace tessera::programs

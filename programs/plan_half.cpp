@@ -5,5 +5,4 @@ namespace tessera::programs {
 void plan_half(const plan_request& q, const dataset_shape& shape, plan_outcome& out, const std::function<void()>& tick) {
     search_precision<tessera::config::half>(q, shape, out, tick);
 }
-plan_candidate judge_half(const train_request& r, const dataset_shape& shape) { return judge<tessera::config::half>(r, shape); }
 }  // namespace tessera::programs

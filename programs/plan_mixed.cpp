@@ -5,5 +5,4 @@ namespace tessera::programs {
 void plan_mixed(const plan_request& q, const dataset_shape& shape, plan_outcome& out, const std::function<void()>& tick) {
     search_precision<tessera::config::mixed>(q, shape, out, tick);
 }
-plan_candidate judge_mixed(const train_request& r, const dataset_shape& shape) { return judge<tessera::config::mixed>(r, shape); }
 }  // namespace tessera::programs

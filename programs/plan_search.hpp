@@ -60,6 +60,7 @@ struct plan_candidate {
     bool fits = true;
     std::string bottleneck;
     double bubble_fraction = 0;
+    bool judged = false;  // its figures are tessera-train's dry run's (judge_on)
 };
 
 /// What the search tries for a stage's activations: stash them all, recompute each stage whole
@@ -118,6 +119,25 @@ namespace detail {
 }
 
 }  // namespace detail
+
+/// The figures of request `r` (of precision P) from tessera-train's own dry run on `net` (with the
+/// breakdown): what the plan printed says is what `tessera-train --dry-run` prints.
+template <class P, class Net>
+[[nodiscard]] plan_candidate judge_on(const train_request& r, const Net& net, const dataset_shape& shape) {
+    return config::dispatch_for<P>(choice_of(r), [&]<class C>() {
+        const exec::epoch_estimate e = dry_run_request<C>(r, net, shape, true);
+        plan_candidate c;
+        c.request = r;
+        c.epoch_seconds = e.seconds, c.images_per_second = e.samples_per_second(), c.images = e.samples;
+        c.device_images_per_second = e.call_device_seconds > 0 ? double(e.samples) / double(e.calls) / e.call_device_seconds : 0;
+        c.fits = e.fits, c.overshoot_bytes = e.overshoot_bytes;
+        for (const auto& ipu : e.memory.ipus) c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
+        c.bottleneck = std::string(exec::bottleneck_of(e.device_breakdown, std::max(0.0, e.seconds - e.device_seconds)));
+        c.bubble_fraction = e.device_breakdown.bubble_fraction;
+        c.judged = true;
+        return c;
+    });
+}
 
 /// Both phases for precision P: every device candidate of `q`, then the host settings of the best
 /// `q.refine` of them; the results go to `out` (device: fitting candidates; plans: refined ones,
@@ -235,6 +255,7 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                    std::tuple{stages_of(b.request), b.request.batch_size, b.request.recompute,
                               b.request.recompute_checkpoints.empty()};
         });
+        const std::size_t first = out.plans.size();
         for (std::size_t k = 0; k < mine.size(); ++k) {
             plan_candidate best = mine[k];
             best.epoch_seconds = std::numeric_limits<double>::infinity(), best.images_per_second = 0;
@@ -281,34 +302,19 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
             best.bubble_fraction = e.device_breakdown.bubble_fraction;
             out.plans.push_back(std::move(best));
         }
+        // The best `q.top` of this precision dry-run again through tessera-train's path, on this network
+        // (building one draws every weight: most of a dry run's time); the plans printed, the best of
+        // every precision, are among them.
+        std::sort(out.plans.begin() + std::ptrdiff_t(first), out.plans.end(),
+                  [](const auto& a, const auto& b) { return a.images_per_second > b.images_per_second; });
+        for (std::size_t k = first; k < out.plans.size() && k < first + q.top; ++k)
+            out.plans[k] = judge_on<P>(out.plans[k].request, net, shape);
     });
 }
 
-/// The figures of request `r` from tessera-train's own dry run (with the breakdown).
-template <class P>
-[[nodiscard]] plan_candidate judge(const train_request& r, const dataset_shape& shape) {
-    return with_network<P>(r, shape.channels, shape.classes, [&](const auto& net) {
-        return config::dispatch_for<P>(choice_of(r), [&]<class C>() {
-            const exec::epoch_estimate e = dry_run_request<C>(r, net, shape, true);
-            plan_candidate c;
-            c.request = r;
-            c.epoch_seconds = e.seconds, c.images_per_second = e.samples_per_second(), c.images = e.samples;
-            c.device_images_per_second = e.call_device_seconds > 0 ? double(e.samples) / double(e.calls) / e.call_device_seconds : 0;
-            c.fits = e.fits, c.overshoot_bytes = e.overshoot_bytes;
-            for (const auto& ipu : e.memory.ipus) c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
-            c.bottleneck = std::string(exec::bottleneck_of(e.device_breakdown, std::max(0.0, e.seconds - e.device_seconds)));
-            c.bubble_fraction = e.device_breakdown.bubble_fraction;
-            return c;
-        });
-    });
-}
-
-/// The search and the final dry runs of each precision, one file each (plan_fp32.cpp, ...).
+/// The search of each precision, its plans judged, one file each (plan_fp32.cpp, ...).
 void plan_fp32(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
 void plan_mixed(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
 void plan_half(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
-plan_candidate judge_fp32(const train_request&, const dataset_shape&);
-plan_candidate judge_mixed(const train_request&, const dataset_shape&);
-plan_candidate judge_half(const train_request&, const dataset_shape&);
 
 }  // namespace tessera::programs

@@ -170,14 +170,11 @@ int main(int argc, char** argv) {
         // configuration does not win by dropping more of them.
         std::sort(out.plans.begin(), out.plans.end(),
                   [](const auto& a, const auto& b) { return a.images_per_second > b.images_per_second; });
-        // The plans printed: dry-run again through tessera-train's path, so their figures are its figures.
+        // The plans printed: the best judged ones (dry-run again through tessera-train's path, so their
+        // figures are its figures).
         std::vector<programs::plan_candidate> plans;
-        for (std::size_t i = 0; i < out.plans.size() && plans.size() < q.top; ++i) {
-            const auto& r = out.plans[i].request;
-            plans.push_back(r.precision == "32.32"   ? programs::judge_fp32(r, shape)
-                            : r.precision == "16.32" ? programs::judge_mixed(r, shape)
-                                                     : programs::judge_half(r, shape));
-        }
+        for (const auto& c : out.plans)
+            if (c.judged && plans.size() < q.top) plans.push_back(c);
         std::printf("tessera-plan: %s on %s (%zu images of %zu x %zu x %zu), %zu IPUs, host %s\n", q.base.model.c_str(),
                     q.base.dataset.c_str(), programs::epoch_images(q.base, shape), shape.channels, shape.height,
                     shape.width, q.ipus, q.base.host.c_str());
