@@ -141,7 +141,8 @@ template <class P, class Net>
 
 /// Both phases for precision P: every device candidate of `q`, then the host settings of the best
 /// `q.refine` of them; the results go to `out` (device: fitting candidates; plans: refined ones,
-/// unsorted). `tick()` is called once per candidate considered (the progress bar).
+/// fastest first, the best `q.top` judged by tessera-train's dry run: judge_on). `tick()` is called
+/// once per candidate considered (the progress bar).
 template <class P>
 void search_precision(const plan_request& q, const dataset_shape& shape, plan_outcome& out,
                       const std::function<void()>& tick) {
