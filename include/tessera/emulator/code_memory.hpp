@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "tessera/emulator/device_spec.hpp"
-#include "tessera/emulator/partials.hpp"
 #include "tessera/emulator/pass_model.hpp"
 #include "tessera/nn/cost.hpp"
 
