@@ -167,6 +167,7 @@ const std::vector<conv_case> conv_cases{
     {{2, 7, 7, 5}, 3, {1, 1, 2, 0}},   // 1×1 stride 2 (projection shortcut)
     {{2, 9, 8, 2}, 3, {5, 3, 2, 2}},   // rectangular kernel
     {{9, 30, 30, 8}, 8, {3, 3, 1, 1}}, // several chunks of whole images
+    {{6, 16, 16, 3}, 4, {3, 3, 2, 1}}, // stride 2 (im2col) over several chunks: 64 output rows an image
     {{1, 3, 3, 17}, 33, {3, 3, 1, 0}}, // channels over the SIMD width, 1×1 output
     {{2, 7, 6, 16}, 16, {3, 3, 1, 1}}, // Winograd (automatic): odd output height, cut-off tiles
     {{2, 5, 9, 9}, 20, {3, 3, 1, 2}},  // Winograd: padding 2, channels not a multiple of the SIMD width
@@ -570,6 +571,14 @@ TEST_CASE("kernels writing half activations or gradients round them stochastical
                                k::conv_algorithm::automatic, r);
             k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxf.data(), ws, {2});
             CHECK(rounded_stochastically(dxh, dxf, r) == "");
+            // Rounded to nearest, chunk by chunk as each is final: every element is the fp32 value rounded once.
+            std::vector<half> yn(out.size()), dxn(in.size()), dxb(in.size());
+            k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yn.data(), ws, {2});
+            CHECK(differ_from_nearest(yn, yf) == 0);
+            k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxn.data(), ws, {2});
+            CHECK(differ_from_nearest(dxn, dxf) == 0);
+            k::conv2d_backward(xh.data(), in, dyh.data(), wh.data(), cout, g, dw.data(), dxb.data(), ws, {2});
+            CHECK(differ_from_nearest(dxb, dxf) == 0);
         }
     }
     SECTION("batch norm with its ReLU, over two threads, forward and input gradient") {

@@ -131,14 +131,16 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
         C* y0 = dst.target();
         detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
             const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
+            const gemm_options o = detail::chunk_gemm(opt, threads, ws, t);
             im2col(x, in, g, taps, m0, m1, cols[t].data());
             for (std::size_t b = 0; b < taps.blocks(); ++b) {
                 const auto blk = taps.at(b, in.c);
                 gemm(trans::no, trans::no, m1 - m0, cout, blk.rows, C(1), cols[t].data() + blk.column, k,
-                     w + blk.weight_row * cout, cout, b == 0 ? C(0) : C(1), y0 + m0 * cout, cout,
-                     detail::chunk_gemm(opt, threads, ws, t));
+                     w + blk.weight_row * cout, cout, b == 0 ? C(0) : C(1), y0 + m0 * cout, cout, o);
             }
+            dst.commit(m0 * cout, m1 * cout, {o.threads, o.pool});  // the chunk's rows, while they are in cache
         });
+        return;
     }
     dst.commit();
 }
@@ -165,15 +167,19 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         auto& cols = detail::thread_columns(ws, threads, chunk * k, opt);
         detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
             const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk), image = in.h * in.w * in.c;
+            const std::size_t e0 = m0 / (out.h * out.w) * image, e1 = m1 / (out.h * out.w) * image;
+            const gemm_options o = detail::chunk_gemm(opt, threads, ws, t);
             // The chunk's images of dx, zeroed by the thread that adds into them.
-            std::fill(acc + m0 / (out.h * out.w) * image, acc + m1 / (out.h * out.w) * image, C(0));
+            std::fill(acc + e0, acc + e1, C(0));
             for (std::size_t b = 0; b < taps.blocks(); ++b) {
                 const auto blk = taps.at(b, in.c);
                 gemm(trans::no, trans::yes, m1 - m0, blk.rows, cout, C(1), dy + m0 * cout, cout, w + blk.weight_row * cout,
-                     cout, C(0), cols[t].data() + blk.column, k, detail::chunk_gemm(opt, threads, ws, t));
+                     cout, C(0), cols[t].data() + blk.column, k, o);
             }
             col2im_add(cols[t].data(), in, g, taps, m0, m1, acc);  // chunks hold whole images: no overlap
+            dst.commit(e0, e1, {o.threads, o.pool});  // the chunk's images of dx are final
         });
+        return;
     }
     dst.commit();
 }

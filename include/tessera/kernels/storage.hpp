@@ -92,19 +92,24 @@ public:
         else
             return m_scratch.data();
     }
-    void commit() {
+    /// Converts every element into dst.
+    void commit() { commit(0, m_n, m_par); }
+    /// Converts elements [begin, end) into dst on par's threads (the calling thread by default), each
+    /// as commit() converts it: a kernel commits a part (a chunk's whole images) as soon as it is
+    /// final, while it is in cache. The parts must cover the output; commit() is then not called.
+    void commit(std::size_t begin, std::size_t end, parallelism par = {}) {
         if constexpr (!std::is_same_v<C, T>) {
             const C* from = m_scratch.data();
             T* to = m_dst;
             if (rounds_stochastically<C, T>(m_rounding)) {
                 if constexpr (std::is_same_v<T, tensor::half> && std::is_same_v<C, float>)
-                    detail::parallel_ranges(m_par, m_n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-                        tensor::convert_stochastic(from + b, to + b, e - b, m_rounding, b);
+                    detail::parallel_ranges(par, end - begin, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+                        tensor::convert_stochastic(from + begin + b, to + begin + b, e - b, m_rounding, begin + b);
                     });
                 return;
             }
-            detail::parallel_ranges(m_par, m_n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-                convert_n(from + b, to + b, e - b);
+            detail::parallel_ranges(par, end - begin, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+                convert_n(from + begin + b, to + begin + b, e - b);
             });
         }
     }

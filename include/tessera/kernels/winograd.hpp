@@ -216,6 +216,11 @@ struct plan {
     [[nodiscard]] std::pair<std::size_t, std::size_t> range(std::size_t c) const noexcept {
         return {c * chunk, std::min(tiles, (c + 1) * chunk)};
     }
+    /// The elements of chunk c's whole images in a tensor of `per_image` elements an image.
+    [[nodiscard]] std::pair<std::size_t, std::size_t> elements(std::size_t c, std::size_t per_image) const noexcept {
+        const auto [t0, t1] = range(c);
+        return {t0 / tl.per_image * per_image, t1 / tl.per_image * per_image};
+    }
     /// Transformed inputs (cols) and outputs (tiles), one buffer each per thread.
     std::pair<C*, C*> buffers(workspace<C>& ws, std::size_t t) const noexcept { return {ws.cols[t].data(), ws.tiles[t].data()}; }
     void reserve(workspace<C>& ws, std::size_t threads, const gemm_options& opt) const {
@@ -264,9 +269,11 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
     C* y0 = dst.target();
+    const std::size_t image = p.tl.oh * p.tl.ow * cout;
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
+        const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
         if (p.block != 0 && (threads > 1 || opt.threads <= 1)) {  // a chunk's GEMMs on one thread
             // Transform, multiply and transform back a few tiles at a time: what the transforms write,
             // the GEMMs and the output transform read from L1 instead of L2.
@@ -276,13 +283,14 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
                 detail::block_gemms(b1 - b0, p.cin, cout, v, u, m);
                 detail::transform_output(m, p.tl, cout, b0, b1, y0);
             }
-            return;
+        } else {
+            detail::transform_input(xs, in, g, p.tl, t0, t1, v);
+            detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, o);
+            detail::transform_output(m, p.tl, cout, t0, t1, y0);
         }
-        detail::transform_input(xs, in, g, p.tl, t0, t1, v);
-        detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, kernels::detail::chunk_gemm(opt, threads, ws, t));
-        detail::transform_output(m, p.tl, cout, t0, t1, y0);
+        const auto [e0, e1] = p.elements(c, image);
+        dst.commit(e0, e1, {o.threads, o.pool});  // the chunk's images, while they are in cache
     });
-    dst.commit();
 }
 
 /// dx = the gradient of conv2d_forward with respect to its input (overwrites dx).
@@ -297,13 +305,16 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
     C* acc = dst.target();
+    const std::size_t image = in.h * in.w * in.c;
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
-        p.input_gradient(in, g, t0, t1, m, ut, v, acc, kernels::detail::chunk_gemm(opt, threads, ws, t));
+        const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
+        p.input_gradient(in, g, t0, t1, m, ut, v, acc, o);
+        const auto [e0, e1] = p.elements(c, image);
+        dst.commit(e0, e1, {o.threads, o.pool});  // the chunk's images of dx are final
     });
-    dst.commit();
 }
 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C) and, when
@@ -326,6 +337,13 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
     if (ws.filters.size() < size) ws.filters.resize(size);
     C* du = ws.filters.data();
     C* acc = dst ? dst->target() : nullptr;
+    const std::size_t image = in.h * in.w * in.c;
+    // Chunk c's images of dx are final once its input gradient is added: committed then, in cache.
+    const auto commit = [&](std::size_t c, const gemm_options& o) {
+        if (!dst) return;
+        const auto [e0, e1] = p.elements(c, image);
+        dst->commit(e0, e1, {o.threads, o.pool});
+    };
     const kernels::detail::lane_plan lanes = kernels::detail::plan_lanes(p.chunks, size, sizeof(C), opt);
     p.reserve(ws, lanes.threads, opt);
     kernels::detail::sum_in_lanes(lanes, p.chunks, du, true, size, ws, opt,
@@ -344,15 +362,16 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
                 detail::block_data_gemms(nb, 0, nb, p.cin, cout, m, ut, v);
                 detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
             }
+            commit(c, o);
             return;
         }
         detail::transform_input(xs, in, g, p.tl, t0, t1, v);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         detail::weight_gemms(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
         if (acc != nullptr) p.input_gradient(in, g, t0, t1, m, ut, v, acc, o);  // V is no longer needed: dV takes its place
+        commit(c, o);
     });
     detail::add_weight_gradient(du, p.cin, cout, dw, par);
-    if (dst) dst->commit();
 }
 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C).
