@@ -264,30 +264,39 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     const detail::plan<C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
-    store_compute<C, Y> dst(y, g.output(in, cout).size(), ws.c, par, rounding);
     const C* u = p.weights(w, false, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
-    C* y0 = dst.target();
-    const std::size_t image = p.tl.oh * p.tl.ow * cout;
-    kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
-        const auto [t0, t1] = p.range(c);
-        const auto [v, m] = p.buffers(ws, t);
-        const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
-        if (p.block != 0 && (threads > 1 || opt.threads <= 1)) {  // a chunk's GEMMs on one thread
-            // Transform, multiply and transform back a few tiles at a time: what the transforms write,
-            // the GEMMs and the output transform read from L1 instead of L2.
-            for (std::size_t b0 = t0; b0 < t1; b0 += p.block) {
-                const std::size_t b1 = std::min(t1, b0 + p.block);
-                detail::transform_input(xs, in, g, p.tl, b0, b1, v);
-                detail::block_gemms(b1 - b0, p.cin, cout, v, u, m);
-                detail::transform_output(m, p.tl, cout, b0, b1, y0);
+    // Runs the chunks into out (y itself, or C scratch), then done(chunk, its gemm_options).
+    const auto run = [&](auto* out, auto&& done) {
+        kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
+            const auto [t0, t1] = p.range(c);
+            const auto [v, m] = p.buffers(ws, t);
+            const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
+            if (p.block != 0 && (threads > 1 || opt.threads <= 1)) {  // a chunk's GEMMs on one thread
+                // Transform, multiply and transform back a few tiles at a time: what the transforms write,
+                // the GEMMs and the output transform read from L1 instead of L2.
+                for (std::size_t b0 = t0; b0 < t1; b0 += p.block) {
+                    const std::size_t b1 = std::min(t1, b0 + p.block);
+                    detail::transform_input(xs, in, g, p.tl, b0, b1, v);
+                    detail::block_gemms(b1 - b0, p.cin, cout, v, u, m);
+                    detail::transform_output(m, p.tl, cout, b0, b1, out);
+                }
+            } else {
+                detail::transform_input(xs, in, g, p.tl, t0, t1, v);
+                detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, o);
+                detail::transform_output(m, p.tl, cout, t0, t1, out);
             }
-        } else {
-            detail::transform_input(xs, in, g, p.tl, t0, t1, v);
-            detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, o);
-            detail::transform_output(m, p.tl, cout, t0, t1, y0);
-        }
+            done(c, o);
+        });
+    };
+    if constexpr (simd::in_register<C, Y>) {
+        // Rounded to nearest from the registers; a stochastic rounding draws in commit().
+        if (!rounds_stochastically<C, Y>(rounding)) return run(y, [](std::size_t, const gemm_options&) {});
+    }
+    store_compute<C, Y> dst(y, g.output(in, cout).size(), ws.c, par, rounding);
+    const std::size_t image = p.tl.oh * p.tl.ow * cout;
+    run(dst.target(), [&](std::size_t c, const gemm_options& o) {
         const auto [e0, e1] = p.elements(c, image);
         dst.commit(e0, e1, {o.threads, o.pool});  // the chunk's images, while they are in cache
     });

@@ -76,12 +76,16 @@ template <class V, class C, class S>
     else
         return simd::load<C>(p);
 }
-template <class C, class V>
-inline void store_lanes(C* p, const V& v) noexcept {
-    if constexpr (std::is_same_v<V, C>)
-        *p = v;
-    else
+/// Stores v (a batch or a scalar) at p as S: C itself, or a type that stores from registers
+/// (simd::in_register), rounded to nearest.
+template <class S, class V>
+inline void store_lanes(S* p, const V& v) noexcept {
+    if constexpr (std::is_arithmetic_v<V>)
+        *p = S(v);
+    else if constexpr (std::is_same_v<S, typename V::value_type>)
         v.store_unaligned(p);
+    else
+        simd::store<typename V::value_type>(p, v);
 }
 
 /// Hides p's value from the optimiser. An unrolled loop that stores to (or loads from) 16 addresses
@@ -124,18 +128,16 @@ void for_each_tile(const tiling& tl, std::size_t t0, std::size_t t1, F&& f) {
     for (std::size_t i = 0; i < t1 - t0; ++i, at.next(tl)) f(at, i);
 }
 
-/// Pixel pointers of the 4×4 input patch of the tile at `at` (null where it reaches into the padding).
-template <class P>
-void patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at, P* (&px)[4][4]) {
-    for (std::size_t r = 0; r < 4; ++r) {
-        const std::ptrdiff_t iy = static_cast<std::ptrdiff_t>(2 * at.ty + r) - static_cast<std::ptrdiff_t>(g.pad);
-        for (std::size_t q = 0; q < 4; ++q) {
-            const std::ptrdiff_t ix = static_cast<std::ptrdiff_t>(2 * at.tx + q) - static_cast<std::ptrdiff_t>(g.pad);
-            const bool inside = iy >= 0 && ix >= 0 && iy < static_cast<std::ptrdiff_t>(in.h) && ix < static_cast<std::ptrdiff_t>(in.w);
-            px[r][q] = inside ? x + ((at.n * in.h + static_cast<std::size_t>(iy)) * in.w + static_cast<std::size_t>(ix)) * in.c
-                              : nullptr;
-        }
-    }
+/// Which pixels of the 4×4 input patch of the tile at `at` lie in the image: bit 4·r + q for pixel
+/// (r, q) (the rest reach into the padding).
+[[nodiscard]] inline unsigned patch_mask(const tensor::shape& in, const window& g, const tile_cursor& at) noexcept {
+    const auto inside = [&](std::size_t first, std::size_t k, std::size_t size) {
+        return first + k >= g.pad && first + k < size + g.pad;
+    };
+    unsigned cols = 0, mask = 0;
+    for (std::size_t q = 0; q < 4; ++q) cols |= inside(2 * at.tx, q, in.w) ? 1u << q : 0u;
+    for (std::size_t r = 0; r < 4; ++r) mask |= inside(2 * at.ty, r, in.h) ? cols << (4 * r) : 0u;
+    return mask;
 }
 
 /// The top-left pixel of the 4×4 input patch of the tile at `at` when the whole patch lies inside the
@@ -160,7 +162,7 @@ void block(P* y, const tiling& tl, std::size_t cout, const tile_cursor& at, P* (
 
 /// Runs f(pixel, inside) for the tile at `at`, pixel(r, q) the address of the patch's pixel (r, q),
 /// null in the padding: at fixed offsets from one pointer when the whole patch lies inside the image
-/// (inside is std::true_type: no pixel is null, nothing to test), else through patch().
+/// (inside is std::true_type: no pixel is null, nothing to test), else from its offset and patch_mask.
 template <class P, class F>
 void with_patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at, F&& f) {
     if (P* base = interior_patch(x, in, g, at)) {
@@ -168,9 +170,17 @@ void with_patch(P* x, const tensor::shape& in, const window& g, const tile_curso
         f([base, row, c](std::size_t r, std::size_t q) { return base + r * row + q * c; }, std::true_type{});
         return;
     }
-    P* px[4][4];
-    patch(x, in, g, at, px);
-    f([&px](std::size_t r, std::size_t q) { return px[r][q]; }, std::false_type{});
+    // A patch at the image's edge: its pixels' offsets from pixel (0, 0)'s place (outside the image,
+    // so only an offset), and which of them exist. Five values where 16 pointers would not fit the
+    // general registers (they were parked in vector registers and moved back for every load).
+    const auto origin = static_cast<std::ptrdiff_t>((at.n * in.h + 2 * at.ty) * in.w + 2 * at.tx) * static_cast<std::ptrdiff_t>(in.c) -
+                        static_cast<std::ptrdiff_t>(g.pad * (in.w + 1) * in.c);
+    const auto row = static_cast<std::ptrdiff_t>(in.w * in.c), c = static_cast<std::ptrdiff_t>(in.c);
+    const unsigned mask = patch_mask(in, g, at);
+    f([x, origin, row, c, mask](std::size_t r, std::size_t q) -> P* {
+        return (mask >> (4 * r + q) & 1u) != 0 ? x + (origin + static_cast<std::ptrdiff_t>(r) * row + static_cast<std::ptrdiff_t>(q) * c)
+                                                : nullptr;
+    }, std::false_type{});
 }
 
 /// The 16 positions of a tile's transformed values for one run of channels, `stride` apart from p
@@ -280,12 +290,13 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
     });
 }
 
-/// y = Aᵀ M A for tiles [t0, t1) (m[ξ][t - t0][co]), written where the output exists.
-template <class C>
-void transform_output(const C* m, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1, C* y) {
+/// y = Aᵀ M A for tiles [t0, t1) (m[ξ][t - t0][co]), written where the output exists, as C or as a
+/// type that stores from registers (rounded to nearest).
+template <class C, class Y>
+void transform_output(const C* m, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1, Y* y) {
     const std::size_t stride = (t1 - t0) * cout;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
-        C* px[2][2];
+        Y* px[2][2];
         block(y, tl, cout, at, px);
         const C* src = m + i * cout;
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
