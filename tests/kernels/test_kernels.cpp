@@ -248,12 +248,15 @@ TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[ker
 TEST_CASE("Winograd's fused blocks make the same sums as the unfused GEMMs, whatever the L1 cache", "[kernels][conv]") {
     namespace wd = k::winograd::detail;
     constexpr std::size_t one = k::detail::tile<float, 1>::nr, kc = k::detail::tile<float, 1>::kc;
-    // Whole strips of the register tile's rows, growing with the cache, none where a strip does not fit.
+    // Whole strips of the register tile's rows, growing with the cache; two strips where not one fits.
     const std::size_t small = wd::fused_block_tiles<float>(one, one, one, 32 << 10);
     const std::size_t big = wd::fused_block_tiles<float>(one, one, one, 1 << 20);
+    const std::size_t mr = k::detail::tile<float, 1, k::detail::short_mr<float, 1>>::mr;
     CHECK(small > 0);
     CHECK(big > small);
-    CHECK(wd::fused_block_tiles<float>(one, 512, 512, 32 << 10) == 0);
+    CHECK(small % mr == 0);
+    CHECK(big % mr == 0);
+    CHECK(wd::fused_block_tiles<float>(one, 256, 256, 32 << 10) == 2 * mr);
     // No block where gemm would split a call's sum (above kc), however large the cache.
     CHECK(wd::fused_block_tiles<float>(one, kc + one, kc + one, std::size_t{1} << 40) == 0);
     CHECK(wd::fused_block_tiles<float>(one, kc, kc, std::size_t{1} << 40) > 0);
@@ -289,7 +292,9 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
                                       // chunk, run in blocks on one thread and by GEMMs on all the threads
                                       layer{{1, 14, 12, 16}, 16, {3, 3, 1, 1}},
                                       layer{{1, 10, 10, 24}, 32, {3, 3, 1, 1}},
-                                      layer{{19, 9, 9, 32}, 16, {3, 3, 1, 1}}}) {
+                                      layer{{19, 9, 9, 32}, 16, {3, 3, 1, 1}},
+                                      // 64 channels: no strip's tiles fit L1, blocks of two strips
+                                      layer{{1, 7, 7, 64}, 64, {3, 3, 1, 1}}}) {
         CAPTURE(in.str(), cout, g.stride, static_cast<int>(algorithm));
         const shape out = g.output(in, cout);
         const auto x = random_vector<float>(in.size(), 40);

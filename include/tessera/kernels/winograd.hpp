@@ -113,17 +113,19 @@ bool with_strip_tile(std::size_t width, F&& f) {
 /// Tiles per block of a fused pass (transforms and GEMMs a few tiles at a time) whose products have
 /// n channels and sum over k, `per_call` of them in each GEMM call of the unfused pass (all k in the
 /// forward, a strip of k in the input gradient): whole strips of the register tile's rows whose
-/// transformed tiles (16·(k + n) values per tile) fit the level-1 data cache, or 0 where not one strip
-/// fits (wide layers: their GEMMs gain more from long strips than from L1), where no register tile is
-/// n's strips' width, or where gemm would split a call's sum (above its kc): the fused pass then
-/// could not make the same sums.
+/// transformed tiles (16·(k + n) values per tile) fit the level-1 data cache; where not one strip fits
+/// (64 channels and more in fp32), two strips, whose tiles stay in L2 between the transforms and
+/// the GEMMs (on a 2-vCPU Intel Xeon, bench_winograd_blocks: the forward in 0.73–0.80 of the unfused
+/// pass's time at 64 channels on 7×7 and 128 on 8×8 and 16×16, 0.93–1.04 at 64 on 14×14 and 256 on
+/// 4×4); 0 where no register tile is n's strips' width, or where gemm would split a call's sum (above
+/// its kc): the fused pass then could not make the same sums.
 template <class C>
 [[nodiscard]] std::size_t fused_block_tiles(std::size_t n, std::size_t k, std::size_t per_call, std::size_t l1_bytes) noexcept {
     std::size_t mr = 0;
     if (!with_strip_tile<C>(strip_width<C>(n), [&]<class Tile>(Tile) { mr = Tile::mr; })) return 0;
     if (per_call > kernels::detail::tile<C, 1>::kc) return 0;
     const std::size_t rows = l1_bytes / (positions * (k + n) * sizeof(C));
-    return rows / mr * mr;
+    return rows >= mr ? rows / mr * mr : 2 * mr;
 }
 
 /// M_ξ = V_ξ U_ξ for a block of nb tiles (v and m laid out as forward_gemms' for nt = nb), calling the
