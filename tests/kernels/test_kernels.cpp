@@ -80,6 +80,22 @@ TEMPLATE_TEST_CASE("gemm matches the triple loop on odd shapes, every transpose,
             }
 }
 
+TEST_CASE("simd::copy copies runs of any length, widening halves, and writes nothing past them", "[kernels][simd]") {
+    const auto xf = random_vector<float>(40, 90);
+    const auto xh = random_vector<half>(40, 91);
+    for (std::size_t n = 0; n <= 33; ++n) {
+        CAPTURE(n);
+        std::vector<float> yf(40, -7.0f), yh(40, -7.0f);
+        k::simd::copy(xf.data() + 1, yf.data() + 1, n);  // unaligned on both sides
+        k::simd::copy(xh.data() + 1, yh.data() + 1, n);
+        for (std::size_t i = 0; i < 40; ++i) {
+            const bool inside = i >= 1 && i <= n;
+            REQUIRE(yf[i] == (inside ? xf[i] : -7.0f));
+            REQUIRE(yh[i] == (inside ? static_cast<float>(xh[i]) : -7.0f));
+        }
+    }
+}
+
 TEST_CASE("gemm reads half operands and accumulates in fp32", "[kernels][gemm][half]") {
     const std::size_t m = 37, n = 45, kk = 519;  // k spans three kc blocks: the sum stays in fp32
     const auto a = random_vector<half>(m * kk, 4);

@@ -90,7 +90,24 @@ inline void copy(const T* __restrict x, C* __restrict y, std::size_t n) noexcept
     constexpr std::size_t w = batch<C>::size;
     std::size_t i = 0;
     for (; i + w <= n; i += w) load<C>(x + i).store_unaligned(y + i);
-    for (; i < n; ++i) y[i] = get<C>(x[i]);
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<C, float> && std::is_same_v<T, float> && w == 16) {
+        // The tail in one masked load and store (masked-off lanes are not touched).
+        if (i < n) {
+            const auto m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+            _mm512_mask_storeu_ps(y + i, m, _mm512_maskz_loadu_ps(m, x + i));
+        }
+        return;
+    }
+#endif
+    for (; i < n; ++i) {
+        y[i] = get<C>(x[i]);
+#if defined(__GNUC__)
+        // Keeps GCC from turning the loop into a call to memmove: a call per short run (a one-channel
+        // stem's runs are 3 values) cost more than im2col's copies themselves.
+        asm volatile("");
+#endif
+    }
 }
 
 /// y[i] += x[i] in C (x stored as C or an in_register type).
