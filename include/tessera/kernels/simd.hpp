@@ -89,7 +89,12 @@ template <class C, class T>
 inline void copy(const T* __restrict x, C* __restrict y, std::size_t n) noexcept {
     constexpr std::size_t w = batch<C>::size;
     std::size_t i = 0;
-    for (; i + w <= n; i += w) load<C>(x + i).store_unaligned(y + i);
+    for (; i + w <= n; i += w) {
+        load<C>(x + i).store_unaligned(y + i);
+#if defined(__GNUC__)
+        asm volatile("");  // a loop, not a call to memmove (below)
+#endif
+    }
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<C, float> && std::is_same_v<T, float> && w == 16) {
         // The tail in one masked load and store (masked-off lanes are not touched).
