@@ -216,54 +216,117 @@ template <class C, class TM, class TD>
         return get<C>(mask[i]) > C(0) ? get<C>(dy[i]) : C(0);
 }
 
-/// sum[c] += Σ_r x[r, c].
-template <class C, class TX>
-inline void column_sums(const TX* x, std::size_t rows, std::size_t channels, C* sum) noexcept {
-    for (std::size_t r = 0; r < rows; ++r) add_to(x + r * channels, sum, channels);
+/// Runs f.template operator()<NV>(c0) over the whole SIMD vectors of `channels`, in groups of NV <= 4
+/// vectors from channel c0, then tail(c) for each channel past the last whole vector. The column
+/// sums below keep a group's sums in registers over all the rows: summed in memory, each row's add
+/// waited for the previous row's store (a 16-channel batch norm adds one vector a row).
+template <class C, class F, class Tail>
+inline void over_column_groups(std::size_t channels, F&& f, Tail&& tail) {
+    constexpr std::size_t w = batch<C>::size, most = 4;
+    std::size_t c = 0;
+    for (; c + most * w <= channels; c += most * w) f.template operator()<most>(c);
+    switch ((channels - c) / w) {
+        case 3: f.template operator()<3>(c); break;
+        case 2: f.template operator()<2>(c); break;
+        case 1: f.template operator()<1>(c); break;
+        default: break;
+    }
+    for (c = channels / w * w; c < channels; ++c) tail(c);
 }
 
-/// var[c] += Σ_r (x[r, c] − mean[c])².
+/// sum[c] += Σ_r x[r, c], summed in row order.
+template <class C, class TX>
+inline void column_sums(const TX* x, std::size_t rows, std::size_t channels, C* sum) noexcept {
+    constexpr std::size_t w = batch<C>::size;
+    over_column_groups<C>(
+        channels,
+        [&]<std::size_t NV>(std::size_t c0) {
+            batch<C> acc[NV];
+            for (std::size_t v = 0; v < NV; ++v) acc[v] = batch<C>::load_unaligned(sum + c0 + v * w);
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t v = 0; v < NV; ++v) acc[v] = acc[v] + load<C>(x + r * channels + c0 + v * w);
+            for (std::size_t v = 0; v < NV; ++v) acc[v].store_unaligned(sum + c0 + v * w);
+        },
+        [&](std::size_t c) {
+            C s = sum[c];
+            for (std::size_t r = 0; r < rows; ++r) s += get<C>(x[r * channels + c]);
+            sum[c] = s;
+        });
+}
+
+/// var[c] += Σ_r (x[r, c] − mean[c])², summed in row order.
 template <class C, class TX>
 inline void column_square_deviations(const TX* x, std::size_t rows, std::size_t channels, const C* mean, C* var) noexcept {
     constexpr std::size_t w = batch<C>::size;
-    for (std::size_t r = 0; r < rows; ++r) {
-        const TX* xr = x + r * channels;
-        std::size_t c = 0;
-        for (; c + w <= channels; c += w) {
-            const auto d = load<C>(xr + c) - batch<C>::load_unaligned(mean + c);
-            xsimd::fma(d, d, batch<C>::load_unaligned(var + c)).store_unaligned(var + c);
-        }
-        for (; c < channels; ++c) {
-            const C d = get<C>(xr[c]) - mean[c];
-            var[c] += d * d;
-        }
-    }
+    over_column_groups<C>(
+        channels,
+        [&]<std::size_t NV>(std::size_t c0) {
+            batch<C> acc[NV], m[NV];
+            for (std::size_t v = 0; v < NV; ++v) {
+                acc[v] = batch<C>::load_unaligned(var + c0 + v * w);
+                m[v] = batch<C>::load_unaligned(mean + c0 + v * w);
+            }
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t v = 0; v < NV; ++v) {
+                    const auto d = load<C>(x + r * channels + c0 + v * w) - m[v];
+                    acc[v] = xsimd::fma(d, d, acc[v]);
+                }
+            for (std::size_t v = 0; v < NV; ++v) acc[v].store_unaligned(var + c0 + v * w);
+        },
+        [&](std::size_t c) {
+            C s = var[c];
+            for (std::size_t r = 0; r < rows; ++r) {
+                const C d = get<C>(x[r * channels + c]) - mean[c];
+                s += d * d;
+            }
+            var[c] = s;
+        });
 }
 
-/// sum_dy[c] += Σ dy[r, c];  sum_dy_xc[c] += Σ dy[r, c]·(x[r, c] − mean[c]). With a mask (TM not
-/// void), dy counts only where the mask is positive (the gradient through a ReLU whose output it is).
+/// sum_dy[c] += Σ dy[r, c];  sum_dy_xc[c] += Σ dy[r, c]·(x[r, c] − mean[c]), summed in row order. With
+/// a mask (TM not void), dy counts only where the mask is positive (the gradient through a ReLU
+/// whose output it is).
 template <class C, class TM = void, class TX, class TD>
 inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::size_t channels, const C* mean, C* sum_dy,
                              C* sum_dy_xc, const TM* mask = nullptr) noexcept {
     constexpr std::size_t w = batch<C>::size;
-    for (std::size_t r = 0; r < rows; ++r) {
-        const TX* xr = x + r * channels;
-        const TD* gr = dy + r * channels;
-        const TM* mr = mask;
-        if constexpr (!std::is_void_v<TM>) mr += r * channels;
-        std::size_t c = 0;
-        for (; c + w <= channels; c += w) {
-            const auto g = masked<C>(mr, gr, c);
-            (batch<C>::load_unaligned(sum_dy + c) + g).store_unaligned(sum_dy + c);
-            xsimd::fma(g, load<C>(xr + c) - batch<C>::load_unaligned(mean + c), batch<C>::load_unaligned(sum_dy_xc + c))
-                .store_unaligned(sum_dy_xc + c);
-        }
-        for (; c < channels; ++c) {
-            const C g = masked_one<C>(mr, gr, c);
-            sum_dy[c] += g;
-            sum_dy_xc[c] += g * (get<C>(xr[c]) - mean[c]);
-        }
-    }
+    const auto mask_row = [mask, channels](std::size_t r) {
+        if constexpr (std::is_void_v<TM>)
+            return mask;
+        else
+            return mask + r * channels;
+    };
+    over_column_groups<C>(
+        channels,
+        [&]<std::size_t NV>(std::size_t c0) {
+            batch<C> s[NV], sx[NV], m[NV];
+            for (std::size_t v = 0; v < NV; ++v) {
+                s[v] = batch<C>::load_unaligned(sum_dy + c0 + v * w);
+                sx[v] = batch<C>::load_unaligned(sum_dy_xc + c0 + v * w);
+                m[v] = batch<C>::load_unaligned(mean + c0 + v * w);
+            }
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t v = 0; v < NV; ++v) {
+                    const std::size_t c = c0 + v * w;
+                    const auto g = masked<C>(mask_row(r), dy + r * channels, c);
+                    s[v] = s[v] + g;
+                    sx[v] = xsimd::fma(g, load<C>(x + r * channels + c) - m[v], sx[v]);
+                }
+            for (std::size_t v = 0; v < NV; ++v) {
+                s[v].store_unaligned(sum_dy + c0 + v * w);
+                sx[v].store_unaligned(sum_dy_xc + c0 + v * w);
+            }
+        },
+        [&](std::size_t c) {
+            C s = sum_dy[c], sx = sum_dy_xc[c];
+            for (std::size_t r = 0; r < rows; ++r) {
+                const C g = masked_one<C>(mask_row(r), dy + r * channels, c);
+                s += g;
+                sx += g * (get<C>(x[r * channels + c]) - mean[c]);
+            }
+            sum_dy[c] = s;
+            sum_dy_xc[c] = sx;
+        });
 }
 
 /// out[r, c] = k1[c]·(dy[r, c] − mdy[c] − (x[r, c] − mean[c])·k2[c]); dy masked as in column_grad_sums.
