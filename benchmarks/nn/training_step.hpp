@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,17 @@ public:
         forward();
         backward();
         update();
+    }
+
+    /// FNV-1a of the bits of every parameter, in the model's order: two builds that train alike
+    /// (bit for bit) give the same hash after the same steps.
+    [[nodiscard]] std::uint64_t parameter_hash() {
+        std::uint64_t h = 14695981039346656037ull;
+        m_model.visit_parameters([&](std::string_view, auto value, auto) {
+            const auto* bytes = reinterpret_cast<const unsigned char*>(value.data());
+            for (std::size_t i = 0; i < value.size() * sizeof(*value.data()); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+        });
+        return h;
     }
 
     struct parts {
