@@ -150,6 +150,8 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
         const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k, opt);
+        // Every chunk's GEMM packs the weights: 16-bit weights converted once here, not in every packing.
+        const C* wc = load_compute<C>(w, g.kh * g.kw * in.c * cout, ws.b, parallelism{opt.threads, opt.pool});
         C* y0 = dst.target();
         detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
             const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
@@ -158,7 +160,7 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
             for (std::size_t b = 0; b < taps.blocks(); ++b) {
                 const auto blk = taps.at(b, in.c);
                 gemm(trans::no, trans::no, m1 - m0, cout, blk.rows, C(1), cols[t].data() + blk.column, k,
-                     w + blk.weight_row * cout, cout, b == 0 ? C(0) : C(1), y0 + m0 * cout, cout, o);
+                     wc + blk.weight_row * cout, cout, b == 0 ? C(0) : C(1), y0 + m0 * cout, cout, o);
             }
             dst.commit(m0 * cout, m1 * cout, {o.threads, o.pool});  // the chunk's rows, while they are in cache
         });
@@ -187,6 +189,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
         const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
         auto& cols = detail::thread_columns(ws, threads, chunk * k, opt);
+        const C* wc = load_compute<C>(w, g.kh * g.kw * in.c * cout, ws.b, parallelism{opt.threads, opt.pool});  // as the forward
         detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
             const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk), image = in.h * in.w * in.c;
             const std::size_t e0 = m0 / (out.h * out.w) * image, e1 = m1 / (out.h * out.w) * image;
@@ -195,7 +198,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
             std::fill(acc + e0, acc + e1, C(0));
             for (std::size_t b = 0; b < taps.blocks(); ++b) {
                 const auto blk = taps.at(b, in.c);
-                gemm(trans::no, trans::yes, m1 - m0, blk.rows, cout, C(1), dy + m0 * cout, cout, w + blk.weight_row * cout,
+                gemm(trans::no, trans::yes, m1 - m0, blk.rows, cout, C(1), dy + m0 * cout, cout, wc + blk.weight_row * cout,
                      cout, C(0), cols[t].data() + blk.column, k, o);
             }
             col2im_add(cols[t].data(), in, g, taps, m0, m1, acc);  // chunks hold whole images: no overlap
