@@ -35,26 +35,6 @@ namespace tessera::kernels {
     return 16 * tl.per_image < 9 * tl.oh * tl.ow;
 }
 
-namespace detail {
-
-/// Row m of an im2col matrix as its image n and output pixel (oy, ox), stepped one row at a time:
-/// three divisions a row cost more than a narrow layer's copies (a one-channel stem copies 9 values).
-struct output_pixel {
-    std::size_t m, n, oy, ox, oh, ow;
-    output_pixel(std::size_t row, std::size_t out_h, std::size_t out_w) noexcept
-        : m(row), n(row / (out_h * out_w)), oy(row / out_w % out_h), ox(row % out_w), oh(out_h), ow(out_w) {}
-    void next() noexcept {
-        ++m;
-        if (++ox < ow) return;
-        ox = 0;
-        if (++oy < oh) return;
-        oy = 0;
-        ++n;
-    }
-};
-
-}  // namespace detail
-
 /// Rows [m0, m1) of the im2col matrix of x (NHWC) over the live taps t: row m = (n, oy, ox), column
 /// (ky, kx, ci) for ky in [t.ky0, t.ky1), kx in [t.kx0, t.kx1), so col has t.columns(c) columns.
 /// Padding contributes zeros.
@@ -71,8 +51,9 @@ void im2col(const T* x, const tensor::shape& in, const window& g, const live_tap
     };
     const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = t.columns(in.c), kw = t.kx1 - t.kx0, span = kw * in.c;
     if (m0 >= m1) return;
-    for (detail::output_pixel at(m0, oh, ow); at.m < m1; at.next()) {
-        const std::size_t n = at.n, oy = at.oy, ox = at.ox, m = at.m;
+    detail::grid_cursor at(m0, oh, ow);  // row m's image and output pixel
+    for (std::size_t m = m0; m < m1; ++m, at.next(oh, ow)) {
+        const std::size_t n = at.n, oy = at.y, ox = at.x;
         C* row = col + (m - m0) * k;
         const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride + t.kx0) - static_cast<std::ptrdiff_t>(g.pad);
         const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(kw) <= static_cast<std::ptrdiff_t>(in.w);
@@ -106,8 +87,9 @@ void col2im_add(const C* col, const tensor::shape& in, const window& g, const li
                 std::size_t m1, C* dx) {
     const std::size_t oh = g.out_h(in.h), ow = g.out_w(in.w), k = t.columns(in.c), kw = t.kx1 - t.kx0, span = kw * in.c;
     if (m0 >= m1) return;
-    for (detail::output_pixel at(m0, oh, ow); at.m < m1; at.next()) {
-        const std::size_t n = at.n, oy = at.oy, ox = at.ox, m = at.m;
+    detail::grid_cursor at(m0, oh, ow);  // row m's image and output pixel
+    for (std::size_t m = m0; m < m1; ++m, at.next(oh, ow)) {
+        const std::size_t n = at.n, oy = at.y, ox = at.x;
         const C* row = col + (m - m0) * k;
         const std::ptrdiff_t ix0 = static_cast<std::ptrdiff_t>(ox * g.stride + t.kx0) - static_cast<std::ptrdiff_t>(g.pad);
         const bool inside_x = ix0 >= 0 && ix0 + static_cast<std::ptrdiff_t>(kw) <= static_cast<std::ptrdiff_t>(in.w);

@@ -108,24 +108,14 @@ inline void over_channels(std::size_t n, F&& f) {
     for (; i < n; ++i) f.template operator()<C>(i);
 }
 
-/// Tile t's image and tile row and column, advanced one tile at a time (no divisions per tile).
-struct tile_cursor {
-    std::size_t n, ty, tx;
-    tile_cursor(const tiling& tl, std::size_t t) noexcept : n(t / tl.per_image), ty((t / tl.tw) % tl.th), tx(t % tl.tw) {}
-    void next(const tiling& tl) noexcept {
-        if (++tx < tl.tw) return;
-        tx = 0;
-        if (++ty < tl.th) return;
-        ty = 0;
-        ++n;
-    }
-};
+/// Tile t's image n and tile row y and column x, advanced one tile at a time.
+using tile_cursor = kernels::detail::grid_cursor;
 
 /// Runs f(at, i) for tiles t0 + i in [t0, t1), `at` the tile's cursor.
 template <class F>
 void for_each_tile(const tiling& tl, std::size_t t0, std::size_t t1, F&& f) {
-    tile_cursor at(tl, t0);
-    for (std::size_t i = 0; i < t1 - t0; ++i, at.next(tl)) f(at, i);
+    tile_cursor at(t0, tl.th, tl.tw);
+    for (std::size_t i = 0; i < t1 - t0; ++i, at.next(tl.th, tl.tw)) f(at, i);
 }
 
 /// Which pixels of the 4×4 input patch of the tile at `at` lie in the image: bit 4·r + q for pixel
@@ -135,8 +125,8 @@ void for_each_tile(const tiling& tl, std::size_t t0, std::size_t t1, F&& f) {
         return first + k >= g.pad && first + k < size + g.pad;
     };
     unsigned cols = 0, mask = 0;
-    for (std::size_t q = 0; q < 4; ++q) cols |= inside(2 * at.tx, q, in.w) ? 1u << q : 0u;
-    for (std::size_t r = 0; r < 4; ++r) mask |= inside(2 * at.ty, r, in.h) ? cols << (4 * r) : 0u;
+    for (std::size_t q = 0; q < 4; ++q) cols |= inside(2 * at.x, q, in.w) ? 1u << q : 0u;
+    for (std::size_t r = 0; r < 4; ++r) mask |= inside(2 * at.y, r, in.h) ? cols << (4 * r) : 0u;
     return mask;
 }
 
@@ -145,7 +135,7 @@ void for_each_tile(const tiling& tl, std::size_t t0, std::size_t t1, F&& f) {
 /// their loads need no per-pixel test (ResNet-20's 28 × 28 layers: 144 of 196 tiles).
 template <class P>
 [[nodiscard]] P* interior_patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at) noexcept {
-    const std::size_t y0 = 2 * at.ty, x0 = 2 * at.tx;
+    const std::size_t y0 = 2 * at.y, x0 = 2 * at.x;
     if (y0 < g.pad || x0 < g.pad || y0 + 4 > in.h + g.pad || x0 + 4 > in.w + g.pad) return nullptr;
     return x + ((at.n * in.h + (y0 - g.pad)) * in.w + (x0 - g.pad)) * in.c;
 }
@@ -155,7 +145,7 @@ template <class P>
 void block(P* y, const tiling& tl, std::size_t cout, const tile_cursor& at, P* (&px)[2][2]) {
     for (std::size_t r = 0; r < 2; ++r)
         for (std::size_t q = 0; q < 2; ++q) {
-            const std::size_t oy = 2 * at.ty + r, ox = 2 * at.tx + q;
+            const std::size_t oy = 2 * at.y + r, ox = 2 * at.x + q;
             px[r][q] = oy < tl.oh && ox < tl.ow ? y + ((at.n * tl.oh + oy) * tl.ow + ox) * cout : nullptr;
         }
 }
@@ -173,7 +163,7 @@ void with_patch(P* x, const tensor::shape& in, const window& g, const tile_curso
     // A patch at the image's edge: its pixels' offsets from pixel (0, 0)'s place (outside the image,
     // so only an offset), and which of them exist. Five values where 16 pointers would not fit the
     // general registers (they were parked in vector registers and moved back for every load).
-    const auto origin = static_cast<std::ptrdiff_t>((at.n * in.h + 2 * at.ty) * in.w + 2 * at.tx) * static_cast<std::ptrdiff_t>(in.c) -
+    const auto origin = static_cast<std::ptrdiff_t>((at.n * in.h + 2 * at.y) * in.w + 2 * at.x) * static_cast<std::ptrdiff_t>(in.c) -
                         static_cast<std::ptrdiff_t>(g.pad * (in.w + 1) * in.c);
     const auto row = static_cast<std::ptrdiff_t>(in.w * in.c), c = static_cast<std::ptrdiff_t>(in.c);
     const unsigned mask = patch_mask(in, g, at);
@@ -263,7 +253,7 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
 /// two columns with the patch of the tile to its left (tiles step 2 pixels), and reaches its last two
 /// rows and columns first; every pixel of an image lies in some patch.
 [[nodiscard]] inline bool first_to_reach(const tile_cursor& at, std::size_t r, std::size_t q) noexcept {
-    return (r >= 2 || at.ty == 0) && (q >= 2 || at.tx == 0);
+    return (r >= 2 || at.y == 0) && (q >= 2 || at.x == 0);
 }
 
 /// dx = B dV Bᵀ summed over tiles [t0, t1) (dv laid out as transform_input's v), whole images in
