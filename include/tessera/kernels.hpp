@@ -4,6 +4,7 @@
 #include "tessera/kernels/batch_norm.hpp"
 #include "tessera/kernels/conv.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/instances.hpp"
 #include "tessera/kernels/linear.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/kernels/pooling.hpp"

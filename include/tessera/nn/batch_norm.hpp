@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tessera/kernels/batch_norm.hpp"
+#include "tessera/kernels/instances.hpp"
 #include "tessera/nn/layer.hpp"
 
 namespace tessera::nn {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/kernels/linear.hpp"
+#include "tessera/kernels/instances.hpp"
 #include "tessera/nn/layer.hpp"
 
 namespace tessera::nn {
