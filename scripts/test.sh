@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite: a Release build with assertions on (-O2, NDEBUG unset; the
-# programs, whose tests check what they do, and every test suite but the kernels', session, layer and
-# loader types more than arithmetic whose kernels are compiled once at -O2, at -O1: 20-30 % less to
-# compile), then
+# programs, whose tests check what they do, and the test suites not marked BUILD_LEVEL, session,
+# schedule, loader and optimiser types more than arithmetic whose kernels are compiled once at -O2, at
+# -O1: 20-35 % less to compile), then
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (at -Og: GCC 12 compiles them
 # at -O1 in about twice the time, for tests that run a little faster), then the threaded tests under
 # ThreadSanitizer (-O1), then the libFuzzer targets of the file readers, each for a bounded time
