@@ -6,6 +6,8 @@
 
 #include "tessera/config.hpp"
 
+namespace test_config {
+
 namespace cfg = tessera::config;
 
 TEST_CASE("an empty config is PopTorch's default", "[config]") {
@@ -192,3 +194,5 @@ TEST_CASE("a batch must be one combined batch and fit the dataset", "[config]") 
                          Catch::Contains("a dataset of 47 samples is smaller than one combined batch (24 samples) "
                                          "for each of the 2 instances (48 in all)"));
 }
+
+}  // namespace test_config

@@ -6,6 +6,8 @@
 
 #include "tessera/config.hpp"
 
+namespace test_dispatch {
+
 namespace cfg = tessera::config;
 
 namespace {
@@ -109,3 +111,5 @@ TEST_CASE("replicas, instances and input groups may be chosen at run time, with 
                                                .available_ipus = 4, .replicas = 4, .instances = 1, .input_group = 1}),
                         Catch::Contains("needs 8 IPUs"));
 }
+
+}  // namespace test_dispatch

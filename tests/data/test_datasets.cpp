@@ -14,6 +14,8 @@
 #include "helpers.hpp"
 #include "tessera/data.hpp"
 
+namespace test_datasets {
+
 namespace data = tessera::data;
 using tessera_test::temp_dir;
 
@@ -543,3 +545,5 @@ TEST_CASE("gzip reader: bounded output, concatenated members, no trailing garbag
     CHECK(t.offset() == end);
     CHECK_THAT(t.what(), Catch::Contains("4 trailing bytes after the gzip stream"));
 }
+
+}  // namespace test_datasets

@@ -17,6 +17,8 @@
 
 #include "tessera/data.hpp"
 
+namespace test_loader {
+
 namespace data = tessera::data;
 
 namespace {
@@ -581,3 +583,5 @@ TEST_CASE("data_loader: async workers live across the epochs of a loop, and pref
     }
     CHECK(seen[0] != seen[1]);
 }
+
+}  // namespace test_loader

@@ -10,6 +10,8 @@
 #include "deadline.hpp"
 #include "tessera/emulator/collective_group.hpp"
 
+namespace test_all_reduce {
+
 namespace emu = tessera::emulator;
 
 TEST_CASE("all_reduce sums in rank order, bit-identical on every rank", "[emulator][threads]") {
@@ -208,3 +210,4 @@ TEST_CASE("a rank naming elements outside its buffer, or joining another collect
     CHECK(aborted == 1);
 }
 
+}  // namespace test_all_reduce

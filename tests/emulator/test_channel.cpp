@@ -11,6 +11,8 @@
 #include "deadline.hpp"
 #include "tessera/emulator/channel.hpp"
 
+namespace test_channel {
+
 namespace emu = tessera::emulator;
 
 namespace {
@@ -111,3 +113,5 @@ TEST_CASE("channel carries a stream between threads in order", "[emulator][threa
     CHECK(ch.messages_sent() == n);
     CHECK(ch.bytes_sent() == n * 2 * sizeof(int));
 }
+
+}  // namespace test_channel

@@ -6,6 +6,8 @@
 
 #include "tessera/emulator/code_memory.hpp"
 
+namespace test_code_memory {
+
 namespace emu = tessera::emulator;
 namespace nn = tessera::nn;
 using enum nn::pass_phase;
@@ -83,3 +85,5 @@ TEST_CASE("code memory: what a pass's busiest tile receives, in messages", "[emu
     CHECK(one.messages == 1 + 1);
     CHECK(one.supersteps == 2);
 }
+
+}  // namespace test_code_memory

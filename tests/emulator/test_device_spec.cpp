@@ -5,6 +5,8 @@
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
 
+namespace test_device_spec {
+
 namespace emu = tessera::emulator;
 
 TEST_CASE("device_spec defaults are the Mk2 GC200", "[emulator]") {
@@ -66,3 +68,5 @@ TEST_CASE("modelled_clock advances by each cost and records the trace", "[emulat
     CHECK(clock.now() == 0);
     CHECK(clock.trace().empty());
 }
+
+}  // namespace test_device_spec

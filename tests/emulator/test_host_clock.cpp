@@ -4,6 +4,8 @@
 
 #include "tessera/emulator/host_clock.hpp"
 
+namespace test_host_clock {
+
 namespace emu = tessera::emulator;
 
 namespace {
@@ -81,3 +83,5 @@ TEST_CASE("host clock: processes share the cores, and bad figures are refused", 
     bad.feed_seconds_per_byte = -1;
     REQUIRE_THROWS_WITH(emu::host_clock(bad), Catch::Contains("feed_seconds_per_byte"));
 }
+
+}  // namespace test_host_clock

@@ -7,6 +7,8 @@
 #include "tessera/emulator/host_presets.hpp"
 #include "tessera/emulator/host_spec_json.hpp"
 
+namespace test_host_spec_json {
+
 namespace emu = tessera::emulator;
 
 namespace {
@@ -68,3 +70,5 @@ TEST_CASE("the native host prepares a value faster than the tutorial's Python lo
     CHECK(cpp.cores == py.cores);
     CHECK_NOTHROW(cpp.validate());
 }
+
+}  // namespace test_host_spec_json

@@ -12,6 +12,8 @@
 #include "tessera/emulator/cluster.hpp"
 #include "tessera/emulator/ipu.hpp"
 
+namespace test_ipu {
+
 namespace emu = tessera::emulator;
 using namespace std::chrono_literals;
 
@@ -185,3 +187,5 @@ TEST_CASE("ipu hands a job's exception over whole: repeated failures under Threa
         REQUIRE_THROWS_WITH(dev.wait(), "failure " + std::to_string(i));
     }
 }
+
+}  // namespace test_ipu

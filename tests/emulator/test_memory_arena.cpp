@@ -2,6 +2,8 @@
 
 #include "tessera/emulator/memory_arena.hpp"
 
+namespace test_memory_arena {
+
 namespace emu = tessera::emulator;
 
 TEST_CASE("format_bytes uses binary units", "[emulator]") {
@@ -55,3 +57,5 @@ TEST_CASE("memory_arena over budget throws out_of_device_memory naming the IPU, 
     }
     CHECK(arena.used() == 7 * 1024 * 1024 + 10);  // nothing accounted for the failed request
 }
+
+}  // namespace test_memory_arena

@@ -5,6 +5,8 @@
 
 #include "tessera/emulator/pass_model.hpp"
 
+namespace test_pass_model {
+
 namespace emu = tessera::emulator;
 namespace nn = tessera::nn;
 using enum nn::pass_phase;
@@ -198,3 +200,5 @@ TEST_CASE("pass model: a plan's temporaries on its busiest tile, within the avai
         CHECK_THROWS_WITH(emu::cycles_of(nn::pass::contraction(forward, 48, 16, 16), spec, 16, half, bad),
                           Catch::Contains("available memory proportion"));
 }
+
+}  // namespace test_pass_model

@@ -8,6 +8,8 @@
 #include "deadline.hpp"
 #include "tessera/emulator/spsc_channel.hpp"
 
+namespace test_spsc_channel {
+
 namespace emu = tessera::emulator;
 
 TEST_CASE("spsc_channel is FIFO, bounded and counts bytes", "[emulator]") {
@@ -125,3 +127,5 @@ TEST_CASE("spsc_channel batching never holds back a message the other side waits
     CHECK(last == 2 * (rounds - 1) + 1);
     CHECK_THROWS_AS(emu::spsc_channel<int>(4, emu::spin_policy{.batch = 0}), std::invalid_argument);
 }
+
+}  // namespace test_spsc_channel

@@ -9,6 +9,8 @@
 #include "deadline.hpp"
 #include "tessera/emulator/worker.hpp"
 
+namespace test_worker {
+
 namespace emu = tessera::emulator;
 
 TEST_CASE("worker runs jobs one after another on the same thread", "[emulator][threads]") {
@@ -63,3 +65,5 @@ TEST_CASE("worker refuses an empty job and a second job before join", "[emulator
     CHECK_THROWS_AS(w.launch([] {}), std::logic_error);
     CHECK(w.join() == nullptr);
 }
+
+}  // namespace test_worker

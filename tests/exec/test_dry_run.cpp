@@ -16,6 +16,8 @@
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
 
+namespace test_dry_run {
+
 namespace cfg = tessera::config;
 namespace data = tessera::data;
 namespace emu = tessera::emulator;
@@ -518,3 +520,5 @@ TEST_CASE("the memory plan counts code on every tile: once per distinct pass, so
     CHECK(e_heavier.memory.ipus[0].on_chip() - e20.memory.ipus[0].on_chip() ==
           code_item(e_heavier).bytes - code_item(e20).bytes);
 }
+
+}  // namespace test_dry_run

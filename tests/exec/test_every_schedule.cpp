@@ -14,6 +14,8 @@
 #include "tessera/exec/network_session.hpp"
 #include "tessera/optim/sgd.hpp"
 
+namespace test_every_schedule {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 using namespace tessera::test::sequential_stages;
@@ -68,3 +70,5 @@ TEST_CASE("16.16 with dynamic loss scaling and stochastic rounding: every schedu
               "pipelined<zero_bubble_h2>");
     }
 }
+
+}  // namespace test_every_schedule

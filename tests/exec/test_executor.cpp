@@ -19,6 +19,8 @@
 #include "tessera/exec/executor.hpp"
 #include "tiny_model.hpp"
 
+namespace test_executor {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 namespace emu = tessera::emulator;
@@ -616,3 +618,5 @@ TEMPLATE_TEST_CASE("fault injection: every strategy and replica count surfaces e
     }
     CHECK(injected == 2 * (2 * S + 1 + (split ? S : 0)));
 }
+
+}  // namespace test_executor

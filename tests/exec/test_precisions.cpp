@@ -16,6 +16,8 @@
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
 
+namespace test_precisions {
+
 namespace cfg = tessera::config;
 namespace data = tessera::data;
 namespace exec = tessera::exec;
@@ -53,3 +55,5 @@ TEMPLATE_TEST_CASE("sessions train at the config's precision: 16.32 and 16.16 fo
         CHECK(low[k] != reference[k]);  // it did run in 16 bits
     }
 }
+
+}  // namespace test_precisions

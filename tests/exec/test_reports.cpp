@@ -10,6 +10,8 @@
 #include "tessera/exec/timeline.hpp"
 #include "tessera/exec/timing.hpp"
 
+namespace test_reports {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 namespace emu = tessera::emulator;
@@ -175,3 +177,5 @@ TEST_CASE("tensor locations move each kind of tensor off chip in the plan and on
     const auto base = exec::simulate(sched, exec::balanced_costs(2, c), spec);
     CHECK(base[0].total(emu::activity::streaming) == 0);
 }
+
+}  // namespace test_reports

@@ -25,6 +25,8 @@
 #include "tessera/nn/resnet.hpp"
 #include "tessera/optim/sgd.hpp"
 
+namespace test_resnet_anchor {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 namespace nn = tessera::nn;
@@ -43,7 +45,9 @@ using model_t = exec::staged_network<net_t, plain_sgd>;
 
 // Random images and labels of the model's shape, the same for the same (replica, iteration, micro-batch).
 struct feed_t : tessera::test::random_images {
-    feed_t() : random_images{::batch, ::side, ::channels, ::classes, 11} {}
+    feed_t()
+        : random_images{test_resnet_anchor::batch, test_resnet_anchor::side, test_resnet_anchor::channels,
+                        test_resnet_anchor::classes, 11} {}
 };
 
 // The sequential reference on whole networks: R replicas, G micro-batches each, gradients summed in
@@ -720,3 +724,5 @@ TEST_CASE("kernel threads per IPU: the same parameters and running statistics as
                                                 {.kernel_threads_per_ipu = 0}),
                         Catch::Contains("kernel threads per IPU must be at least 1, got 0"));
 }
+
+}  // namespace test_resnet_anchor

@@ -14,6 +14,8 @@
 #include "tessera/exec/schedule.hpp"
 #include "tessera/exec/timing.hpp"
 
+namespace test_schedule {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 namespace emu = tessera::emulator;
@@ -804,3 +806,5 @@ TEST_CASE("lock-step pipelines: a cycle lasts as long as its slowest IPU, then t
     CHECK(spec.global_sync_seconds(2) == Approx(30e-9));
     CHECK(spec.global_sync_seconds(16) == Approx(150e-9));
 }
+
+}  // namespace test_schedule

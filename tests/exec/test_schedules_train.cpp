@@ -15,6 +15,8 @@
 #include "tessera/exec/network_session.hpp"
 #include "tessera/optim/sgd.hpp"
 
+namespace test_schedules_train {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 namespace nn = tessera::nn;
@@ -116,3 +118,5 @@ TEST_CASE("a zero-bubble schedule is asked of a 1F1B pipeline with a run-time st
     static_assert(cfg::description::of<cfg::config<cfg::pipelined<cfg::zero_bubble_h2, 3>, cfg::gradient_accumulation<5>>>()
                       .zero_bubble == cfg::zero_bubble_kind::h2);
 }
+
+}  // namespace test_schedules_train

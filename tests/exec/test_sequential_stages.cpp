@@ -32,6 +32,8 @@
 #include "tessera/nn/sequential.hpp"
 #include "tessera/optim/sgd.hpp"
 
+namespace test_sequential_stages {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 namespace nn = tessera::nn;
@@ -316,3 +318,5 @@ TEST_CASE("sharded optimiser state needs an optimiser that steps shards", "[exec
                                               {.optimizer_sharding = true}),
                       Catch::Contains("cannot step a shard"));
 }
+
+}  // namespace test_sequential_stages

@@ -9,6 +9,8 @@
 #include "tessera/exec/session.hpp"
 #include "tiny_model.hpp"
 
+namespace test_session {
+
 namespace cfg = tessera::config;
 namespace exec = tessera::exec;
 using tessera::test::synthetic_feed;
@@ -124,3 +126,5 @@ TEST_CASE("session configuration errors are raised at compilation", "[exec][sess
     REQUIRE_THROWS_AS(exec::training_model<dyn>(model2(), {.micro_batch = batch, .gradient_accumulation = 2}),
                       cfg::pipeline_depth_error);
 }
+
+}  // namespace test_session

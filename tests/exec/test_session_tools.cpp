@@ -18,6 +18,8 @@
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
 
+namespace test_session_tools {
+
 namespace cfg = tessera::config;
 namespace data = tessera::data;
 namespace exec = tessera::exec;
@@ -204,3 +206,5 @@ TEST_CASE("loss scaling chosen at run time: session options turn the overflow vo
     CHECK(scaled.model().loss_scale() == 128.0);
     CHECK_FALSE(scaled.program().request.check_overflow);
 }
+
+}  // namespace test_session_tools

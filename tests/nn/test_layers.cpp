@@ -9,6 +9,8 @@
 
 #include "gradient_check.hpp"
 
+namespace test_layers {
+
 using namespace tessera;
 using tessera::tensor::shape;
 
@@ -313,3 +315,5 @@ TEST_CASE("the residual add rounds the half sum stochastically when asked, eleme
     CHECK(differing == 0);
     CHECK(other_than_nearest > n / 10);  // it did not round to nearest
 }
+
+}  // namespace test_layers

@@ -9,6 +9,8 @@
 
 #include "gradient_check.hpp"
 
+namespace test_resnet {
+
 using namespace tessera;
 using tessera::tensor::shape;
 
@@ -263,3 +265,5 @@ TEST_CASE("the context chooses how convolutions are computed: every choice gives
     CHECK(worst(automatic, im2col) > 0);
     CHECK(worst(winograd, automatic) > 0);
 }
+
+}  // namespace test_resnet

@@ -21,6 +21,8 @@
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
 
+namespace test_optim {
+
 using namespace tessera;
 
 namespace {
@@ -447,3 +449,5 @@ TEST_CASE("corrupt, truncated, foreign and mismatched checkpoints are refused", 
     REQUIRE_THROWS_WITH(optim::load_checkpoint(path, wider, o), Catch::Contains("'0.weight'") && Catch::Contains("expects 144"));
     std::filesystem::remove(path);
 }
+
+}  // namespace test_optim

@@ -20,6 +20,8 @@
 #include "tessera/optim/sgd.hpp"
 #include "tessera/optim/shard.hpp"
 
+namespace test_weight_rounding {
+
 using namespace tessera;
 
 namespace {
@@ -320,3 +322,5 @@ TEST_CASE("a shard's state refuses another shard, and gathering needs every shar
     optim::sgd gathered({.learning_rate = 0.1, .momentum = 0.9});
     CHECK_THROWS_AS(gathered.gather_shards(p, std::span<const optim::sgd* const>(one)), std::invalid_argument);
 }
+
+}  // namespace test_weight_rounding

@@ -13,6 +13,8 @@
 
 #include "train_loop.hpp"
 
+namespace test_train_loop {
+
 namespace programs = tessera::programs;
 namespace cfg = tessera::config;
 namespace data = tessera::data;
@@ -108,3 +110,5 @@ TEST_CASE("the epoch loop: wall time includes loading; loss and accuracy over ev
     CHECK(m.loss == Approx(loss / calls).epsilon(1e-12));
     CHECK(m.accuracy == Approx(correct / scored).epsilon(1e-12));
 }
+
+}  // namespace test_train_loop

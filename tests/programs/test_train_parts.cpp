@@ -9,6 +9,8 @@
 #include "train_datasets.hpp"
 #include "train_settings.hpp"
 
+namespace test_train_parts {
+
 namespace programs = tessera::programs;
 namespace cfg = tessera::config;
 
@@ -103,3 +105,5 @@ TEST_CASE("session options: cuts by name, recomputation per stage, the host's pr
     REQUIRE_THROWS_WITH(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})),
                         Catch::Contains("--split names 1 cuts, the strategy has 3 stages (give 2)"));
 }
+
+}  // namespace test_train_parts

@@ -6,6 +6,8 @@
 
 #include "tessera/report/json.hpp"
 
+namespace test_json {
+
 namespace report = tessera::report;
 
 TEST_CASE("json_writer writes nested objects and arrays compactly", "[report]") {
@@ -49,3 +51,5 @@ TEST_CASE("json_writer rejects malformed sequences", "[report]") {
     j.value(1).end_object();
     REQUIRE_THROWS_AS(j.value(2), report::json_error);        // second top-level value
 }
+
+}  // namespace test_json

@@ -6,6 +6,8 @@
 
 #include "tessera/report/progress_bar.hpp"
 
+namespace test_progress_bar {
+
 namespace report = tessera::report;
 
 TEST_CASE("format_interval matches tqdm's mm:ss and h:mm:ss", "[report]") {
@@ -81,3 +83,5 @@ TEST_CASE("progress_bar redraws in place with carriage returns when asked", "[re
     CHECK(last.rfind("Graph compilation: 100%|███| 3/3 [", 0) == 0);
     CHECK(bar.count() == 3);
 }
+
+}  // namespace test_progress_bar

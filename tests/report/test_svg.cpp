@@ -5,6 +5,8 @@
 
 #include "tessera/report/svg.hpp"
 
+namespace test_svg {
+
 namespace report = tessera::report;
 
 TEST_CASE("svg_canvas writes a standalone document with escaped text", "[report]") {
@@ -26,3 +28,5 @@ TEST_CASE("svg_canvas rejects an empty size", "[report]") {
     REQUIRE_THROWS_AS(report::svg_canvas(0, 10), std::invalid_argument);
     REQUIRE_THROWS_WITH(report::svg_canvas(10, -1), Catch::Contains("10 x -1"));
 }
+
+}  // namespace test_svg

@@ -4,6 +4,8 @@
 
 #include "tessera/report/table.hpp"
 
+namespace test_table {
+
 namespace report = tessera::report;
 
 TEST_CASE("table aligns text left and numbers right", "[report]") {
@@ -36,3 +38,5 @@ TEST_CASE("table rejects rows of the wrong width and names both counts", "[repor
     REQUIRE_THROWS_AS(t.set_align(2, report::align::left), std::out_of_range);
     REQUIRE_THROWS_AS(report::table({}), std::invalid_argument);
 }
+
+}  // namespace test_table

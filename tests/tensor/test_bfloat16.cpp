@@ -15,6 +15,8 @@
 #include <immintrin.h>
 #endif
 
+namespace test_bfloat16 {
+
 namespace {
 
 using tessera::bfloat16;
@@ -126,3 +128,5 @@ TEST_CASE("bulk bfloat16 conversion matches the scalar one", "[tensor][bfloat16]
     REQUIRE_THROWS_AS(tessera::tensor::convert(std::span<const float>(in), std::span<bfloat16>(b).first(2)),
                       std::invalid_argument);
 }
+
+}  // namespace test_bfloat16

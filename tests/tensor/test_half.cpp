@@ -13,6 +13,8 @@
 #include "tessera/tensor/convert.hpp"
 #include "tessera/tensor/half.hpp"
 
+namespace test_half {
+
 namespace {
 
 using tessera::half;
@@ -190,3 +192,5 @@ TEST_CASE("bulk half conversion matches the scalar one on odd sizes and checks s
     REQUIRE_THROWS_WITH(tessera::tensor::convert(std::span<const float>(three), std::span<half>(two)),
                         Catch::Contains("source has 3 elements, destination 2"));
 }
+
+}  // namespace test_half

@@ -12,6 +12,8 @@
 
 #include "tessera/tensor/stochastic_rounding.hpp"
 
+namespace test_stochastic_rounding {
+
 namespace tn = tessera::tensor;
 using tessera::half;
 
@@ -161,3 +163,5 @@ TEST_CASE("bulk stochastic rounding with 32 random bits an element is unbiased t
     for (std::uint32_t k = 0; k < 4096; ++k) ones += std::popcount(tn::element_bits(tn::counter_base(7, 0), k));
     CHECK(std::abs(ones / 4096 - 16.0) < 0.3);
 }
+
+}  // namespace test_stochastic_rounding
