@@ -2,7 +2,7 @@
 # Builds and runs the whole test suite: a Release build with assertions on (-O2, NDEBUG unset; the
 # programs, whose tests check what they do, and the test suites not marked BUILD_LEVEL, session,
 # schedule, loader and optimiser types more than arithmetic whose kernels are compiled once at -O2, at
-# -O1: 20-35 % less to compile), then
+# -O1: 20-35 % less to compile; tessera-train, which calls those kernels too, at -Og), then
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (at -Og: GCC 12 compiles them
 # at -O1 in about twice the time, for tests that run a little faster), then the threaded tests under
 # ThreadSanitizer (-O1), then the libFuzzer targets of the file readers, each for a bounded time
@@ -38,8 +38,8 @@ if [[ "${1:-}" == "--stress" ]]; then
 fi
 
 echo "== tessera tests: Release with assertions"
-run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O1 -DTESSERA_TESTS_FLAGS=-O1 \
-  -DTESSERA_EXAMPLES_SYNTAX_ONLY=ON
+run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O1 -DTESSERA_TRAIN_FLAGS=-Og \
+  -DTESSERA_TESTS_FLAGS=-O1 -DTESSERA_EXAMPLES_SYNTAX_ONLY=ON
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
   run_suite build/test-asan -Og -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
