@@ -3,9 +3,11 @@
 # programs, whose tests check what they do, and the test suites not marked BUILD_LEVEL, session,
 # schedule, loader and optimiser types more than arithmetic whose kernels are compiled once at -O2, at
 # -O1: 20-35 % less to compile; tessera-train, which calls those kernels too, at -Og), then
-# the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (at -Og: GCC 12 compiles them
-# at -O1 in about twice the time, for tests that run a little faster), then the threaded tests under
-# ThreadSanitizer (-O1), then the libFuzzer targets of the file readers, each for a bounded time
+# the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (the kernels and the BUILD_LEVEL
+# suites at -Og: GCC 12 compiles them at -O1 in about twice the time, for tests that run a little
+# faster; the other suites at -O0, which compiles them in two thirds of -Og's time and runs them as
+# fast), then the threaded tests under ThreadSanitizer (the kernels and BUILD_LEVEL suites at -O1, the
+# others at -O0), then the libFuzzer targets of the file readers, each for a bounded time
 # (TESSERA_FUZZ_SECONDS, 12 by default).
 # Installs missing Debian packages first.
 # Usage: scripts/test.sh [--quick | --stress [N]]   (--quick: Release only; --stress: TSan, each test up to N times)
@@ -32,6 +34,7 @@ if [[ "${1:-}" == "--stress" ]]; then
   # The threaded suites under ThreadSanitizer, each test repeated until it fails (N times at most):
   # a race that shows once in many runs shows here. Not part of CI (about 10 minutes for N = 10).
   cmake -S . -B build/test-tsan -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DTESSERA_SANITIZE=thread \
+        -DTESSERA_TESTS_FLAGS=-O0 \
         -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF >/dev/null
   cmake --build build/test-tsan -j "$jobs"
   exec ctest --test-dir build/test-tsan -j "$jobs" --output-on-failure --timeout 600 --repeat "until-fail:${2:-20}"
@@ -42,9 +45,11 @@ run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O
   -DTESSERA_TESTS_FLAGS=-O1 -DTESSERA_EXAMPLES_SYNTAX_ONLY=ON
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
-  run_suite build/test-asan -Og -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
+  run_suite build/test-asan -Og -DTESSERA_SANITIZE=address,undefined -DTESSERA_TESTS_FLAGS=-O0 \
+    -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
   echo "== tessera tests: ThreadSanitizer (threaded suites)"
-  run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
+  run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_TESTS_FLAGS=-O0 \
+    -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
   echo "== tessera tests: fuzzing the readers (libFuzzer, ${TESSERA_FUZZ_SECONDS:-12} s per target)"
   CXX=clang++-14 run_suite build/test-fuzz -O1 -DTESSERA_FUZZ=ON -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF \
     -DTESSERA_FUZZ_SECONDS="${TESSERA_FUZZ_SECONDS:-12}"
