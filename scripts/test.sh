@@ -6,9 +6,9 @@
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (the kernels and the BUILD_LEVEL
 # suites at -Og: GCC 12 compiles them at -O1 in about twice the time, for tests that run a little
 # faster; the other suites at -O0, which compiles them in about 30 % less time than -Og, for tests
-# that run a little slower), then the threaded tests under ThreadSanitizer (the kernels and BUILD_LEVEL suites at -O1, the
-# others at -O0), then the libFuzzer targets of the file readers, each for a bounded time
-# (TESSERA_FUZZ_SECONDS, 12 by default).
+# that run a little slower), then the threaded tests under ThreadSanitizer (the kernels and the
+# BUILD_LEVEL suites at -O1, the others at -O0), then the libFuzzer targets of the file readers, each
+# for a bounded time (TESSERA_FUZZ_SECONDS, 12 by default).
 # Installs missing Debian packages first.
 # Usage: scripts/test.sh [--quick | --stress [N]]   (--quick: Release only; --stress: TSan, each test up to N times)
 set -euo pipefail
