@@ -150,27 +150,30 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
         using net_t = std::remove_cvref_t<decltype(net)>;
         using model_t = exec::staged_network<net_t, any_optimizer>;
         const std::size_t images = epoch_images(q.base, shape);
-        // The memo: the staged network of the last (stages, micro-batch, recomputation, checkpoints) asked for, one
-        // for one model chunk per IPU and one for interleaved pipelines (twice the stages on as many
-        // IPUs); the search asks in that order, so each is built once (a network copy is hundreds of MB).
-        using memo_key = std::tuple<std::size_t, std::size_t, bool, bool>;
+        // The memo: the staged network of the last (stage boundaries, recomputation, checkpoints) asked
+        // for, one for one model chunk per IPU and one for interleaved pipelines (twice the stages on
+        // as many IPUs), compiled again for each micro-batch asked for (set_micro_batch); the search
+        // asks in that order, so each is built once (a network copy is hundreds of MB).
+        using memo_key = std::tuple<std::vector<std::size_t>, bool, bool>;
         std::array<memo_key, 2> key{};
         std::array<std::optional<model_t>, 2> staged;
         const auto model_for = [&](const train_request& r) -> const model_t& {
             const std::size_t stages = stages_of(r), slot = virtual_stages_of(r) > 1 ? 1 : 0;
-            const memo_key wanted{stages, r.batch_size, r.recompute, !r.recompute_checkpoints.empty()};
-            if (!staged[slot] || key[slot] != wanted) {
+            tessera::tensor::shape sample = shape.sample();
+            sample.n = r.batch_size;
+            memo_key wanted{exec::balanced_units(net, sample, stages), r.recompute, !r.recompute_checkpoints.empty()};
+            if (staged[slot] && key[slot] == wanted) {
+                staged[slot]->set_micro_batch(r.batch_size);
+            } else {
                 staged[slot].reset();
-                tessera::tensor::shape sample = shape.sample();
-                sample.n = r.batch_size;
-                staged[slot].emplace(net, exec::balanced_units(net, sample, stages), sample, optimizer_of(r));
+                staged[slot].emplace(net, std::get<0>(wanted), sample, optimizer_of(r));
                 if (r.recompute) staged[slot]->set_recompute(std::vector<bool>(stages, true));
                 if (!r.recompute_checkpoints.empty()) {  // every unit (the search's only checkpointed form)
                     if (r.recompute_checkpoints != std::vector<std::string>{"every-unit"})
                         throw std::logic_error("tessera-plan: the search checkpoints every unit or none");
                     staged[slot]->set_recompute_checkpoints(exec::checkpoint_every_unit(net));
                 }
-                key[slot] = wanted;
+                key[slot] = std::move(wanted);
             }
             return *staged[slot];
         };

@@ -148,6 +148,28 @@ TEST_CASE("a dry run's epoch equals a threaded session's on the same configurati
     CHECK(losses[1] == losses[0]);
 }
 
+TEST_CASE("a staged network compiled again for another micro-batch dry-runs as one built for it", "[exec][cost]") {
+    using c = small_config<cfg::eight_bit_io>;
+    const net_t net(1, 10);
+    tessera::tensor::shape eight = sample, four = sample;
+    eight.n = 8, four.n = micro_batch;
+    const auto units = exec::balanced_units(net, four, 2);
+    REQUIRE(exec::balanced_units(net, eight, 2) == units);  // FLOPs scale with the micro-batch: the same cut
+    exec::staged_network<net_t, optim::sgd> built(net, units, four, sgd), retargeted(net, units, eight, sgd);
+    REQUIRE(retargeted.input_shape().n == 8);
+    const auto before = exec::dry_run<c>(retargeted, {.micro_batch = 8}, 192);
+    retargeted.set_micro_batch(micro_batch);
+    CHECK(retargeted.input_shape() == four);
+    const auto want = exec::dry_run<c>(built, {.micro_batch = micro_batch}, 96);
+    const auto got = exec::dry_run<c>(retargeted, {.micro_batch = micro_batch}, 96);
+    CHECK(got.seconds == want.seconds);
+    CHECK(got.call_device_seconds == want.call_device_seconds);
+    CHECK(got.plan.costs.host_input_bytes() == want.plan.costs.host_input_bytes());
+    for (std::size_t ipu = 0; ipu < 2; ++ipu) CHECK(got.memory.ipus.at(ipu).on_chip() == want.memory.ipus.at(ipu).on_chip());
+    CHECK(before.call_device_seconds > got.call_device_seconds);  // twice the samples a micro-batch
+    REQUIRE_THROWS_WITH(retargeted.set_micro_batch(0), Catch::Contains("got 0"));
+}
+
 TEST_CASE("a dry run refuses what a session refuses", "[exec]") {
     const net_t net(1, 10);
     using too_shallow = cfg::config<cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<cfg::dynamic>>;

@@ -198,6 +198,18 @@ public:
     [[nodiscard]] const loss_scale_rule& loss_scaling() const noexcept { return m_rule; }
     [[nodiscard]] N& network() noexcept { return m_net; }
     [[nodiscard]] const N& network() const noexcept { return m_net; }
+    /// The input shape the model is compiled for: cost() counts its micro-batch (n), and a forward
+    /// takes up to that many samples.
+    [[nodiscard]] const tessera::tensor::shape& input_shape() const noexcept { return m_input; }
+    /// Compiles the model for micro-batches of `n` samples, keeping its weights, stages and
+    /// recomputation: what a search over micro-batch sizes asks of one network, where a model per
+    /// size would copy the weights each time. Not while a session runs the model.
+    void set_micro_batch(std::size_t n) {
+        if (n == 0)
+            throw config::config_error("tessera::exec::staged_network::set_micro_batch: a micro-batch needs at least "
+                                       "one sample, got 0");
+        m_input.n = n;
+    }
 
     /// Takes other's training state: the network's weights and buffers (batch-norm running
     /// statistics), the optimizers' state and the loss scale; keeps how this model runs (mode,
