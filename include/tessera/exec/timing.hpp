@@ -36,11 +36,63 @@ namespace detail {
     return out;
 }
 
+/// The modelled seconds of each stage's compute on one device, each worked out the first time an
+/// instruction asks for it: a schedule runs every stage's passes once per micro-batch, and the pass
+/// model plans each contraction over the tiles, the same plan every time.
+class stage_seconds {
+public:
+    stage_seconds(const cost_model& costs, const emulator::device_spec& spec)
+        : m_costs(costs), m_spec(spec), m_stages(costs.stages.size()) {}
+    /// The stage's forward pass.
+    [[nodiscard]] double forward(std::size_t stage) {
+        const auto& c = m_costs.stages[stage];
+        return memo(m_stages[stage].forward, [&] { return compute_seconds(c.forward_passes, c.forward_flops, m_costs, m_spec); });
+    }
+    /// The stage's backward pass: all of it, or (`inputs_only`) but its weight gradients.
+    [[nodiscard]] double backward(std::size_t stage, bool inputs_only) {
+        const auto& c = m_costs.stages[stage];
+        if (!inputs_only)
+            return memo(m_stages[stage].backward,
+                        [&] { return compute_seconds(c.backward_passes, c.backward_flops, m_costs, m_spec); });
+        return memo(m_stages[stage].backward_inputs, [&] {
+            return compute_seconds(weight_passes(c.backward_passes, false), c.backward_flops, m_costs, m_spec);
+        });
+    }
+    /// The stage's weight gradients (its backward passes that compute them).
+    [[nodiscard]] double weight_gradients(std::size_t stage) {
+        const auto& c = m_costs.stages[stage];
+        return memo(m_stages[stage].weights, [&] { return seconds_of(weight_passes(c.backward_passes, true)); });
+    }
+    /// What the IPU runs on each input it receives.
+    [[nodiscard]] double infeed() {
+        return memo(m_infeed, [&] { return seconds_of(m_costs.infeed_passes); });
+    }
+
+private:
+    static constexpr double unknown = -1;  // seconds are never negative
+    struct per_stage {
+        double forward = unknown, backward = unknown, backward_inputs = unknown, weights = unknown;
+    };
+    template <class F>
+    static double memo(double& slot, F&& f) {
+        if (slot == unknown) slot = f();
+        return slot;
+    }
+    [[nodiscard]] double seconds_of(const std::vector<nn::pass>& passes) const {
+        return emulator::seconds_of(passes, m_spec, m_costs.bits, m_costs.partials, m_costs.available_memory_proportion);
+    }
+    const cost_model& m_costs;
+    const emulator::device_spec& m_spec;
+    std::vector<per_stage> m_stages;
+    double m_infeed = unknown;
+};
+
 /// Advances `clock` by the cost of `in` (receives: only the wait, done by the caller with the
 /// message's arrival time; all_reduce: the transfer after the caller synchronised the replicas;
-/// outfeed: nothing — the output mode decides what is sent, see charge_outfeed).
+/// outfeed: nothing — the output mode decides what is sent, see charge_outfeed); the stages' compute
+/// comes from `seconds`, on the spec of `clock`.
 inline void charge(emulator::modelled_clock& clock, const instruction& in, const schedule& sched,
-                   const cost_model& costs) {
+                   const cost_model& costs, stage_seconds& seconds) {
     using emulator::activity;
     using emulator::link;
     const auto& c = costs.stages[in.stage];
@@ -76,8 +128,7 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
             if (costs.io_tiles == 0)
                 clock.transfer(double(costs.host_input_bytes()), link::host_link, activity::host_io, std::move(name));
             if (!costs.infeed_passes.empty())  // 8-bit I/O: the IPU normalises what it received
-                clock.advance(emulator::seconds_of(costs.infeed_passes, spec, costs.bits, costs.partials, costs.available_memory_proportion), activity::forward,
-                              also("normalise"));
+                clock.advance(seconds.infeed(), activity::forward, also("normalise"));
             break;
         case opcode::load_label:
             if (costs.io_tiles == 0)
@@ -91,8 +142,7 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
         case opcode::fwd:
             if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
                                             named ? "weights in s" + std::to_string(in.stage) : std::string());
-            clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs, spec), activity::forward,
-                          std::move(name));
+            clock.advance(seconds.forward(in.stage), activity::forward, std::move(name));
             if (stash_off && training)
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
                                (named ? "stash out s" + std::to_string(in.stage) : std::string()));
@@ -108,22 +158,16 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
                 clock.transfer(double(costs.stashed_bytes(in.stage)), link::streaming_memory, activity::streaming,
                                (named ? "stash in s" + std::to_string(in.stage) : std::string()));
             if (c.recompute)
-                clock.advance(compute_seconds(c.forward_passes, c.forward_flops, costs, spec), activity::recompute,
-                              also("recompute"));
-            if (sched.backward_split())  // the input gradient: the passes but the weight gradients'
-                clock.advance(compute_seconds(weight_passes(c.backward_passes, false), c.backward_flops, costs, spec),
-                              activity::backward, std::move(name));
-            else
-                clock.advance(compute_seconds(c.backward_passes, c.backward_flops, costs, spec), activity::backward,
-                              std::move(name));
+                clock.advance(seconds.forward(in.stage), activity::recompute, also("recompute"));
+            // split: the input gradient alone, the passes but the weight gradients'
+            clock.advance(seconds.backward(in.stage, sched.backward_split()), activity::backward, std::move(name));
             break;
-        case opcode::bwd_weights: {
+        case opcode::bwd_weights:
             // The weight gradients (a stage that lists no passes charged its whole backward at bwd).
-            const auto passes = weight_passes(c.backward_passes, true);
-            if (!passes.empty())
-                clock.advance(emulator::seconds_of(passes, spec, costs.bits, costs.partials, costs.available_memory_proportion), activity::weight_gradient, std::move(name));
+            if (std::any_of(c.backward_passes.begin(), c.backward_passes.end(),
+                            [](const nn::pass& p) { return p.weight_gradient; }))
+                clock.advance(seconds.weight_gradients(in.stage), activity::weight_gradient, std::move(name));
             break;
-        }
         case opcode::send_grad: clock.transfer(double(c.input_bytes), link::ipu_link, activity::transfer, std::move(name)); break;
         case opcode::stream_in:
         case opcode::stream_out:
@@ -235,13 +279,14 @@ public:
     charge_table() = default;
     charge_table(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec) {
         const emulator::device_spec compute = spec.compute_tiles(costs.io_tiles);  // the passes run on these
+        stage_seconds seconds(costs, compute);
         m_first.resize(sched.programs.size());
         for (std::size_t i = 0; i < sched.programs.size(); ++i) {
             m_first[i].reserve(sched.programs[i].size() + 1);
             for (const auto& in : sched.programs[i]) {
                 m_first[i].push_back(static_cast<std::uint32_t>(m_pieces.size()));
                 emulator::modelled_clock probe(compute, /*record=*/true);
-                charge(probe, in, sched, costs);
+                charge(probe, in, sched, costs, seconds);
                 m_pieces.insert(m_pieces.end(), probe.trace().begin(), probe.trace().end());
             }
             m_first[i].push_back(static_cast<std::uint32_t>(m_pieces.size()));
