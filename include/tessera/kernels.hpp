@@ -1,9 +1,11 @@
 #pragma once
-// The kernels layer: GEMM, convolution, batch norm, activations, pooling, fully connected, loss.
+// The kernels layer: GEMM, convolution, batch norm, activations, pooling, fully connected, loss,
+// initial weights.
 #include "tessera/kernels/activation.hpp"
 #include "tessera/kernels/batch_norm.hpp"
 #include "tessera/kernels/conv.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/initial_values.hpp"
 #include "tessera/kernels/instances.hpp"
 #include "tessera/kernels/linear.hpp"
 #include "tessera/kernels/loss.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // The heavy kernels compiled once: explicit instantiations of the convolutions, batch norm and the
 // fully connected layer for every storage tessera's precisions use (float and half data and weights
-// computed in float, and double).
+// computed in float, and double), and of the initial weights' draws for each weight type.
 //
 // A header-only library compiles its kernels in every translation unit that trains a network: at
 // -O2 that is most of such a unit's time. A project of several translation units can compile them
@@ -17,6 +17,7 @@
 // other combination of types is instantiated where it is used, as always.
 #include "tessera/kernels/batch_norm.hpp"
 #include "tessera/kernels/conv.hpp"
+#include "tessera/kernels/initial_values.hpp"
 #include "tessera/kernels/linear.hpp"
 #include "tessera/tensor/half.hpp"
 
@@ -39,7 +40,14 @@
 #define TESSERA_KERNEL_DATA_INSTANCES(prefix, C, D)                          \
     TESSERA_KERNEL_INSTANCE(prefix, conv2d_backward_weight<C, D, D>)         \
     TESSERA_KERNEL_INSTANCE(prefix, linear_backward_weights<C, D, D>)
+// The initial weights' draws, once per weight type.
+#define TESSERA_KERNEL_WEIGHT_INSTANCES(prefix, W)                           \
+    TESSERA_KERNEL_INSTANCE(prefix, fill_normal<W>)                          \
+    TESSERA_KERNEL_INSTANCE(prefix, fill_uniform<W>)
 #define TESSERA_KERNEL_ALL_INSTANCES(prefix)                                 \
+    TESSERA_KERNEL_WEIGHT_INSTANCES(prefix, float)                           \
+    TESSERA_KERNEL_WEIGHT_INSTANCES(prefix, tensor::half)                    \
+    TESSERA_KERNEL_WEIGHT_INSTANCES(prefix, double)                          \
     TESSERA_KERNEL_DATA_INSTANCES(prefix, float, float)                      \
     TESSERA_KERNEL_DATA_INSTANCES(prefix, float, tensor::half)               \
     TESSERA_KERNEL_DATA_INSTANCES(prefix, double, double)                    \
@@ -58,6 +66,7 @@ TESSERA_KERNEL_ALL_INSTANCES(extern)
 }  // namespace tessera::kernels
 
 #undef TESSERA_KERNEL_ALL_INSTANCES
+#undef TESSERA_KERNEL_WEIGHT_INSTANCES
 #undef TESSERA_KERNEL_DATA_INSTANCES
 #undef TESSERA_KERNEL_INSTANCES
 #undef TESSERA_KERNEL_INSTANCE

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/kernels/conv.hpp"
+#include "tessera/kernels/initial_values.hpp"
 #include "tessera/kernels/instances.hpp"
 #include "tessera/nn/layer.hpp"
 
@@ -110,7 +111,7 @@ public:
     void visit_buffers(F&&, std::string_view = {}) {}
 
     void initialize(std::mt19937_64& rng) {
-        detail::fill_normal(std::span<W>(m_weight.data(), m_weight.size()),
+        kernels::fill_normal(std::span<W>(m_weight.data(), m_weight.size()),
                             std::sqrt(2.0 / static_cast<double>(m_out * m_window.kh * m_window.kw)), rng);
     }
 

@@ -178,19 +178,6 @@ template <class N>
     return out;
 }
 
-/// Fills values with a normal(0, stddev) draw, stored in the weight type.
-template <class W>
-void fill_normal(std::span<W> values, double stddev, std::mt19937_64& rng) {
-    std::normal_distribution<double> dist(0.0, stddev);
-    for (auto& v : values) v = kernels::detail::store_as<W>(dist(rng));
-}
-
-template <class W>
-void fill_uniform(std::span<W> values, double bound, std::mt19937_64& rng) {
-    std::uniform_real_distribution<double> dist(-bound, bound);
-    for (auto& v : values) v = kernels::detail::store_as<W>(dist(rng));
-}
-
 template <class T>
 [[nodiscard]] std::span<T> flat(tensor::dense<T, 1>& t) noexcept {
     return {t.data(), t.size()};

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/kernels/linear.hpp"
+#include "tessera/kernels/initial_values.hpp"
 #include "tessera/kernels/instances.hpp"
 #include "tessera/nn/layer.hpp"
 
@@ -101,8 +102,8 @@ public:
     void visit_buffers(F&&, std::string_view = {}) {}
     void initialize(std::mt19937_64& rng) {
         const double bound = 1.0 / std::sqrt(static_cast<double>(m_in));
-        detail::fill_uniform(std::span<W>(m_weight.data(), m_weight.size()), bound, rng);
-        detail::fill_uniform(std::span<W>(m_bias.data(), m_bias.size()), bound, rng);
+        kernels::fill_uniform(std::span<W>(m_weight.data(), m_weight.size()), bound, rng);
+        kernels::fill_uniform(std::span<W>(m_bias.data(), m_bias.size()), bound, rng);
     }
 
 private:
