@@ -46,7 +46,8 @@ public:
     /// The stage's forward pass.
     [[nodiscard]] double forward(std::size_t stage) {
         const auto& c = m_costs.stages[stage];
-        return memo(m_stages[stage].forward, [&] { return compute_seconds(c.forward_passes, c.forward_flops, m_costs, m_spec); });
+        return memo(m_stages[stage].forward,
+                    [&] { return compute_seconds(c.forward_passes, c.forward_flops, m_costs, m_spec); });
     }
     /// The stage's backward pass: all of it, or (`inputs_only`) but its weight gradients.
     [[nodiscard]] double backward(std::size_t stage, bool inputs_only) {

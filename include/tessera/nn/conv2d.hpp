@@ -112,7 +112,7 @@ public:
 
     void initialize(std::mt19937_64& rng) {
         kernels::fill_normal(std::span<W>(m_weight.data(), m_weight.size()),
-                            std::sqrt(2.0 / static_cast<double>(m_out * m_window.kh * m_window.kw)), rng);
+                             std::sqrt(2.0 / static_cast<double>(m_out * m_window.kh * m_window.kw)), rng);
     }
 
     [[nodiscard]] std::size_t in_channels() const noexcept { return m_in; }
