@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gradient_check.hpp"
@@ -264,6 +266,54 @@ TEST_CASE("the context chooses how convolutions are computed: every choice gives
     // Each choice took effect: other algorithms, other roundings.
     CHECK(worst(automatic, im2col) > 0);
     CHECK(worst(winograd, automatic) > 0);
+}
+
+namespace {
+
+/// Every parameter's values of `layer`, in visiting order, as doubles.
+template <class L>
+std::vector<std::vector<double>> parameter_values(L& layer) {
+    std::vector<std::vector<double>> out;
+    layer.visit_parameters([&](std::string_view, auto values, auto) {
+        auto& v = out.emplace_back();
+        for (const auto x : values) v.push_back(kernels::detail::load_as<double>(x));
+    });
+    return out;
+}
+
+/// Built with defer_initialization, `deferred` has drawn nothing: each of its parameters is zero where
+/// `drawn` (built drawing from its default seed) holds a draw, or the same constant (batch norm's 1
+/// and 0). After both draw from the same generator, it holds what `drawn` holds, bit for bit.
+template <class L>
+void check_deferred(L deferred, L drawn) {
+    const auto zero = [](const std::vector<double>& v) { return std::ranges::all_of(v, [](double x) { return x == 0.0; }); };
+    const auto before = parameter_values(deferred), drawn_before = parameter_values(drawn);
+    REQUIRE(before.size() == drawn_before.size());
+    std::size_t deferred_draws = 0;
+    for (std::size_t i = 0; i < before.size(); ++i) {
+        REQUIRE((zero(before[i]) || before[i] == drawn_before[i]));
+        if (zero(before[i]) && !zero(drawn_before[i])) ++deferred_draws;
+    }
+    REQUIRE(deferred_draws > 0);
+    std::mt19937_64 a(7), b(7);
+    deferred.initialize(a);
+    drawn.initialize(b);
+    REQUIRE(parameter_values(deferred) == parameter_values(drawn));
+}
+
+}  // namespace
+
+TEST_CASE("layers built with defer_initialization draw nothing, then draw what layers built drawing do", "[nn][resnet]") {
+    using nn::defer_initialization;
+    check_deferred(nn::conv2d<config::fp32>(16, 32, {3, 3, 2, 1}, defer_initialization), nn::conv2d<config::fp32>(16, 32, {3, 3, 2, 1}));
+    check_deferred(nn::linear<config::half>(64, 10, defer_initialization), nn::linear<config::half>(64, 10));
+    check_deferred(nn::basic_block<config::fp32>(16, 32, 2, defer_initialization), nn::basic_block<config::fp32>(16, 32, 2));
+    check_deferred(nn::basic_block<config::fp32, nn::padding_shortcut>(16, 32, 2, defer_initialization),
+                   nn::basic_block<config::fp32, nn::padding_shortcut>(16, 32, 2));
+    check_deferred(nn::bottleneck<config::half>(64, 32, 2, defer_initialization), nn::bottleneck<config::half>(64, 32, 2));
+    check_deferred(nn::cifar_stem<config::fp32>(3, defer_initialization), nn::cifar_stem<config::fp32>(3));
+    check_deferred(nn::imagenet_stem<config::half>(3, defer_initialization), nn::imagenet_stem<config::half>(3));
+    check_deferred(nn::classifier_head<config::fp32>(64, 10, defer_initialization), nn::classifier_head<config::fp32>(64, 10));
 }
 
 }  // namespace test_resnet

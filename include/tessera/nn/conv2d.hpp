@@ -29,6 +29,14 @@ public:
     };
 
     conv2d(std::size_t in_channels, std::size_t out_channels, const kernels::window& g)
+        : conv2d(in_channels, out_channels, g, defer_initialization) {
+        // Usable as constructed, as PyTorch's layers are: seeded by the layer's shape (deterministic);
+        // initialize(rng) draws again from the caller's generator.
+        std::mt19937_64 rng(detail::default_seed(0xC0417u, in_channels, out_channels, g.kh * 131 + g.kw * 7 + g.stride));
+        initialize(rng);
+    }
+    /// The weights left zero until initialize(rng) (see defer_initialization_t).
+    conv2d(std::size_t in_channels, std::size_t out_channels, const kernels::window& g, defer_initialization_t)
         : m_in(in_channels), m_out(out_channels), m_window(g),
           m_weight(tensor::dense<W, 1>::from_shape({g.kh * g.kw * in_channels * out_channels})),
           m_grad(tensor::dense<C, 1>::from_shape({m_weight.size()})) {
@@ -36,10 +44,7 @@ public:
             throw tensor::shape_error("tessera::nn::conv2d: channels, kernel and stride must be positive (in=" +
                                       std::to_string(in_channels) + ", out=" + std::to_string(out_channels) + ")");
         m_grad.fill(C(0));
-        // Usable as constructed, as PyTorch's layers are: seeded by the layer's shape (deterministic);
-        // initialize(rng) draws again from the caller's generator.
-        std::mt19937_64 rng(detail::default_seed(0xC0417u, in_channels, out_channels, g.kh * 131 + g.kw * 7 + g.stride));
-        initialize(rng);
+        m_weight.fill(kernels::detail::store_as<W>(0.0));
     }
 
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
@@ -138,5 +143,16 @@ private:
     tensor::dense<C, 1> m_grad;
     kernels::workspace<C> m_ws;
 };
+
+namespace detail {
+
+/// A convolution with its weights drawn from its default seed (draw), or left for initialize(rng).
+template <Numeric P>
+[[nodiscard]] conv2d<P> make_conv2d(std::size_t in_channels, std::size_t out_channels, const kernels::window& g, bool draw) {
+    if (draw) return conv2d<P>(in_channels, out_channels, g);
+    return conv2d<P>(in_channels, out_channels, g, defer_initialization);
+}
+
+}  // namespace detail
 
 }  // namespace tessera::nn

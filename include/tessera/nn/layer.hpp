@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "tessera/config/precision.hpp"
 #include "tessera/kernels/conv_algorithm.hpp"
@@ -145,6 +146,14 @@ void backward_weights(L& layer, typename L::state& st, const context& ctx) {
     if constexpr (SplitBackwardLayer<L>) layer.backward_weights(st, ctx);
 }
 
+/// Constructs a layer, block or stem without drawing its initial weights (they are left zero): for a
+/// network that draws every weight from its own generator right after (nn::resnet_family does), so
+/// that each weight is drawn once, not twice. The layer is not usable until initialize(rng).
+struct defer_initialization_t {
+    explicit defer_initialization_t() = default;
+};
+inline constexpr defer_initialization_t defer_initialization{};
+
 /// Base of layers without parameters or buffers (activations, pooling): the visitors visit nothing
 /// and there is nothing to initialise.
 struct parameter_free {
@@ -156,6 +165,16 @@ struct parameter_free {
 };
 
 namespace detail {
+
+/// L(args..., defer_initialization) where L offers that constructor (its weights then left for the
+/// caller's initialize(rng)), else L(args...).
+template <class L, class... A>
+[[nodiscard]] L construct_deferred(A&&... args) {
+    if constexpr (std::is_constructible_v<L, A..., defer_initialization_t>)
+        return L(std::forward<A>(args)..., defer_initialization);
+    else
+        return L(std::forward<A>(args)...);
+}
 
 /// Gives t the NHWC shape s, reallocating only when the shape changes.
 template <class T>

@@ -26,7 +26,13 @@ public:
         activation<P> output, grad_input;
     };
 
-    linear(std::size_t in_features, std::size_t out_features)
+    linear(std::size_t in_features, std::size_t out_features) : linear(in_features, out_features, defer_initialization) {
+        // Usable as constructed (seeded by the layer's shape); initialize(rng) draws again.
+        std::mt19937_64 rng(detail::default_seed(0x11EA4u, in_features, out_features, 0));
+        initialize(rng);
+    }
+    /// The weights and bias left zero until initialize(rng) (see defer_initialization_t).
+    linear(std::size_t in_features, std::size_t out_features, defer_initialization_t)
         : m_in(in_features), m_out(out_features), m_weight(tensor::dense<W, 1>::from_shape({in_features * out_features})),
           m_bias(tensor::dense<W, 1>::from_shape({out_features})),
           m_dweight(tensor::dense<C, 1>::from_shape({in_features * out_features})),
@@ -34,9 +40,8 @@ public:
         if (in_features == 0 || out_features == 0)
             throw tensor::shape_error("tessera::nn::linear: features must be positive (in=" + std::to_string(in_features) +
                                       ", out=" + std::to_string(out_features) + ")");
-        // Usable as constructed (seeded by the layer's shape); initialize(rng) draws again.
-        std::mt19937_64 rng(detail::default_seed(0x11EA4u, in_features, out_features, 0));
-        initialize(rng);
+        m_weight.fill(kernels::detail::store_as<W>(0.0));
+        m_bias.fill(kernels::detail::store_as<W>(0.0));
         m_dweight.fill(C(0));
         m_dbias.fill(C(0));
     }

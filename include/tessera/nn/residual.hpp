@@ -86,22 +86,13 @@ public:
     };
 
     shortcut(std::size_t in_channels, std::size_t out_channels, std::size_t stride, bool projects)
-        : m_in(in_channels), m_out(out_channels), m_stride(stride) {
-        if (stride == 1 && in_channels == out_channels) {
-            m_kind = kind::identity;
-        } else if (projects) {
-            m_kind = kind::projection;
-            m_conv.emplace(in_channels, out_channels, kernels::window{1, 1, stride, 0});
-            m_bn.emplace(out_channels);
-        } else {
-            if (out_channels < in_channels)
-                throw tensor::shape_error("tessera::nn::shortcut: a padding shortcut cannot reduce channels (" +
-                                          std::to_string(in_channels) + " -> " + std::to_string(out_channels) + ")");
-            m_kind = kind::padding;
-        }
-    }
+        : shortcut(in_channels, out_channels, stride, projects, true) {}
+    /// A projection's weights left zero until initialize(rng) (see defer_initialization_t).
+    shortcut(std::size_t in_channels, std::size_t out_channels, std::size_t stride, bool projects, defer_initialization_t)
+        : shortcut(in_channels, out_channels, stride, projects, false) {}
 
     [[nodiscard]] kind type() const noexcept { return m_kind; }
+
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
         if (m_kind == kind::projection) return m_conv->output_shape(s);
         return {s.n, (s.h + m_stride - 1) / m_stride, (s.w + m_stride - 1) / m_stride, m_out};
@@ -177,6 +168,22 @@ public:
     }
 
 private:
+    shortcut(std::size_t in_channels, std::size_t out_channels, std::size_t stride, bool projects, bool draw)
+        : m_in(in_channels), m_out(out_channels), m_stride(stride) {
+        if (stride == 1 && in_channels == out_channels) {
+            m_kind = kind::identity;
+        } else if (projects) {
+            m_kind = kind::projection;
+            m_conv.emplace(detail::make_conv2d<P>(in_channels, out_channels, kernels::window{1, 1, stride, 0}, draw));
+            m_bn.emplace(out_channels);
+        } else {
+            if (out_channels < in_channels)
+                throw tensor::shape_error("tessera::nn::shortcut: a padding shortcut cannot reduce channels (" +
+                                          std::to_string(in_channels) + " -> " + std::to_string(out_channels) + ")");
+            m_kind = kind::padding;
+        }
+    }
+
     static void copy(const T* from, T* to, std::size_t n) noexcept {
         if constexpr (std::is_arithmetic_v<T>)
             kernels::simd::copy(from, to, n);
@@ -302,18 +309,18 @@ using bottleneck_main =
     sequential<conv2d<P>, batch_norm_relu<P>, conv2d<P>, batch_norm_relu<P>, conv2d<P>, batch_norm<P>>;
 
 template <Numeric P>
-basic_main<P> make_basic_main(std::size_t in, std::size_t width, std::size_t stride) {
-    basic_main<P> m(conv2d<P>(in, width, {3, 3, stride, 1}), batch_norm_relu<P>(width),
-                    conv2d<P>(width, width, {3, 3, 1, 1}), batch_norm<P>(width));
+basic_main<P> make_basic_main(std::size_t in, std::size_t width, std::size_t stride, bool draw) {
+    basic_main<P> m(make_conv2d<P>(in, width, {3, 3, stride, 1}, draw), batch_norm_relu<P>(width),
+                    make_conv2d<P>(width, width, {3, 3, 1, 1}, draw), batch_norm<P>(width));
     m.named({"conv1", "bn1", "conv2", "bn2"});  // bn1 and its ReLU in one layer
     return m;
 }
 
 template <Numeric P>
-bottleneck_main<P> make_bottleneck_main(std::size_t in, std::size_t width, std::size_t stride) {
-    bottleneck_main<P> m(conv2d<P>(in, width, {1, 1, 1, 0}), batch_norm_relu<P>(width),
-                         conv2d<P>(width, width, {3, 3, stride, 1}), batch_norm_relu<P>(width),
-                         conv2d<P>(width, 4 * width, {1, 1, 1, 0}), batch_norm<P>(4 * width));
+bottleneck_main<P> make_bottleneck_main(std::size_t in, std::size_t width, std::size_t stride, bool draw) {
+    bottleneck_main<P> m(make_conv2d<P>(in, width, {1, 1, 1, 0}, draw), batch_norm_relu<P>(width),
+                         make_conv2d<P>(width, width, {3, 3, stride, 1}, draw), batch_norm_relu<P>(width),
+                         make_conv2d<P>(width, 4 * width, {1, 1, 1, 0}, draw), batch_norm<P>(4 * width));
     m.named({"conv1", "bn1", "conv2", "bn2", "conv3", "bn3"});
     return m;
 }
@@ -326,8 +333,12 @@ class basic_block : public residual<detail::basic_main<P>> {
 public:
     static constexpr std::size_t expansion = 1;
     basic_block(std::size_t in_channels, std::size_t width, std::size_t stride)
-        : residual<detail::basic_main<P>>(detail::make_basic_main<P>(in_channels, width, stride),
+        : residual<detail::basic_main<P>>(detail::make_basic_main<P>(in_channels, width, stride, true),
                                           shortcut<P>(in_channels, width, stride, S::projects)) {}
+    /// The weights left zero until initialize(rng) (see defer_initialization_t).
+    basic_block(std::size_t in_channels, std::size_t width, std::size_t stride, defer_initialization_t)
+        : residual<detail::basic_main<P>>(detail::make_basic_main<P>(in_channels, width, stride, false),
+                                          shortcut<P>(in_channels, width, stride, S::projects, defer_initialization)) {}
 };
 
 /// 1×1 reduce, 3×3 (with the stride, torchvision's "v1.5"), 1×1 expand ×4: ResNet-50/101/152.
@@ -336,8 +347,12 @@ class bottleneck : public residual<detail::bottleneck_main<P>> {
 public:
     static constexpr std::size_t expansion = 4;
     bottleneck(std::size_t in_channels, std::size_t width, std::size_t stride)
-        : residual<detail::bottleneck_main<P>>(detail::make_bottleneck_main<P>(in_channels, width, stride),
+        : residual<detail::bottleneck_main<P>>(detail::make_bottleneck_main<P>(in_channels, width, stride, true),
                                                shortcut<P>(in_channels, 4 * width, stride, S::projects)) {}
+    /// The weights left zero until initialize(rng) (see defer_initialization_t).
+    bottleneck(std::size_t in_channels, std::size_t width, std::size_t stride, defer_initialization_t)
+        : residual<detail::bottleneck_main<P>>(detail::make_bottleneck_main<P>(in_channels, width, stride, false),
+                                               shortcut<P>(in_channels, 4 * width, stride, S::projects, defer_initialization)) {}
 };
 
 }  // namespace tessera::nn

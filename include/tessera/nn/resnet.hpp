@@ -33,8 +33,14 @@ class imagenet_stem : public sequential<conv2d<P>, batch_norm_relu<P>, max_pool<
 
 public:
     static constexpr std::size_t width = 64;
-    explicit imagenet_stem(std::size_t in_channels)
-        : base(conv2d<P>(in_channels, width, {7, 7, 2, 3}), batch_norm_relu<P>(width), max_pool<P>({3, 3, 2, 1})) {
+    explicit imagenet_stem(std::size_t in_channels) : imagenet_stem(in_channels, true) {}
+    /// The weights left zero until initialize(rng) (see defer_initialization_t).
+    imagenet_stem(std::size_t in_channels, defer_initialization_t) : imagenet_stem(in_channels, false) {}
+
+private:
+    imagenet_stem(std::size_t in_channels, bool draw)
+        : base(detail::make_conv2d<P>(in_channels, width, {7, 7, 2, 3}, draw), batch_norm_relu<P>(width),
+               max_pool<P>({3, 3, 2, 1})) {
         this->named({"conv1", "bn1", "maxpool"});  // bn1 and its ReLU in one layer
     }
 };
@@ -46,8 +52,13 @@ class cifar_stem : public sequential<conv2d<P>, batch_norm_relu<P>> {
 
 public:
     static constexpr std::size_t width = 16;
-    explicit cifar_stem(std::size_t in_channels)
-        : base(conv2d<P>(in_channels, width, {3, 3, 1, 1}), batch_norm_relu<P>(width)) {
+    explicit cifar_stem(std::size_t in_channels) : cifar_stem(in_channels, true) {}
+    /// The weights left zero until initialize(rng) (see defer_initialization_t).
+    cifar_stem(std::size_t in_channels, defer_initialization_t) : cifar_stem(in_channels, false) {}
+
+private:
+    cifar_stem(std::size_t in_channels, bool draw)
+        : base(detail::make_conv2d<P>(in_channels, width, {3, 3, 1, 1}, draw), batch_norm_relu<P>(width)) {
         this->named({"conv1", "bn1"});  // bn1 and its ReLU in one layer
     }
 };
@@ -59,6 +70,11 @@ class classifier_head : public sequential<global_avg_pool<P>, linear<P>> {
 
 public:
     classifier_head(std::size_t features, std::size_t classes) : base(global_avg_pool<P>(), linear<P>(features, classes)) {
+        this->named({"avgpool", "fc"});
+    }
+    /// The weights left zero until initialize(rng) (see defer_initialization_t).
+    classifier_head(std::size_t features, std::size_t classes, defer_initialization_t)
+        : base(global_avg_pool<P>(), linear<P>(features, classes, defer_initialization)) {
         this->named({"avgpool", "fc"});
     }
 };
@@ -94,8 +110,11 @@ public:
     /// `blocks[i]` blocks in stage i (each at least 1).
     resnet_family(std::size_t in_channels, std::size_t classes, std::vector<std::size_t> blocks)
         : m_in_channels(in_channels), m_classes(classes), m_blocks_per_stage(check_counts(std::move(blocks))),
-          m_stem(in_channels),
-          m_head(S::width * (std::size_t{1} << (m_blocks_per_stage.size() - 1)) * B::expansion, classes) {
+          m_stem(detail::construct_deferred<S>(in_channels)),
+          m_head(S::width * (std::size_t{1} << (m_blocks_per_stage.size() - 1)) * B::expansion, classes,
+                 defer_initialization) {
+        // Every layer is built without drawing its weights where it can be (defer_initialization_t),
+        // then all are drawn once from the network's generator.
         std::size_t channels = S::width, stage = 0;
         std::size_t total = 0;
         for (const std::size_t count : m_blocks_per_stage) total += count;
@@ -103,7 +122,7 @@ public:
         for (const std::size_t count : m_blocks_per_stage) {
             const std::size_t width = S::width << stage;
             for (std::size_t i = 0; i < count; ++i) {
-                m_blocks.emplace_back(channels, width, (i == 0 && stage > 0) ? 2 : 1);
+                m_blocks.push_back(detail::construct_deferred<B>(channels, width, std::size_t{(i == 0 && stage > 0) ? 2u : 1u}));
                 m_names.push_back("layer" + std::to_string(stage + 1) + "[" + std::to_string(i) + "]");
                 m_param_names.push_back("layer" + std::to_string(stage + 1) + "." + std::to_string(i));
                 channels = width * B::expansion;
