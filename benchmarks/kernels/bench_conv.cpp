@@ -1,6 +1,8 @@
 // Convolution forward + backward (data and weight gradients) GFLOP/s per ResNet-20 layer shape
-// and ResNet-18 layer shape (batch 32, inputs of 1×28×28 and 3×32×32, NHWC), by im2col + GEMM and by
-// the automatic choice (Winograd F(2×2, 3×3) for most 3×3 stride-1 layers), beside OpenBLAS sgemm on the forward's im2col GEMM in the same run.
+// and ResNet-18 layer shape (batch 32, inputs of 1×28×28 and 3×32×32, NHWC), by im2col + GEMM, by
+// the automatic choice (Winograd F(4×4, 3×3) or F(2×2, 3×3) for most 3×3 stride-1 layers) and, for
+// the 3×3 stride-1 layers, by each Winograd tile forced, beside OpenBLAS sgemm on the forward's im2col
+// GEMM in the same run.
 // GFLOPs counts the direct convolution's multiply-adds (model FLOPs) whichever algorithm ran.
 #include <benchmark/benchmark.h>
 
@@ -19,7 +21,9 @@ void conv(benchmark::State& state) {
                    static_cast<std::size_t>(state.range(1))};
     const std::size_t cout = static_cast<std::size_t>(state.range(2)), stride = static_cast<std::size_t>(state.range(3));
     const std::size_t threads = static_cast<std::size_t>(state.range(4));
-    const auto algorithm = state.range(5) == 0 ? k::conv_algorithm::im2col : k::conv_algorithm::automatic;
+    constexpr k::conv_algorithm algorithms[] = {k::conv_algorithm::im2col, k::conv_algorithm::automatic,
+                                                k::conv_algorithm::winograd, k::conv_algorithm::winograd_4x4};
+    const auto algorithm = algorithms[state.range(5)];
     const k::window g{3, 3, stride, 1};
     const shape out = g.output(in, cout);
     std::vector<float> x(in.size(), 0.5f), w(9 * in.c * cout, 0.1f), y(out.size()), dy(out.size(), 0.01f),
@@ -29,8 +33,8 @@ void conv(benchmark::State& state) {
     const k::gemm_options opt{threads, nullptr, &pool};
     for (auto _ : state) {
         k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, opt, algorithm);
-        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, opt, algorithm);
-        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw.data(), ws, opt, algorithm);
+        // Both gradients in one call, as nn::conv2d's backward runs them.
+        k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw.data(), dx.data(), ws, opt, algorithm);
         benchmark::DoNotOptimize(dx.data());
         benchmark::DoNotOptimize(dw.data());
     }
@@ -46,19 +50,20 @@ void conv(benchmark::State& state) {
 
 // {input size, in channels, out channels, stride, threads}
 BENCHMARK(conv)
-    ->ArgNames({"hw", "cin", "cout", "stride", "threads", "auto"})  // auto: 0 im2col + GEMM, 1 automatic
+    // algorithm: 0 im2col + GEMM, 1 automatic, 2 Winograd F(2×2, 3×3), 3 Winograd F(4×4, 3×3)
+    ->ArgNames({"hw", "cin", "cout", "stride", "threads", "algorithm"})
     ->ArgsProduct({{28}, {1}, {16}, {1}, {1}, {0, 1}})     // stem
-    ->ArgsProduct({{28}, {16}, {16}, {1}, {1, 2}, {0, 1}})  // layer1
+    ->ArgsProduct({{28}, {16}, {16}, {1}, {1, 2}, {0, 1, 2, 3}})  // layer1
     ->ArgsProduct({{28}, {16}, {32}, {2}, {1}, {0}})        // layer2[0].conv1
-    ->ArgsProduct({{14}, {32}, {32}, {1}, {1}, {0, 1}})     // layer2
+    ->ArgsProduct({{14}, {32}, {32}, {1}, {1}, {0, 1, 2, 3}})     // layer2
     ->ArgsProduct({{14}, {32}, {64}, {2}, {1}, {0}})        // layer3[0].conv1
-    ->ArgsProduct({{7}, {64}, {64}, {1}, {1, 2}, {0, 1}})   // layer3
+    ->ArgsProduct({{7}, {64}, {64}, {1}, {1, 2}, {0, 1, 2, 3}})   // layer3
     // torchvision's ResNet-18 on 3×32×32 (after its stride-2 stem and max pool): wide layers, small images
-    ->ArgsProduct({{8}, {64}, {64}, {1}, {1, 2}, {0, 1}})     // layer1
+    ->ArgsProduct({{8}, {64}, {64}, {1}, {1, 2}, {0, 1, 2, 3}})   // layer1
     ->ArgsProduct({{8}, {64}, {128}, {2}, {1, 2}, {0}})       // layer2[0].conv1
-    ->ArgsProduct({{4}, {128}, {128}, {1}, {1, 2}, {0, 1}})   // layer2
+    ->ArgsProduct({{4}, {128}, {128}, {1}, {1, 2}, {0, 1, 2, 3}}) // layer2
     ->ArgsProduct({{4}, {128}, {256}, {2}, {1, 2}, {0}})      // layer3[0].conv1
-    ->ArgsProduct({{2}, {256}, {256}, {1}, {1, 2}, {0, 1}})   // layer3
+    ->ArgsProduct({{2}, {256}, {256}, {1}, {1, 2}, {0, 1, 2, 3}}) // layer3
     ->ArgsProduct({{2}, {256}, {512}, {2}, {1, 2}, {0}})      // layer4[0].conv1
     ->ArgsProduct({{1}, {512}, {512}, {1}, {1, 2}, {0, 1}})   // layer4
     ->UseRealTime()

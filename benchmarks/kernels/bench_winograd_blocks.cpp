@@ -32,19 +32,19 @@ void blocks(benchmark::State& state) {
     std::normal_distribution<float> normal;
     for (auto& v : x) v = normal(rng);
     for (auto& v : w) v = 0.1f * normal(rng);
-    const wd::plan<float> p(in, c, g);
+    const wd::plan<2, float> p(in, c, g);
     std::size_t mr = 0;
     wd::with_strip_tile<float>(wd::strip_width<float>(c), [&]<class Tile>(Tile) { mr = Tile::mr; });
-    k::aligned_vector<float> rows(wd::positions * c * c), u(wd::positions * c * c);
-    wd::transform_weights(w.data(), c, c, false, rows.data(), u.data(), {});
+    k::aligned_vector<float> rows(wd::positions<2> * c * c), u(wd::positions<2> * c * c);
+    wd::transform_weights<2>(w.data(), c, c, false, rows.data(), u.data(), {});
     const std::size_t most = std::max({p.chunk, p.block, 4 * mr});
-    k::aligned_vector<float> v(wd::positions * most * c), m(wd::positions * most * c);
+    k::aligned_vector<float> v(wd::positions<2> * most * c), m(wd::positions<2> * most * c);
     k::gemm_buffers buffers;
     const auto fused = [&](std::size_t nb) {
         for (std::size_t b0 = 0; b0 < p.tiles; b0 += nb) {
             const std::size_t b1 = std::min(p.tiles, b0 + nb);
             wd::transform_input(x.data(), in, g, p.tl, b0, b1, v.data());
-            wd::block_gemms(b1 - b0, c, c, v.data(), u.data(), m.data());
+            wd::block_gemms<2>(b1 - b0, c, c, v.data(), u.data(), m.data());
             wd::transform_output(m.data(), p.tl, c, b0, b1, y.data());
         }
         benchmark::DoNotOptimize(y.data());
@@ -53,7 +53,7 @@ void blocks(benchmark::State& state) {
         for (std::size_t c0 = 0; c0 < p.chunks; ++c0) {
             const auto [t0, t1] = p.range(c0);
             wd::transform_input(x.data(), in, g, p.tl, t0, t1, v.data());
-            wd::forward_gemms(t1 - t0, c, c, v.data(), u.data(), m.data(), {1, &buffers});
+            wd::forward_gemms<2>(t1 - t0, c, c, v.data(), u.data(), m.data(), {1, &buffers});
             wd::transform_output(m.data(), p.tl, c, t0, t1, y.data());
         }
         benchmark::DoNotOptimize(y.data());

@@ -87,15 +87,18 @@ private:
 };
 
 /// FLOPs a convolution executes over those of the direct convolution (what nn::cost counts), as the
-/// kernels run it by the automatic choice: Winograd F(2×2, 3×3) multiplies 16 values per 2 × 2
-/// output tile where the direct convolution multiplies 9 per output pixel (its transforms are
-/// additions and are not counted); im2col + GEMM multiplies over the kernel taps that read the image.
+/// kernels run it by the automatic choice: Winograd F(m×m, 3×3) multiplies (m + 2)² values per m × m
+/// output tile (the tiles the output's edge cuts off counted whole) where the direct convolution
+/// multiplies 9 per output pixel (the transforms are not counted); im2col + GEMM multiplies over the
+/// kernel taps that read the image.
 [[nodiscard]] inline double executed_share(const tessera::tensor::shape& in, std::size_t cout,
                                            const tessera::kernels::window& g) {
     namespace k = tessera::kernels;
-    if (k::uses_winograd(k::conv_algorithm::automatic, in, cout, g)) {
-        const k::winograd::detail::tiling tl(in, g);
-        return 16.0 * static_cast<double>(tl.per_image) / (9.0 * static_cast<double>(tl.oh * tl.ow));
+    if (const std::size_t m = k::winograd_tile(k::conv_algorithm::automatic, in, cout, g)) {
+        const double oh = static_cast<double>(g.out_h(in.h)), ow = static_cast<double>(g.out_w(in.w));
+        const std::size_t tiles = m == 4 ? k::winograd::detail::tiling<4>(in, g).per_image
+                                         : k::winograd::detail::tiling<2>(in, g).per_image;
+        return static_cast<double>((m + 2) * (m + 2) * tiles) / (9.0 * oh * ow);
     }
     return static_cast<double>(k::live_taps(in, g).columns(in.c)) / static_cast<double>(g.kh * g.kw * in.c);
 }

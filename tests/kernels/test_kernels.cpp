@@ -226,13 +226,18 @@ void conv_backward_reference(const std::vector<double>& x, const shape& in, cons
 
 TEMPLATE_TEST_CASE("conv2d forward and both gradients match direct loops", "[kernels][conv]", float, double) {
     using C = TestType;
-    // fp32: the weight gradient of the largest case sums 8100 products, so allow 5e-5 relative.
-    const double tol = std::is_same_v<C, float> ? 5e-5 : 1e-12;
     const std::size_t threads = GENERATE(1, 2);  // chunks of whole images in parallel
-    // Every case by im2col + GEMM, by Winograd F(2×2, 3×3) where it fits, and by the automatic choice.
-    const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::winograd, k::conv_algorithm::automatic);
+    // Every case by im2col + GEMM, by Winograd F(2×2, 3×3) and F(4×4, 3×3) where they fit, and by the
+    // automatic choice.
+    const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::winograd, k::conv_algorithm::winograd_4x4,
+                                    k::conv_algorithm::automatic);
+    const bool forced = algorithm == k::conv_algorithm::winograd || algorithm == k::conv_algorithm::winograd_4x4;
+    // fp32: the weight gradient of the largest case sums 8100 products, so allow 5e-5 relative. Winograd
+    // rounds more: F(4×4, 3×3)'s transforms multiply by up to 25 (Bᵀ's 5 twice) before the sums cancel
+    // (its forward's errors on these cases measured up to 3.4e-5, F(2×2, 3×3)'s 2.4e-6), so 2e-4.
+    const double tol = std::is_same_v<C, float> ? (algorithm == k::conv_algorithm::im2col ? 5e-5 : 2e-4) : 1e-12;
     for (const auto& [in, cout, g] : conv_cases) {
-        if (algorithm == k::conv_algorithm::winograd && !k::winograd::fits(g)) continue;
+        if (forced && !k::winograd::fits(g)) continue;
         CAPTURE(in.str(), cout, g.kh, g.kw, g.stride, g.pad, threads, static_cast<int>(algorithm));
         const shape out = g.output(in, cout);
         const auto x = random_vector<C>(in.size(), 10);
@@ -265,23 +270,23 @@ TEST_CASE("Winograd's fused blocks make the same sums as the unfused GEMMs, what
     namespace wd = k::winograd::detail;
     constexpr std::size_t one = k::detail::tile<float, 1>::nr, kc = k::detail::tile<float, 1>::kc;
     // Whole strips of the register tile's rows, growing with the cache; two strips where not one fits.
-    const std::size_t small = wd::fused_block_tiles<float>(one, one, one, 32 << 10);
-    const std::size_t big = wd::fused_block_tiles<float>(one, one, one, 1 << 20);
+    const std::size_t small = wd::fused_block_tiles<2, float>(one, one, one, 32 << 10);
+    const std::size_t big = wd::fused_block_tiles<2, float>(one, one, one, 1 << 20);
     const std::size_t mr = k::detail::tile<float, 1, k::detail::short_mr<float, 1>>::mr;
     CHECK(small > 0);
     CHECK(big > small);
     CHECK(small % mr == 0);
     CHECK(big % mr == 0);
-    CHECK(wd::fused_block_tiles<float>(one, 256, 256, 32 << 10) == 2 * mr);
+    CHECK(wd::fused_block_tiles<2, float>(one, 256, 256, 32 << 10) == 2 * mr);
     // No block where gemm would split a call's sum (above kc), however large the cache.
-    CHECK(wd::fused_block_tiles<float>(one, kc + one, kc + one, std::size_t{1} << 40) == 0);
-    CHECK(wd::fused_block_tiles<float>(one, kc, kc, std::size_t{1} << 40) > 0);
+    CHECK(wd::fused_block_tiles<2, float>(one, kc + one, kc + one, std::size_t{1} << 40) == 0);
+    CHECK(wd::fused_block_tiles<2, float>(one, kc, kc, std::size_t{1} << 40) > 0);
     // Nor for outputs no register tile is as wide as (the strips are the whole matrix).
-    CHECK(wd::fused_block_tiles<float>(one + 1, one, one, std::size_t{1} << 40) == 0);
+    CHECK(wd::fused_block_tiles<2, float>(one + 1, one, one, std::size_t{1} << 40) == 0);
     // The weight gradient's blocks follow from the shapes alone, at most kc tiles, none below 16.
-    CHECK(wd::sum_block_tiles<float>(16, 16) == 16);
-    CHECK(wd::sum_block_tiles<float>(32, 32) == 0);
-    CHECK(wd::sum_block_tiles<float>(1, 1) <= kc);
+    CHECK(wd::sum_block_tiles<2, float>(16, 16) == 16);
+    CHECK(wd::sum_block_tiles<2, float>(32, 32) == 0);
+    CHECK(wd::sum_block_tiles<2, float>(1, 1) <= kc);
 }
 
 TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks taken in any order", "[kernels][conv][threads]") {
@@ -292,7 +297,8 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
         std::size_t cout;
         k::window g;
     };
-    const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic);
+    const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic, k::conv_algorithm::winograd,
+                                    k::conv_algorithm::winograd_4x4);
     for (const auto& [in, cout, g] : {layer{{19, 12, 10, 6}, 9, {3, 3, 1, 1}},  // 19 images: chunks and lanes, the last short
                                       layer{{19, 11, 9, 12}, 10, {3, 3, 1, 1}},  // automatic: Winograd
                                       layer{{19, 12, 10, 6}, 9, {3, 3, 2, 1}},
@@ -311,6 +317,9 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
                                       layer{{19, 9, 9, 32}, 16, {3, 3, 1, 1}},
                                       // 64 channels: no strip's tiles fit L1, blocks of two strips
                                       layer{{1, 7, 7, 64}, 64, {3, 3, 1, 1}}}) {
+        if ((algorithm == k::conv_algorithm::winograd || algorithm == k::conv_algorithm::winograd_4x4) &&
+            !k::winograd::fits(g))
+            continue;
         CAPTURE(in.str(), cout, g.stride, static_cast<int>(algorithm));
         const shape out = g.output(in, cout);
         const auto x = random_vector<float>(in.size(), 40);
@@ -341,6 +350,18 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
 TEST_CASE("conv2d chooses Winograd for 3x3 stride-1 windows between 8 or more channels, and refuses it elsewhere",
           "[kernels][conv]") {
     const auto automatic = k::conv_algorithm::automatic;
+    // F(4×4, 3×3) where it multiplies less than F(2×2, 3×3), up to 64 channels a side: ResNet-20's 28×28
+    // (7×7 tiles against 14×14: 1764 multiplies against 3136), 14×14 (4×4 tiles: 576 against 784) and
+    // 7×7 layers (2×2 tiles: 144 against 256).
+    CHECK(k::winograd_tile(automatic, {32, 28, 28, 16}, 16, {3, 3, 1, 1}) == 4);
+    CHECK(k::winograd_tile(automatic, {32, 14, 14, 32}, 32, {3, 3, 1, 1}) == 4);
+    CHECK(k::winograd_tile(automatic, {32, 7, 7, 64}, 64, {3, 3, 1, 1}) == 4);
+    CHECK(k::winograd_tile(automatic, {32, 8, 8, 128}, 128, {3, 3, 1, 1}) == 2);  // past 64 channels
+    CHECK(k::winograd_tile(automatic, {32, 2, 2, 64}, 64, {3, 3, 1, 1}) == 2);    // a 2×2 image: 36 against 16
+    CHECK(k::winograd_tile(automatic, {32, 2, 2, 16}, 16, {3, 3, 1, 1}) == 2);
+    CHECK(k::winograd_tile(k::conv_algorithm::winograd, {32, 28, 28, 16}, 16, {3, 3, 1, 1}) == 2);
+    CHECK(k::winograd_tile(k::conv_algorithm::winograd_4x4, {32, 1, 1, 512}, 512, {3, 3, 1, 1}) == 4);
+    CHECK(k::winograd_tile(k::conv_algorithm::im2col, {32, 28, 28, 16}, 16, {3, 3, 1, 1}) == 0);
     CHECK(k::uses_winograd(automatic, {2, 14, 14, 16}, 16, {3, 3, 1, 1}));
     CHECK(k::uses_winograd(automatic, {2, 14, 14, 8}, 8, {3, 3, 1, 0}));
     CHECK_FALSE(k::uses_winograd(automatic, {2, 28, 28, 1}, 16, {3, 3, 1, 1}));  // the stem: k = 9 either way
@@ -357,6 +378,8 @@ TEST_CASE("conv2d chooses Winograd for 3x3 stride-1 windows between 8 or more ch
     k::workspace<float> ws;
     CHECK_THROWS_WITH(k::conv2d_forward(x.data(), in, w.data(), 8, strided, y.data(), ws, {}, k::conv_algorithm::winograd),
                       Catch::Contains("3x3 window at stride 1, not 3x3 at stride 2"));
+    CHECK_THROWS_WITH(k::conv2d_forward(x.data(), in, w.data(), 8, strided, y.data(), ws, {}, k::conv_algorithm::winograd_4x4),
+                      Catch::Contains("F(4x4, 3x3) needs a 3x3 window at stride 1, not 3x3 at stride 2"));
     CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // 2-D convolution on NHWC tensors, forward and both gradients: im2col + GEMM over row chunks, or
-// Winograd F(2×2, 3×3) for 3×3 stride-1 windows (winograd.hpp).
+// Winograd F(2×2, 3×3) or F(4×4, 3×3) for 3×3 stride-1 windows (winograd.hpp).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -18,22 +18,48 @@
 
 namespace tessera::kernels {
 
-/// Whether a convolution of input `in` to `cout` channels with window g runs as Winograd F(2×2, 3×3).
-/// `automatic` chooses it for 3×3 stride-1 windows between at least 8 channels: with fewer, its 16
-/// GEMMs of depth cin are too thin to beat im2col's one GEMM of depth 9·cin (a 28×28 stem of 1 to 4
-/// input channels measured 1.1-1.3× slower by Winograd, 8 channels 1.1× faster); and only where its
-/// 16 multiplies per 2×2 tile are fewer than im2col's 9 per output pixel: a 1×1 image (ResNet-18's
-/// last stage on 32×32 inputs) fills a quarter of each tile, 16 multiplies against 9.
-[[nodiscard]] inline bool uses_winograd(conv_algorithm a, const tensor::shape& in, std::size_t cout, const window& g) {
-    if (a == conv_algorithm::winograd && !winograd::fits(g))
-        throw tensor::shape_error("tessera::kernels: Winograd F(2x2, 3x3) needs a 3x3 window at stride 1, not " +
-                                  std::to_string(g.kh) + "x" + std::to_string(g.kw) + " at stride " +
-                                  std::to_string(g.stride));
-    if (a == conv_algorithm::winograd) return true;
-    if (a != conv_algorithm::automatic || !winograd::fits(g) || in.c < 8 || cout < 8) return false;
-    const winograd::detail::tiling tl(in, g);
-    return 16 * tl.per_image < 9 * tl.oh * tl.ow;
+/// The output tile m of the Winograd F(m×m, 3×3) that computes a convolution of input `in` to `cout`
+/// channels with window g, or 0 for im2col + GEMM. `winograd` forces F(2×2, 3×3) and `winograd_4x4`
+/// F(4×4, 3×3) (a window they do not fit is an error). `automatic` chooses Winograd for 3×3 stride-1
+/// windows between at least 8 channels: with fewer, its GEMMs of depth cin are too thin to beat
+/// im2col's one GEMM of depth 9·cin (a 28×28 stem of 1 to 4 input channels measured 1.1-1.3× slower
+/// by Winograd, 8 channels 1.1× faster); and only where its multiplies per tile are fewer than im2col's
+/// 9 per output pixel: a 1×1 image (ResNet-18's last stage on 32×32 inputs) fills a quarter of a 2×2
+/// tile, 16 multiplies against 9. Of the two tiles it takes F(4×4, 3×3) where it does fewer
+/// multiplies than F(2×2, 3×3) (36 per 4×4 tile against 16 per 2×2, counting the tiles the output's
+/// edge cuts off) and both sides have at most winograd_4x4_channels channels: past that, its
+/// transformed weights (2.25× F(2×2, 3×3)'s) outweigh what it saves.
+inline constexpr std::size_t winograd_4x4_channels = 64;
+[[nodiscard]] inline std::size_t winograd_tile(conv_algorithm a, const tensor::shape& in, std::size_t cout, const window& g) {
+    if ((a == conv_algorithm::winograd || a == conv_algorithm::winograd_4x4) && !winograd::fits(g))
+        throw tensor::shape_error(std::string("tessera::kernels: Winograd ") +
+                                  (a == conv_algorithm::winograd ? "F(2x2, 3x3)" : "F(4x4, 3x3)") +
+                                  " needs a 3x3 window at stride 1, not " + std::to_string(g.kh) + "x" +
+                                  std::to_string(g.kw) + " at stride " + std::to_string(g.stride));
+    if (a == conv_algorithm::winograd) return 2;
+    if (a == conv_algorithm::winograd_4x4) return 4;
+    if (a != conv_algorithm::automatic || !winograd::fits(g) || in.c < 8 || cout < 8) return 0;
+    const std::size_t two = 16 * winograd::detail::tiling<2>(in, g).per_image;
+    const std::size_t four = 36 * winograd::detail::tiling<4>(in, g).per_image;
+    if (four < two && in.c <= winograd_4x4_channels && cout <= winograd_4x4_channels && four < 9 * g.out_h(in.h) * g.out_w(in.w))
+        return 4;
+    return two < 9 * g.out_h(in.h) * g.out_w(in.w) ? 2 : 0;
 }
+/// Whether a convolution runs by Winograd (winograd_tile is not 0).
+[[nodiscard]] inline bool uses_winograd(conv_algorithm a, const tensor::shape& in, std::size_t cout, const window& g) {
+    return winograd_tile(a, in, cout, g) != 0;
+}
+
+namespace detail {
+
+/// f(std::integral_constant<std::size_t, m>{}) for a Winograd tile m of 2 or 4.
+template <class F>
+decltype(auto) with_winograd_tile(std::size_t m, F&& f) {
+    if (m == 4) return f(std::integral_constant<std::size_t, 4>{});
+    return f(std::integral_constant<std::size_t, 2>{});
+}
+
+}  // namespace detail
 
 /// Rows [m0, m1) of the im2col matrix of x (NHWC) over the live taps t: row m = (n, oy, ox), column
 /// (ky, kx, ci) for ky in [t.ky0, t.ky1), kx in [t.kx0, t.kx1), so col has t.columns(c) columns.
@@ -117,7 +143,8 @@ template <Compute C, Storage T, Storage W, Storage Y>
 void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t cout, const window& g, Y* y,
                     workspace<C>& ws, gemm_options opt = {}, conv_algorithm algorithm = conv_algorithm::automatic,
                     const tensor::rounding& rounding = {}) {
-    if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_forward(x, in, w, cout, g, y, ws, opt, rounding);
+    if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
+        return detail::with_winograd_tile(m, [&](auto tile) { winograd::conv2d_forward<tile()>(x, in, w, cout, g, y, ws, opt, rounding); });
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
     store_compute<C, Y> dst(y, out.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding);
@@ -156,8 +183,9 @@ template <Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g,
                           X* dx, workspace<C>& ws, gemm_options opt = {},
                           conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {}) {
-    if (uses_winograd(algorithm, in, cout, g))
-        return winograd::conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, rounding);
+    if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
+        return detail::with_winograd_tile(
+            m, [&](auto tile) { winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding); });
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
     store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding);
@@ -197,7 +225,9 @@ template <Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g,
                             C* dw, workspace<C>& ws, gemm_options opt = {},
                             conv_algorithm algorithm = conv_algorithm::automatic) {
-    if (uses_winograd(algorithm, in, cout, g)) return winograd::conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt);
+    if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
+        return detail::with_winograd_tile(
+            m, [&](auto tile) { winograd::conv2d_backward_weight<tile()>(x, in, dy, cout, g, dw, ws, opt); });
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels(), size = g.kh * g.kw * in.c * cout;
     if (g.is_pointwise()) {
@@ -231,8 +261,9 @@ template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {},
                      conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {}) {
-    if (uses_winograd(algorithm, in, cout, g))
-        return winograd::conv2d_backward(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding);
+    if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
+        return detail::with_winograd_tile(
+            m, [&](auto tile) { winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding); });
     conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt, conv_algorithm::im2col);
     if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col, rounding);
 }

@@ -1,17 +1,19 @@
 #pragma once
-// 3×3 stride-1 convolutions by Winograd's minimal filtering F(2×2, 3×3) (Lavin and Gray, 2016),
-// forward and both gradients, on NHWC tensors.
+// 3×3 stride-1 convolutions by Winograd's minimal filtering F(m×m, 3×3), m = 2 or 4 (Lavin and Gray,
+// 2016), forward and both gradients, on NHWC tensors.
 //
-// Each 2×2 block of outputs (a tile) is computed from the 4×4 input patch under it:
+// Each m × m block of outputs (a tile) is computed from the (m + 2)² input patch under it:
 //   Y = Aᵀ [U ⊙ V] A,   U = G g Gᵀ (per input/output channel pair),   V = Bᵀ d B (per input channel),
-// and the sum over input channels of U ⊙ V is, for each of the 16 positions ξ of the 4×4 tile, one
-// GEMM of (tiles × cin) by (cin × cout). That is 16 multiplies per tile and channel pair where
-// im2col + GEMM does 36: 2.25× fewer. The gradients are the adjoints of the same linear maps:
+// and the sum over input channels of U ⊙ V is, for each of the (m + 2)² positions ξ of the transformed
+// tile, one GEMM of (tiles × cin) by (cin × cout). F(2×2, 3×3): 16 multiplies per 4 outputs and
+// channel pair where im2col + GEMM does 36, 2.25× fewer; F(4×4, 3×3): 36 per 16 outputs, 4× fewer,
+// with larger transforms and rounding errors (its matrices hold 4, 5 and 8, and 1/6 and 1/24).
+// The gradients are the adjoints of the same linear maps:
 //   dM = A dY Aᵀ,   dV_ξ = dM_ξ U_ξᵀ,   dd = B dV Bᵀ (summed into dx over the overlapping tiles),
 //   dU_ξ = Σ_tiles V_ξᵀ dM_ξ,   dg = Gᵀ dU G (added into dw).
 // Chunks hold whole images, as in im2col + GEMM, so results do not depend on the thread count.
-// Memory: a layer's workspace keeps the transformed weights and their gradient, 32·cin·cout values
-// (3.6× the weights), beside the per-thread transformed tiles of one chunk (about 1 MiB each).
+// Memory: a layer's workspace keeps the transformed weights and their gradient, 2·(m + 2)²·cin·cout
+// values (3.6× the weights for m = 2, 8× for m = 4), beside the per-thread transformed tiles of one chunk (about 1 MiB each).
 // The transforms themselves are in winograd_transforms.hpp; this header runs them around the GEMMs.
 #include <algorithm>
 #include <cstddef>
@@ -28,7 +30,7 @@
 
 namespace tessera::kernels::winograd {
 
-/// Whether F(2×2, 3×3) computes a convolution with this window: 3×3 at stride 1, any padding.
+/// Whether F(m×m, 3×3) computes a convolution with this window: 3×3 at stride 1, any padding.
 [[nodiscard]] constexpr bool fits(const window& g) noexcept { return g.kh == 3 && g.kw == 3 && g.stride == 1; }
 
 namespace detail {
@@ -44,7 +46,7 @@ template <class C, class T>
 
 /// Runs item(i, options) for the independent GEMMs i in [0, count): in order with o itself, or, when o
 /// offers several threads (a chunk that has the threads to itself), split between them, each GEMM on
-/// one thread with that thread's buffers. The GEMMs of one chunk are many and thin (16 positions ×
+/// one thread with that thread's buffers. The GEMMs of one chunk are many and thin ((m + 2)² positions ×
 /// strips of 32 columns): splitting the calls keeps the threads busy without a hand-over per call.
 template <class F>
 void for_each_gemm(std::size_t count, const gemm_options& o, F&& item) {
@@ -59,24 +61,24 @@ void for_each_gemm(std::size_t count, const gemm_options& o, F&& item) {
                                      });
 }
 
-// The 16 GEMMs of one chunk of nt tiles, one per position ξ (operands positions apart as the
-// transforms lay them out), each cut into strips of columns.
+// The GEMMs of one chunk of nt tiles, one per position ξ (operands positions apart as the transforms
+// lay them out), each cut into strips of columns.
 /// M_ξ = V_ξ U_ξ (u in strips over cout).
-template <class C>
+template <std::size_t M, class C>
 void forward_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m, const gemm_options& o) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
-    for_each_gemm(positions * strips, o, [&](std::size_t i, const gemm_options& one) {
+    for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width;
         gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * nt * cin, cin, u + xi * plane + j * cin, width, C(0),
              m + xi * nt * cout + j, cout, one);
     });
 }
 /// dV_ξ = dM_ξ U_ξᵀ (dm in strips over cout, each a slice of the sum over cout; ut in strips over cin).
-template <class C>
+template <std::size_t M, class C>
 void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, const C* ut, C* dv, const gemm_options& o) {
     const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
     const std::size_t strips = cin / width_in;
-    for_each_gemm(positions * strips, o, [&](std::size_t i, const gemm_options& one) {
+    for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width_in;
         for (std::size_t s = 0; s < cout; s += width_out)
             gemm(trans::no, trans::no, nt, width_in, width_out, C(1), dm + xi * nt * cout + s * nt, width_out,
@@ -85,12 +87,12 @@ void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, 
 }
 /// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ (dm in strips over cout), summing the tiles `kblock` at a time (0: all
 /// at once) as the fused backward does (see sum_block_tiles).
-template <class C>
+template <std::size_t M, class C>
 void weight_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du,
                   const gemm_options& o, std::size_t kblock = 0) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
     const std::size_t kb = kblock == 0 ? nt : kblock;
-    for_each_gemm(positions * strips, o, [&](std::size_t i, const gemm_options& one) {
+    for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width;
         for (std::size_t k0 = 0; k0 < nt; k0 += kb)
             gemm(trans::yes, trans::no, cin, width, std::min(kb, nt - k0), C(1), v + xi * nt * cin + k0 * cin, cin,
@@ -113,18 +115,18 @@ bool with_strip_tile(std::size_t width, F&& f) {
 /// Tiles per block of a fused pass (transforms and GEMMs a few tiles at a time) whose products have
 /// n channels and sum over k, `per_call` of them in each GEMM call of the unfused pass (all k in the
 /// forward, a strip of k in the input gradient): whole strips of the register tile's rows whose
-/// transformed tiles (16·(k + n) values per tile) fit the level-1 data cache; where not one strip fits
+/// transformed tiles ((m + 2)²·(k + n) values per tile) fit the level-1 data cache; where not one strip fits
 /// (64 channels and more in fp32), two strips, whose tiles stay in L2 between the transforms and
 /// the GEMMs (on a 2-vCPU Intel Xeon, bench_winograd_blocks: the forward in 0.73–0.80 of the unfused
 /// pass's time at 64 channels on 7×7 and 128 on 8×8 and 16×16, 0.93–1.04 at 64 on 14×14 and 256 on
 /// 4×4); 0 where no register tile is n's strips' width, or where gemm would split a call's sum (above
 /// its kc): the fused pass then could not make the same sums.
-template <class C>
+template <std::size_t M, class C>
 [[nodiscard]] std::size_t fused_block_tiles(std::size_t n, std::size_t k, std::size_t per_call, std::size_t l1_bytes) noexcept {
     std::size_t mr = 0;
     if (!with_strip_tile<C>(strip_width<C>(n), [&]<class Tile>(Tile) { mr = Tile::mr; })) return 0;
     if (per_call > kernels::detail::tile<C, 1>::kc) return 0;
-    const std::size_t rows = l1_bytes / (positions * (k + n) * sizeof(C));
+    const std::size_t rows = l1_bytes / (positions<M> * (k + n) * sizeof(C));
     return rows >= mr ? rows / mr * mr : 2 * mr;
 }
 
@@ -133,11 +135,11 @@ template <class C>
 /// call's set-up. Each element is the same chain of multiply-adds over the input channels as gemm's
 /// (A read in place, or packed where a strip is cut short, as gemm packs it; alpha 1, beta 0), so the
 /// results are gemm's bit for bit.
-template <class C>
+template <std::size_t M, class C>
 void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout);
     with_strip_tile<C>(width, [&]<class Tile>(Tile) {
-        for (std::size_t xi = 0; xi < positions; ++xi)
+        for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < nb; r += Tile::mr)
                     kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::row_strided>(
@@ -148,25 +150,25 @@ void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, 
 
 /// Tiles per block of the sum over tiles of a weight gradient in the fused backward, or 0 where it
 /// sums a chunk's tiles at once. Results depend on it, so it follows from the shapes alone, never
-/// from the machine's caches: blocks whose transformed tiles (16·(cin + cout) values each) fit 32 KiB,
+/// from the machine's caches: blocks whose transformed tiles ((m + 2)²·(cin + cout) values each) fit 32 KiB,
 /// the smallest level-1 data cache of the CPUs this runs on (AMD Zen 3's), and only where that is
 /// at least 16 tiles (fewer would make each block's update of dU, a load and a store of every
 /// element, cost more than the multiply-adds it saves moving).
 inline constexpr std::size_t sum_block_bytes = std::size_t{32} << 10;
-template <class C>
+template <std::size_t M, class C>
 [[nodiscard]] constexpr std::size_t sum_block_tiles(std::size_t cin, std::size_t cout) noexcept {
-    const std::size_t tiles = sum_block_bytes / (positions * (cin + cout) * sizeof(C));
+    const std::size_t tiles = sum_block_bytes / (positions<M> * (cin + cout) * sizeof(C));
     // At most gemm's kc: the unfused path's calls then sum a block without splitting it either.
     return tiles >= 16 ? std::min(tiles, kernels::detail::tile<C, 1>::kc) : 0;
 }
 
 /// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ for a block of nb tiles (v and dm laid out as weight_gemms' for
 /// nt = nb): weight_gemms' register-tile calls for one block, bit for bit.
-template <class C>
+template <std::size_t M, class C>
 void block_weight_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout);
     with_strip_tile<C>(width, [&]<class Tile>(Tile) {
-        for (std::size_t xi = 0; xi < positions; ++xi)
+        for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < cin; r += Tile::mr)
                     kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::k_strided>(
@@ -178,12 +180,12 @@ void block_weight_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const
 /// dV_ξ = dM_ξ U_ξᵀ for the nb tiles from row r0 of a chunk of nt (dm and ut as data_gemms'), into
 /// dv laid out for nb tiles: data_gemms' register-tile calls for those rows, bit for bit (the same
 /// sums over cout's strips, each call's alpha 1 and beta 0 then 1).
-template <class C>
+template <std::size_t M, class C>
 void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_t cin, std::size_t cout, const C* dm,
                       const C* ut, C* dv) {
     const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
     with_strip_tile<C>(width_in, [&]<class Tile>(Tile) {
-        for (std::size_t xi = 0; xi < positions; ++xi)
+        for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cin; j += width_in)
                 for (std::size_t s = 0; s < cout; s += width_out)
                     for (std::size_t r = 0; r < nb; r += Tile::mr)
@@ -195,10 +197,10 @@ void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_
 }
 
 /// What the drivers share: the tiling, the chunks of whole images and their per-thread buffers.
-template <class C>
+template <std::size_t M, class C>
 struct plan {
-    tiling tl;
-    // chunk: tiles per chunk, whole images whose transformed tiles (16·(cin + cout) values per tile)
+    tiling<M> tl;
+    // chunk: tiles per chunk, whole images whose transformed tiles ((m + 2)²·(cin + cout) values per tile)
     // are about as large as im2col's chunks.
     std::size_t cin, cout, plane, tiles, chunk, chunks;
     // block, data_block: tiles per block of the fused forward and of the fused input gradient
@@ -209,9 +211,10 @@ struct plan {
     plan(const tensor::shape& in, std::size_t out_channels, const window& g) : plan(in, out_channels, g, l1_data_bytes()) {}
     plan(const tensor::shape& in, std::size_t out_channels, const window& g, std::size_t l1_bytes)
         : tl(in, g), cin(in.c), cout(out_channels), plane(cin * cout), tiles(in.n * tl.per_image),
-          chunk(kernels::detail::conv_chunk_rows(positions * (cin + cout), tl.per_image, in.n, sizeof(C))),
-          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<C>(cout, cin, cin, l1_bytes)),
-          data_block(fused_block_tiles<C>(cin, cout, strip_width<C>(cout), l1_bytes)), sum_block(sum_block_tiles<C>(cin, cout)),
+          chunk(kernels::detail::conv_chunk_rows(positions<M> * (cin + cout), tl.per_image, in.n, sizeof(C))),
+          chunks((tiles + chunk - 1) / chunk), block(fused_block_tiles<M, C>(cout, cin, cin, l1_bytes)),
+          data_block(fused_block_tiles<M, C>(cin, cout, strip_width<C>(cout), l1_bytes)),
+          sum_block(sum_block_tiles<M, C>(cin, cout)),
           fused_backward(sum_block != 0 && with_strip_tile<C>(strip_width<C>(cout), [](auto) {}) &&
                          with_strip_tile<C>(strip_width<C>(cin), [](auto) {}) &&
                          strip_width<C>(cout) <= kernels::detail::tile<C, 1>::kc) {}
@@ -226,8 +229,8 @@ struct plan {
     /// Transformed inputs (cols) and outputs (tiles), one buffer each per thread.
     std::pair<C*, C*> buffers(workspace<C>& ws, std::size_t t) const noexcept { return {ws.cols[t].data(), ws.tiles[t].data()}; }
     void reserve(workspace<C>& ws, std::size_t threads, const gemm_options& opt) const {
-        kernels::detail::thread_columns(ws, threads, positions * chunk * cin, opt);
-        kernels::detail::thread_buffers(ws.tiles, threads, positions * chunk * cout);
+        kernels::detail::thread_columns(ws, threads, positions<M> * chunk * cin, opt);
+        kernels::detail::thread_buffers(ws.tiles, threads, positions<M> * chunk * cout);
     }
     /// dx over tiles [t0, t1) from their transformed output gradients dm (the chunk's, in strips) and
     /// Uᵀ: a block of data_block tiles at a time when the GEMMs run on this thread alone, else the
@@ -238,32 +241,32 @@ struct plan {
         if (data_block != 0 && o.threads <= 1) {
             for (std::size_t b0 = t0; b0 < t1; b0 += data_block) {
                 const std::size_t b1 = std::min(t1, b0 + data_block);
-                block_data_gemms(t1 - t0, b0 - t0, b1 - b0, cin, cout, dm, ut, dv);
+                block_data_gemms<M>(t1 - t0, b0 - t0, b1 - b0, cin, cout, dm, ut, dv);
                 add_input_gradient(dv, in, g, tl, b0, b1, dx);
             }
             return;
         }
-        data_gemms(t1 - t0, cin, cout, dm, ut, dv, o);
+        data_gemms<M>(t1 - t0, cin, cout, dm, ut, dv, o);
         add_input_gradient(dv, in, g, tl, t0, t1, dx);
     }
     /// The transformed weights, U or Uᵀ in strips, after 16·plane values of scratch.
     template <class W>
     C* weights(const W* w, bool transposed, workspace<C>& ws, parallelism par) const {
         const auto* wr = registers_view<C>(w, 9 * plane, ws.col, par);
-        if (ws.filters.size() < 2 * positions * plane) ws.filters.resize(2 * positions * plane);
-        C* u = ws.filters.data() + positions * plane;
-        transform_weights(wr, cin, cout, transposed, ws.filters.data(), u, par);
+        if (ws.filters.size() < 2 * positions<M> * plane) ws.filters.resize(2 * positions<M> * plane);
+        C* u = ws.filters.data() + positions<M> * plane;
+        transform_weights<M>(wr, cin, cout, transposed, ws.filters.data(), u, par);
         return u;
     }
 };
 
 }  // namespace detail
 
-/// y = conv(x, w) for a window that fits (3×3, stride 1): as kernels::conv2d_forward.
-template <Compute C, Storage T, Storage W, Storage Y>
+/// y = conv(x, w) for a window that fits (3×3, stride 1), by F(M×M, 3×3): as kernels::conv2d_forward.
+template <std::size_t M, Compute C, Storage T, Storage W, Storage Y>
 void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t cout, const window& g, Y* y,
                     workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
-    const detail::plan<C> p(in, cout, g);
+    const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
     const C* u = p.weights(w, false, ws, par);
@@ -281,12 +284,12 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
                 for (std::size_t b0 = t0; b0 < t1; b0 += p.block) {
                     const std::size_t b1 = std::min(t1, b0 + p.block);
                     detail::transform_input(xs, in, g, p.tl, b0, b1, v);
-                    detail::block_gemms(b1 - b0, p.cin, cout, v, u, m);
+                    detail::block_gemms<M>(b1 - b0, p.cin, cout, v, u, m);
                     detail::transform_output(m, p.tl, cout, b0, b1, out);
                 }
             } else {
                 detail::transform_input(xs, in, g, p.tl, t0, t1, v);
-                detail::forward_gemms(t1 - t0, p.cin, cout, v, u, m, o);
+                detail::forward_gemms<M>(t1 - t0, p.cin, cout, v, u, m, o);
                 detail::transform_output(m, p.tl, cout, t0, t1, out);
             }
             done(c, o);
@@ -305,10 +308,10 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
 }
 
 /// dx = the gradient of conv2d_forward with respect to its input (overwrites dx).
-template <Compute C, Storage D, Storage W, Storage X>
+template <std::size_t M, Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g, X* dx,
                           workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
-    const detail::plan<C> p(in, cout, g);
+    const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
     store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding);
@@ -331,10 +334,10 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C) and, when
 /// dx is not null, dx = the gradient with respect to its input: conv2d_backward_weight and
 /// conv2d_backward_data in one pass over the chunks, each output gradient transformed once.
-template <Compute C, Storage T, Storage D, Storage W, Storage X>
+template <std::size_t M, Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
-    const detail::plan<C> p(in, cout, g);
+    const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
@@ -344,7 +347,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         dst.emplace(dx, in.size(), ws.c, par, rounding);
         ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
     }
-    const std::size_t size = detail::positions * p.plane;
+    const std::size_t size = detail::positions<M> * p.plane;
     if (ws.filters.size() < size) ws.filters.resize(size);
     C* du = ws.filters.data();
     C* acc = dst ? dst->target() : nullptr;
@@ -368,9 +371,9 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
                 const std::size_t b1 = std::min(t1, b0 + p.sum_block), nb = b1 - b0;
                 detail::transform_input(xs, in, g, p.tl, b0, b1, v);
                 detail::transform_output_gradient(dys, p.tl, cout, b0, b1, detail::strip_width<C>(cout), m);
-                detail::block_weight_gemms(nb, p.cin, cout, v, m, b0 == t0 ? beta : C(1), target);
+                detail::block_weight_gemms<M>(nb, p.cin, cout, v, m, b0 == t0 ? beta : C(1), target);
                 if (acc == nullptr) continue;
-                detail::block_data_gemms(nb, 0, nb, p.cin, cout, m, ut, v);
+                detail::block_data_gemms<M>(nb, 0, nb, p.cin, cout, m, ut, v);
                 detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
             }
             commit(c, o);
@@ -378,18 +381,18 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         }
         detail::transform_input(xs, in, g, p.tl, t0, t1, v);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
-        detail::weight_gemms(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
+        detail::weight_gemms<M>(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
         if (acc != nullptr) p.input_gradient(in, g, t0, t1, m, ut, v, acc, o);  // V is no longer needed: dV takes its place
         commit(c, o);
     });
-    detail::add_weight_gradient(du, p.cin, cout, dw, par);
+    detail::add_weight_gradient<M>(du, p.cin, cout, dw, par);
 }
 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C).
-template <Compute C, Storage T, Storage D>
+template <std::size_t M, Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g, C* dw,
                             workspace<C>& ws, gemm_options opt = {}) {
-    winograd::conv2d_backward(x, in, dy, static_cast<const C*>(nullptr), cout, g, dw, static_cast<C*>(nullptr), ws, opt);
+    winograd::conv2d_backward<M>(x, in, dy, static_cast<const C*>(nullptr), cout, g, dw, static_cast<C*>(nullptr), ws, opt);
 }
 
 }  // namespace tessera::kernels::winograd

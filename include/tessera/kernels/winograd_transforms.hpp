@@ -1,11 +1,13 @@
 #pragma once
-// The transforms of Winograd's F(2×2, 3×3) on NHWC tiles (winograd.hpp runs them around its GEMMs):
-//   input V = Bᵀ d B and its adjoint dd = B dV Bᵀ, output Y = Aᵀ M A and its adjoint dM = A dY Aᵀ,
-//   weights U = G g Gᵀ and its adjoint dg = Gᵀ dU G,
-// with the tile geometry, the strip layout the GEMMs read in place, and the loops over tiles and
-// channels they share.
+// The transforms of Winograd's F(m×m, 3×3) on NHWC tiles, m = 2 or 4 (winograd.hpp runs them around its
+// GEMMs): input V = Bᵀ d B and its adjoint dd = B dV Bᵀ, output Y = Aᵀ M A and its adjoint dM = A dY Aᵀ,
+// weights U = G g Gᵀ and its adjoint dg = Gᵀ dU G, on (m + 2) × (m + 2) transformed tiles, with the tile
+// geometry, the strip layout the GEMMs read in place, and the loops over tiles and channels they share.
+// The matrices are Lavin and Gray's (2016): F(2×2, 3×3) interpolates at 0, ±1 and ∞, F(4×4, 3×3) at 0,
+// ±1, ±2 and ∞.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include "tessera/kernels/conv_chunks.hpp"
@@ -18,14 +20,22 @@ namespace tessera::kernels::winograd {
 
 namespace detail {
 
-inline constexpr std::size_t positions = 16;  // the 4×4 transformed tile
+/// Whether the transforms implement F(m×m, 3×3): m = 2 or 4.
+[[nodiscard]] constexpr bool supported_tile(std::size_t m) noexcept { return m == 2 || m == 4; }
+/// The side of an m × m output tile's input patch and transformed tile, and its positions.
+template <std::size_t M>
+inline constexpr std::size_t patch = M + 2;
+template <std::size_t M>
+inline constexpr std::size_t positions = patch<M> * patch<M>;
 
-/// 2×2 output tiles over the output; the last row or column of tiles is cut off when the output
-/// size is odd.
+/// m × m output tiles over the output; the last row or column of tiles is cut off where the output
+/// size is not a multiple of m.
+template <std::size_t M>
 struct tiling {
+    static_assert(supported_tile(M), "Winograd's transforms are F(2x2, 3x3) and F(4x4, 3x3): the output tile is 2 or 4");
     std::size_t oh, ow, th, tw, per_image;
     tiling(const tensor::shape& in, const window& g)
-        : oh(g.out_h(in.h)), ow(g.out_w(in.w)), th((oh + 1) / 2), tw((ow + 1) / 2), per_image(th * tw) {}
+        : oh(g.out_h(in.h)), ow(g.out_w(in.w)), th((oh + M - 1) / M), tw((ow + M - 1) / M), per_image(th * tw) {}
 };
 
 /// Columns per strip of a K × N GEMM operand stored as strips (strip s: K rows of `width` columns,
@@ -44,27 +54,128 @@ template <class C>
     return j / width * rows * width + i * width + j % width;
 }
 
-// The one-dimensional transforms, in place on four values (a vector of channels or one channel).
-/// Bᵀ·d
+/// x as a V: a batch of x in every lane, or the scalar.
 template <class V>
-inline void input_1d(V& a, V& b, V& c, V& d) noexcept {
-    const V t0 = a - c, t1 = b + c, t2 = c - b, t3 = b - d;
-    a = t0, b = t1, c = t2, d = t3;
-}
-/// B·u, the adjoint of Bᵀ·d
-template <class V>
-inline void input_1d_adjoint(V& a, V& b, V& c, V& d) noexcept {
-    const V t0 = a, t1 = b - c + d, t2 = b + c - a, t3 = -d;
-    a = t0, b = t1, c = t2, d = t3;
+[[nodiscard]] inline V splat(double x) noexcept {
+    if constexpr (std::is_arithmetic_v<V>)
+        return V(x);
+    else
+        return V(static_cast<typename V::value_type>(x));
 }
 
-/// Applies a one-dimensional transform f(a, b, c, d) down each column of a 4×4 tile, then along each row.
-template <class V, class F>
-inline void transform_2d(V (&d)[4][4], F&& f) noexcept {
-#pragma GCC unroll 4
-    for (std::size_t q = 0; q < 4; ++q) f(d[0][q], d[1][q], d[2][q], d[3][q]);
-#pragma GCC unroll 4
-    for (std::size_t r = 0; r < 4; ++r) f(d[r][0], d[r][1], d[r][2], d[r][3]);
+// The one-dimensional transforms on the m + 2 values of a column or row of a tile (a vector of
+// channels or one channel each). F(2×2, 3×3)'s in the order of operations its results were first
+// computed with, so that they keep their bits.
+/// Bᵀ·d, in place.
+template <std::size_t M, class V>
+inline void input_1d(V (&d)[M + 2]) noexcept {
+    if constexpr (M == 2) {
+        const V t0 = d[0] - d[2], t1 = d[1] + d[2], t2 = d[2] - d[1], t3 = d[1] - d[3];
+        d[0] = t0, d[1] = t1, d[2] = t2, d[3] = t3;
+    } else {
+        const V two = splat<V>(2), four = splat<V>(4);
+        const V e = d[4] - d[2], f = d[3] - d[1];
+        const V t0 = four * (d[0] - d[2]) + e, t1 = (d[3] + d[4]) - four * (d[1] + d[2]);
+        const V t2 = (d[4] - d[3]) + four * (d[1] - d[2]), t3 = e + two * f, t4 = e - two * f;
+        const V t5 = four * (d[1] - d[3]) + (d[5] - d[3]);
+        d[0] = t0, d[1] = t1, d[2] = t2, d[3] = t3, d[4] = t4, d[5] = t5;
+    }
+}
+/// B·u, the adjoint of Bᵀ·d, in place.
+template <std::size_t M, class V>
+inline void input_1d_adjoint(V (&u)[M + 2]) noexcept {
+    if constexpr (M == 2) {
+        const V t0 = u[0], t1 = u[1] - u[2] + u[3], t2 = u[1] + u[2] - u[0], t3 = -u[3];
+        u[0] = t0, u[1] = t1, u[2] = t2, u[3] = t3;
+    } else {
+        const V two = splat<V>(2), four = splat<V>(4), five = splat<V>(5);
+        const V t0 = four * u[0], t1 = four * (u[2] - u[1] + u[5]) + two * (u[4] - u[3]);
+        const V t2 = -(four * (u[0] + u[1] + u[2]) + (u[0] + u[3] + u[4]));
+        const V t3 = (u[1] - u[2]) + two * (u[3] - u[4]) - five * u[5];
+        const V t4 = u[0] + u[1] + u[2] + u[3] + u[4];
+        u[0] = t0, u[1] = t1, u[2] = t2, u[3] = t3, u[4] = t4;  // u[5] stays
+    }
+}
+/// y = Aᵀ·d: m outputs from m + 2 transformed values.
+template <std::size_t M, class V>
+inline void output_1d(const V (&d)[M + 2], V (&y)[M]) noexcept {
+    if constexpr (M == 2) {
+        y[0] = d[0] + d[1] + d[2];
+        y[1] = d[1] - d[2] - d[3];
+    } else {
+        const V t1 = d[1] + d[2], t2 = d[1] - d[2], t3 = d[3] + d[4], t4 = d[3] - d[4];
+        y[0] = d[0] + t1 + t3;
+        y[1] = t2 + splat<V>(2) * t4;
+        y[2] = t1 + splat<V>(4) * t3;
+        y[3] = t2 + splat<V>(8) * t4 + d[5];
+    }
+}
+/// e = A·y, the adjoint of Aᵀ·d: m + 2 values from m.
+template <std::size_t M, class V>
+inline void output_1d_adjoint(const V (&y)[M], V (&e)[M + 2]) noexcept {
+    if constexpr (M == 2) {
+        e[0] = y[0];
+        e[1] = y[0] + y[1];
+        e[2] = y[0] - y[1];
+        e[3] = -y[1];
+    } else {
+        const V a = y[0] + y[2], b = y[1] + y[3], c = y[0] + splat<V>(4) * y[2], d = splat<V>(2) * (y[1] + splat<V>(4) * y[3]);
+        e[0] = y[0];
+        e[1] = a + b;
+        e[2] = a - b;
+        e[3] = c + d;
+        e[4] = c - d;
+        e[5] = y[3];
+    }
+}
+/// u = G·g: m + 2 values from a column or row of three weights.
+template <std::size_t M, class V>
+inline void weight_1d(const V (&g)[3], V (&u)[M + 2]) noexcept {
+    if constexpr (M == 2) {
+        u[0] = g[0];
+        u[1] = (g[0] + g[1] + g[2]) * splat<V>(0.5);
+        u[2] = (g[0] - g[1] + g[2]) * splat<V>(0.5);
+        u[3] = g[2];
+    } else {
+        const V s = g[0] + g[2], p = (g[0] + splat<V>(4) * g[2]) * splat<V>(1.0 / 24), q = g[1] * splat<V>(1.0 / 12);
+        u[0] = g[0] * splat<V>(0.25);
+        u[1] = (s + g[1]) * splat<V>(-1.0 / 6);
+        u[2] = (s - g[1]) * splat<V>(-1.0 / 6);
+        u[3] = p + q;
+        u[4] = p - q;
+        u[5] = g[2];
+    }
+}
+/// g = Gᵀ·u, the adjoint of G·g: three values from m + 2.
+template <std::size_t M, class V>
+inline void weight_1d_adjoint(const V (&u)[M + 2], V (&g)[3]) noexcept {
+    if constexpr (M == 2) {
+        g[0] = u[0] + (u[1] + u[2]) * splat<V>(0.5);
+        g[1] = (u[1] - u[2]) * splat<V>(0.5);
+        g[2] = (u[1] + u[2]) * splat<V>(0.5) + u[3];
+    } else {
+        const V s = u[1] + u[2], t = u[3] + u[4];
+        g[0] = u[0] * splat<V>(0.25) - s * splat<V>(1.0 / 6) + t * splat<V>(1.0 / 24);
+        g[1] = (u[2] - u[1]) * splat<V>(1.0 / 6) + (u[3] - u[4]) * splat<V>(1.0 / 12);
+        g[2] = (t - s) * splat<V>(1.0 / 6) + u[5];
+    }
+}
+
+/// Applies a one-dimensional transform f(values), in place, down each column of a p × p tile, then
+/// along each row.
+template <std::size_t P, class V, class F>
+inline void transform_2d(V (&d)[P][P], F&& f) noexcept {
+#pragma GCC unroll 8
+    for (std::size_t q = 0; q < P; ++q) {
+        V column[P];
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < P; ++r) column[r] = d[r][q];
+        f(column);
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < P; ++r) d[r][q] = column[r];
+    }
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < P; ++r) f(d[r]);
 }
 
 // A batch or a scalar of C at p (named apart from xsimd::load and xsimd::store, which
@@ -112,40 +223,42 @@ inline void over_channels(std::size_t n, F&& f) {
 using tile_cursor = kernels::detail::grid_cursor;
 
 /// Runs f(at, i) for tiles t0 + i in [t0, t1), `at` the tile's cursor.
-template <class F>
-void for_each_tile(const tiling& tl, std::size_t t0, std::size_t t1, F&& f) {
+template <std::size_t M, class F>
+void for_each_tile(const tiling<M>& tl, std::size_t t0, std::size_t t1, F&& f) {
     tile_cursor at(t0, tl.th, tl.tw);
     for (std::size_t i = 0; i < t1 - t0; ++i, at.next(tl.th, tl.tw)) f(at, i);
 }
 
-/// Which pixels of the 4×4 input patch of the tile at `at` lie in the image: bit 4·r + q for pixel
-/// (r, q) (the rest reach into the padding).
-[[nodiscard]] inline unsigned patch_mask(const tensor::shape& in, const window& g, const tile_cursor& at) noexcept {
+/// Which pixels of the (m + 2)² input patch of the tile at `at` lie in the image: bit (m + 2)·r + q
+/// for pixel (r, q) (the rest reach into the padding).
+template <std::size_t M>
+[[nodiscard]] std::uint64_t patch_mask(const tensor::shape& in, const window& g, const tile_cursor& at) noexcept {
+    constexpr std::size_t p = patch<M>;
     const auto inside = [&](std::size_t first, std::size_t k, std::size_t size) {
         return first + k >= g.pad && first + k < size + g.pad;
     };
-    unsigned cols = 0, mask = 0;
-    for (std::size_t q = 0; q < 4; ++q) cols |= inside(2 * at.x, q, in.w) ? 1u << q : 0u;
-    for (std::size_t r = 0; r < 4; ++r) mask |= inside(2 * at.y, r, in.h) ? cols << (4 * r) : 0u;
+    std::uint64_t cols = 0, mask = 0;
+    for (std::size_t q = 0; q < p; ++q) cols |= inside(M * at.x, q, in.w) ? std::uint64_t{1} << q : 0u;
+    for (std::size_t r = 0; r < p; ++r) mask |= inside(M * at.y, r, in.h) ? cols << (p * r) : 0u;
     return mask;
 }
 
-/// The top-left pixel of the 4×4 input patch of the tile at `at` when the whole patch lies inside the
+/// The top-left pixel of the input patch of the tile at `at` when the whole patch lies inside the
 /// image (its pixels then lie at fixed offsets from it), else null: most tiles of a padded image, so
-/// their loads need no per-pixel test (ResNet-20's 28 × 28 layers: 144 of 196 tiles).
-template <class P>
+/// their loads need no per-pixel test (ResNet-20's 28 × 28 layers: 144 of 196 2×2 tiles, 25 of 49 4×4).
+template <std::size_t M, class P>
 [[nodiscard]] P* interior_patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at) noexcept {
-    const std::size_t y0 = 2 * at.y, x0 = 2 * at.x;
-    if (y0 < g.pad || x0 < g.pad || y0 + 4 > in.h + g.pad || x0 + 4 > in.w + g.pad) return nullptr;
+    const std::size_t y0 = M * at.y, x0 = M * at.x;
+    if (y0 < g.pad || x0 < g.pad || y0 + patch<M> > in.h + g.pad || x0 + patch<M> > in.w + g.pad) return nullptr;
     return x + ((at.n * in.h + (y0 - g.pad)) * in.w + (x0 - g.pad)) * in.c;
 }
 
-/// Pixel pointers of the 2×2 output block of the tile at `at` (null past an odd output's edge).
-template <class P>
-void block(P* y, const tiling& tl, std::size_t cout, const tile_cursor& at, P* (&px)[2][2]) {
-    for (std::size_t r = 0; r < 2; ++r)
-        for (std::size_t q = 0; q < 2; ++q) {
-            const std::size_t oy = 2 * at.y + r, ox = 2 * at.x + q;
+/// Pixel pointers of the m × m output block of the tile at `at` (null past the output's edge).
+template <std::size_t M, class P>
+void block(P* y, const tiling<M>& tl, std::size_t cout, const tile_cursor& at, P* (&px)[M][M]) {
+    for (std::size_t r = 0; r < M; ++r)
+        for (std::size_t q = 0; q < M; ++q) {
+            const std::size_t oy = M * at.y + r, ox = M * at.x + q;
             px[r][q] = oy < tl.oh && ox < tl.ow ? y + ((at.n * tl.oh + oy) * tl.ow + ox) * cout : nullptr;
         }
 }
@@ -153,63 +266,65 @@ void block(P* y, const tiling& tl, std::size_t cout, const tile_cursor& at, P* (
 /// Runs f(pixel, inside) for the tile at `at`, pixel(r, q) the address of the patch's pixel (r, q),
 /// null in the padding: at fixed offsets from one pointer when the whole patch lies inside the image
 /// (inside is std::true_type: no pixel is null, nothing to test), else from its offset and patch_mask.
-template <class P, class F>
+template <std::size_t M, class P, class F>
 void with_patch(P* x, const tensor::shape& in, const window& g, const tile_cursor& at, F&& f) {
-    if (P* base = interior_patch(x, in, g, at)) {
+    if (P* base = interior_patch<M>(x, in, g, at)) {
         const std::size_t row = in.w * in.c, c = in.c;
         f([base, row, c](std::size_t r, std::size_t q) { return base + r * row + q * c; }, std::true_type{});
         return;
     }
     // A patch at the image's edge: its pixels' offsets from pixel (0, 0)'s place (outside the image,
-    // so only an offset), and which of them exist. Five values where 16 pointers would not fit the
-    // general registers (they were parked in vector registers and moved back for every load).
-    const auto origin = static_cast<std::ptrdiff_t>((at.n * in.h + 2 * at.y) * in.w + 2 * at.x) * static_cast<std::ptrdiff_t>(in.c) -
+    // so only an offset), and which of them exist. Five values where one pointer a pixel would not
+    // fit the general registers (they were parked in vector registers and moved back for every load).
+    const auto origin = static_cast<std::ptrdiff_t>((at.n * in.h + M * at.y) * in.w + M * at.x) * static_cast<std::ptrdiff_t>(in.c) -
                         static_cast<std::ptrdiff_t>(g.pad * (in.w + 1) * in.c);
     const auto row = static_cast<std::ptrdiff_t>(in.w * in.c), c = static_cast<std::ptrdiff_t>(in.c);
-    const unsigned mask = patch_mask(in, g, at);
+    const std::uint64_t mask = patch_mask<M>(in, g, at);
     f([x, origin, row, c, mask](std::size_t r, std::size_t q) -> P* {
-        return (mask >> (4 * r + q) & 1u) != 0 ? x + (origin + static_cast<std::ptrdiff_t>(r) * row + static_cast<std::ptrdiff_t>(q) * c)
-                                                : nullptr;
+        return (mask >> (patch<M> * r + q) & 1u) != 0
+                   ? x + (origin + static_cast<std::ptrdiff_t>(r) * row + static_cast<std::ptrdiff_t>(q) * c)
+                   : nullptr;
     }, std::false_type{});
 }
 
-/// The 16 positions of a tile's transformed values for one run of channels, `stride` apart from p
-/// (the strip layout of transform_input's v and the GEMMs' products), into d or from d.
-template <class V, class C>
-inline void load_positions(const C* p, std::size_t stride, V (&d)[4][4]) noexcept {
-#pragma GCC unroll 4
-    for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-        for (std::size_t q = 0; q < 4; ++q) {
+/// The positions of a tile's transformed values for one run of channels, `stride` apart from p (the
+/// strip layout of transform_input's v and the GEMMs' products), into d or from d.
+template <class V, class C, std::size_t P>
+inline void load_positions(const C* p, std::size_t stride, V (&d)[P][P]) noexcept {
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < P; ++r)
+#pragma GCC unroll 8
+        for (std::size_t q = 0; q < P; ++q) {
             d[r][q] = load_lanes<V, C>(p);
             p += stride;
             opaque(p);
         }
 }
-template <class C, class V>
-inline void store_positions(C* p, std::size_t stride, const V (&d)[4][4]) noexcept {
-#pragma GCC unroll 4
-    for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-        for (std::size_t q = 0; q < 4; ++q) {
+template <class C, class V, std::size_t P>
+inline void store_positions(C* p, std::size_t stride, const V (&d)[P][P]) noexcept {
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < P; ++r)
+#pragma GCC unroll 8
+        for (std::size_t q = 0; q < P; ++q) {
             store_lanes(p, d[r][q]);
             p += stride;
             opaque(p);
         }
 }
 
-/// Runs f(p, r, q) for each pixel (r, q) of a tile's 4×4 patch that lies in the image, p the address
-/// of its channel ci (pixel and inside as with_patch gives them): for a patch inside the image by one
-/// pointer stepped along rows and pixels (see opaque), else through pixel(r, q), skipping the padding.
-template <class P, class Pixel, class Inside, class F>
+/// Runs f(p, r, q) for each pixel (r, q) of a tile's patch (m + 2 pixels square) that lies in the
+/// image, p the address of its channel ci (pixel and inside as with_patch gives them): for a patch
+/// inside the image by one pointer stepped along rows and pixels (see opaque), else through
+/// pixel(r, q), skipping the padding.
+template <std::size_t M, class P, class Pixel, class Inside, class F>
 inline void for_each_patch_pixel(const Pixel& pixel, Inside, const tensor::shape& in, std::size_t ci, F&& f) {
     if constexpr (Inside::value) {
         P* row = pixel(0, 0) + ci;
-#pragma GCC unroll 4
-        for (std::size_t r = 0; r < 4; ++r) {
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < patch<M>; ++r) {
             P* p = row;
-#pragma GCC unroll 4
-            for (std::size_t q = 0; q < 4; ++q) {
+#pragma GCC unroll 8
+            for (std::size_t q = 0; q < patch<M>; ++q) {
                 f(p, r, q);
                 p += in.c;
                 opaque(p);
@@ -218,30 +333,30 @@ inline void for_each_patch_pixel(const Pixel& pixel, Inside, const tensor::shape
             opaque(row);
         }
     } else {
-#pragma GCC unroll 4
-        for (std::size_t r = 0; r < 4; ++r)
-#pragma GCC unroll 4
-            for (std::size_t q = 0; q < 4; ++q)
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < patch<M>; ++r)
+#pragma GCC unroll 8
+            for (std::size_t q = 0; q < patch<M>; ++q)
                 if (P* p = pixel(r, q)) f(p + ci, r, q);
     }
 }
 
 /// V = Bᵀ d B for tiles [t0, t1): v[ξ][t - t0][ci] (positions nt·c apart).
-template <class C, class S>
-void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
+template <std::size_t M, class C, class S>
+void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling<M>& tl, std::size_t t0,
                      std::size_t t1, C* v) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         C* dst = v + i * c;
-        with_patch(x, in, g, at, [&](auto pixel, auto inside) {
+        with_patch<M>(x, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
-                V d[4][4];
+                V d[patch<M>][patch<M>];
                 if constexpr (!decltype(inside)::value)  // the padding reads as zeros
                     for (auto& row : d)
                         for (auto& e : row) e = V(C(0));
-                for_each_patch_pixel<const S>(pixel, inside, in, ci,
-                                              [&](const S* p, std::size_t r, std::size_t q) { d[r][q] = load_lanes<V, C>(p); });
-                transform_2d(d, input_1d<V>);
+                for_each_patch_pixel<M, const S>(pixel, inside, in, ci,
+                                                 [&](const S* p, std::size_t r, std::size_t q) { d[r][q] = load_lanes<V, C>(p); });
+                transform_2d(d, [](V(&values)[patch<M>]) { input_1d<M>(values); });
                 store_positions(dst + ci, stride, d);
             });
         });
@@ -249,9 +364,9 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
 }
 
 /// Whether the tile at `at` is the first, in the tiles' order, to reach the pixel at (r, q) of its
-/// 4×4 patch. A tile's patch shares its first two rows with the patch of the tile above and its first
-/// two columns with the patch of the tile to its left (tiles step 2 pixels), and reaches its last two
-/// rows and columns first; every pixel of an image lies in some patch.
+/// patch. A tile's patch shares its first two rows with the patch of the tile above and its first two
+/// columns with the patch of the tile to its left (tiles step m pixels, patches are m + 2 wide), and
+/// reaches its other rows and columns first; every pixel of an image lies in some patch.
 [[nodiscard]] inline bool first_to_reach(const tile_cursor& at, std::size_t r, std::size_t q) noexcept {
     return (r >= 2 || at.y == 0) && (q >= 2 || at.x == 0);
 }
@@ -259,8 +374,8 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
 /// dx = B dV Bᵀ summed over tiles [t0, t1) (dv laid out as transform_input's v), whole images in
 /// the tiles' order: the first tile to reach a pixel (first_to_reach) writes it, the tiles after it
 /// add to it (patches overlap by two pixels), so dx needs no zeroing beforehand.
-template <class C>
-void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, const tiling& tl, std::size_t t0,
+template <std::size_t M, class C>
+void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, const tiling<M>& tl, std::size_t t0,
                         std::size_t t1, C* dx) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
@@ -269,12 +384,12 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
         const auto put = [&at]<class V>(C* p, std::size_t r, std::size_t q, const V& d) {
             store_lanes(p, first_to_reach(at, r, q) ? d : load_lanes<V, C>(p) + d);
         };
-        with_patch(dx, in, g, at, [&](auto pixel, auto inside) {
+        with_patch<M>(dx, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
-                V d[4][4];
+                V d[patch<M>][patch<M>];
                 load_positions(src + ci, stride, d);
-                transform_2d(d, input_1d_adjoint<V>);
-                for_each_patch_pixel<C>(pixel, inside, in, ci, [&](C* p, std::size_t r, std::size_t q) { put(p, r, q, d[r][q]); });
+                transform_2d(d, [](V(&values)[patch<M>]) { input_1d_adjoint<M>(values); });
+                for_each_patch_pixel<M, C>(pixel, inside, in, ci, [&](C* p, std::size_t r, std::size_t q) { put(p, r, q, d[r][q]); });
             });
         });
     });
@@ -282,67 +397,72 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
 
 /// y = Aᵀ M A for tiles [t0, t1) (m[ξ][t - t0][co]), written where the output exists, as C or as a
 /// type that stores from registers (rounded to nearest).
-template <class C, class Y>
-void transform_output(const C* m, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1, Y* y) {
+template <std::size_t M, class C, class Y>
+void transform_output(const C* m, const tiling<M>& tl, std::size_t cout, std::size_t t0, std::size_t t1, Y* y) {
+    constexpr std::size_t p = patch<M>;
     const std::size_t stride = (t1 - t0) * cout;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
-        Y* px[2][2];
+        Y* px[M][M];
         block(y, tl, cout, at, px);
         const C* src = m + i * cout;
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
-            V d[4][4];
+            V d[p][p];
             load_positions(src + co, stride, d);
-            V s[2][4];
+            V s[M][p];  // Aᵀ·M down each column
+#pragma GCC unroll 8
+            for (std::size_t q = 0; q < p; ++q) {
+                V column[p], out[M];
+#pragma GCC unroll 8
+                for (std::size_t r = 0; r < p; ++r) column[r] = d[r][q];
+                output_1d<M>(column, out);
 #pragma GCC unroll 4
-            for (std::size_t q = 0; q < 4; ++q) {
-                s[0][q] = d[0][q] + d[1][q] + d[2][q];
-                s[1][q] = d[1][q] - d[2][q] - d[3][q];
+                for (std::size_t r = 0; r < M; ++r) s[r][q] = out[r];
             }
 #pragma GCC unroll 4
-            for (std::size_t r = 0; r < 2; ++r) {
-                if (px[r][0]) store_lanes(px[r][0] + co, s[r][0] + s[r][1] + s[r][2]);
-                if (px[r][1]) store_lanes(px[r][1] + co, s[r][1] - s[r][2] - s[r][3]);
+            for (std::size_t r = 0; r < M; ++r) {
+                V out[M];
+                output_1d<M>(s[r], out);
+#pragma GCC unroll 4
+                for (std::size_t q = 0; q < M; ++q)
+                    if (px[r][q]) store_lanes(px[r][q] + co, out[q]);
             }
         });
     });
 }
 
 /// dM = A dY Aᵀ for tiles [t0, t1): dm[ξ] an nt × cout matrix in strips of `width` columns (a multiple
-/// of the SIMD width, or cout), positions nt·cout apart; zeros past an odd output's edge.
-template <class C, class S>
-void transform_output_gradient(const S* dy, const tiling& tl, std::size_t cout, std::size_t t0, std::size_t t1,
+/// of the SIMD width, or cout), positions nt·cout apart; zeros past the output's edge.
+template <std::size_t M, class C, class S>
+void transform_output_gradient(const S* dy, const tiling<M>& tl, std::size_t cout, std::size_t t0, std::size_t t1,
                                std::size_t width, C* dm) {
+    constexpr std::size_t p = patch<M>;
     const std::size_t nt = t1 - t0, stride = nt * cout;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
-        const S* px[2][2];
+        const S* px[M][M];
         block(dy, tl, cout, at, px);
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
             C* dst = dm + strip_index(i, co, nt, width) - co;  // + co below: vectors never straddle strips
-            V d[2][2];
+            V e[p][M];  // A·dY down each column
 #pragma GCC unroll 4
-            for (std::size_t r = 0; r < 2; ++r)
+            for (std::size_t q = 0; q < M; ++q) {
+                V column[M], out[p];
 #pragma GCC unroll 4
-                for (std::size_t q = 0; q < 2; ++q) d[r][q] = px[r][q] ? load_lanes<V, C>(px[r][q] + co) : V(C(0));
-            V e[4][2];  // A·dY: (v0, v0 + v1, v0 − v1, −v1) down each column
-#pragma GCC unroll 4
-            for (std::size_t q = 0; q < 2; ++q) {
-                e[0][q] = d[0][q];
-                e[1][q] = d[0][q] + d[1][q];
-                e[2][q] = d[0][q] - d[1][q];
-                e[3][q] = -d[1][q];
+                for (std::size_t r = 0; r < M; ++r) column[r] = px[r][q] ? load_lanes<V, C>(px[r][q] + co) : V(C(0));
+                output_1d_adjoint<M>(column, out);
+#pragma GCC unroll 8
+                for (std::size_t r = 0; r < p; ++r) e[r][q] = out[r];
             }
             C* out = dst + co;
-            const auto put = [&](const V& value) {
-                store_lanes(out, value);
-                out += stride;
-                opaque(out);
-            };
-#pragma GCC unroll 4
-            for (std::size_t r = 0; r < 4; ++r) {
-                put(e[r][0]);
-                put(e[r][0] + e[r][1]);
-                put(e[r][0] - e[r][1]);
-                put(-e[r][1]);
+#pragma GCC unroll 8
+            for (std::size_t r = 0; r < p; ++r) {
+                V row[p];
+                output_1d_adjoint<M>(e[r], row);
+#pragma GCC unroll 8
+                for (std::size_t q = 0; q < p; ++q) {
+                    store_lanes(out, row[q]);
+                    out += stride;
+                    opaque(out);
+                }
             }
         });
     });
@@ -363,35 +483,35 @@ void for_each_block(parallelism par, std::size_t n, F&& f) {
 }
 
 /// U = G g Gᵀ for every channel pair: u[ξ] = U_ξ, cin × cout, from w [3][3][cin][cout]; or, when
-/// `transposed`, u[ξ] = U_ξᵀ, cout × cin. Each in strips of strip_width columns.
-template <class C, class W>
+/// `transposed`, u[ξ] = U_ξᵀ, cout × cin. Each in strips of strip_width columns; rows is scratch of
+/// as many values.
+template <std::size_t M, class C, class W>
 void transform_weights(const W* w, std::size_t cin, std::size_t cout, bool transposed, C* rows, C* u, parallelism par) {
+    constexpr std::size_t p = patch<M>;
     const std::size_t plane = cin * cout;
     // Row-major U_ξ first, vectorised over the contiguous channel pairs.
     for_each_block(par, plane, [&](std::size_t b, std::size_t e) {
         over_channels<C>(e - b, [&]<class V>(std::size_t k) {
             const std::size_t i = b + k;
-            V h[4][3];  // G·g: (g0, (g0 + g1 + g2)/2, (g0 − g1 + g2)/2, g2) down each column
+            V h[p][3];  // G·g down each column
             for (std::size_t kx = 0; kx < 3; ++kx) {
-                const V g0 = load_lanes<V, C>(w + kx * plane + i), g1 = load_lanes<V, C>(w + (3 + kx) * plane + i);
-                const V g2 = load_lanes<V, C>(w + (6 + kx) * plane + i);
-                h[0][kx] = g0;
-                h[1][kx] = (g0 + g1 + g2) * V(C(0.5));
-                h[2][kx] = (g0 - g1 + g2) * V(C(0.5));
-                h[3][kx] = g2;
+                const V column[3] = {load_lanes<V, C>(w + kx * plane + i), load_lanes<V, C>(w + (3 + kx) * plane + i),
+                                     load_lanes<V, C>(w + (6 + kx) * plane + i)};
+                V out[p];
+                weight_1d<M>(column, out);
+                for (std::size_t r = 0; r < p; ++r) h[r][kx] = out[r];
             }
-            for (std::size_t r = 0; r < 4; ++r) {
-                store_lanes(rows + (r * 4 + 0) * plane + i, h[r][0]);
-                store_lanes(rows + (r * 4 + 1) * plane + i, (h[r][0] + h[r][1] + h[r][2]) * V(C(0.5)));
-                store_lanes(rows + (r * 4 + 2) * plane + i, (h[r][0] - h[r][1] + h[r][2]) * V(C(0.5)));
-                store_lanes(rows + (r * 4 + 3) * plane + i, h[r][2]);
+            for (std::size_t r = 0; r < p; ++r) {
+                V out[p];
+                weight_1d<M>(h[r], out);
+                for (std::size_t q = 0; q < p; ++q) store_lanes(rows + (r * p + q) * plane + i, out[q]);
             }
         });
     });
     // Then into strips: strip j0 of U_ξ holds rows ci, columns co in [j0, j0 + width); of U_ξᵀ rows co,
     // columns ci in [j0, j0 + width).
     const std::size_t width = strip_width<C>(transposed ? cin : cout);
-    kernels::detail::parallel_ranges(par, positions, std::max<std::size_t>(1, weight_block / std::max<std::size_t>(plane, 1)),
+    kernels::detail::parallel_ranges(par, positions<M>, std::max<std::size_t>(1, weight_block / std::max<std::size_t>(plane, 1)),
                                      [&](std::size_t b, std::size_t e, std::size_t) {
         for (std::size_t xi = b; xi < e; ++xi) {
             const C* from = rows + xi * plane;
@@ -410,28 +530,26 @@ void transform_weights(const W* w, std::size_t cin, std::size_t cout, bool trans
 }
 
 /// dw += Gᵀ dU G for every channel pair (du laid out as transform_weights' u, not in strips).
-template <class C>
+template <std::size_t M, class C>
 void add_weight_gradient(const C* du, std::size_t cin, std::size_t cout, C* dw, parallelism par) {
+    constexpr std::size_t p = patch<M>;
     const std::size_t plane = cin * cout;
     for_each_block(par, plane, [&](std::size_t b, std::size_t e) {
         over_channels<C>(e - b, [&]<class V>(std::size_t k) {
             const std::size_t i = b + k;
-            // Gᵀ·u: (u0 + (u1 + u2)/2, (u1 − u2)/2, (u1 + u2)/2 + u3)
-            const auto adjoint = [](V u0, V u1, V u2, V u3, V(&out)[3]) {
-                out[0] = u0 + (u1 + u2) * V(C(0.5));
-                out[1] = (u1 - u2) * V(C(0.5));
-                out[2] = (u1 + u2) * V(C(0.5)) + u3;
-            };
-            V h[4][3];
-            for (std::size_t r = 0; r < 4; ++r)
-                adjoint(load_lanes<V, C>(du + (r * 4) * plane + i), load_lanes<V, C>(du + (r * 4 + 1) * plane + i),
-                        load_lanes<V, C>(du + (r * 4 + 2) * plane + i), load_lanes<V, C>(du + (r * 4 + 3) * plane + i), h[r]);
+            V h[p][3];  // Gᵀ along each row
+            for (std::size_t r = 0; r < p; ++r) {
+                V row[p];
+                for (std::size_t q = 0; q < p; ++q) row[q] = load_lanes<V, C>(du + (r * p + q) * plane + i);
+                weight_1d_adjoint<M>(row, h[r]);
+            }
             for (std::size_t kx = 0; kx < 3; ++kx) {
-                V col[3];
-                adjoint(h[0][kx], h[1][kx], h[2][kx], h[3][kx], col);
+                V column[p], out[3];
+                for (std::size_t r = 0; r < p; ++r) column[r] = h[r][kx];
+                weight_1d_adjoint<M>(column, out);
                 for (std::size_t ky = 0; ky < 3; ++ky) {
-                    C* p = dw + (ky * 3 + kx) * plane + i;
-                    store_lanes(p, load_lanes<V, C>(p) + col[ky]);
+                    C* q = dw + (ky * 3 + kx) * plane + i;
+                    store_lanes(q, load_lanes<V, C>(q) + out[ky]);
                 }
             }
         });

@@ -127,9 +127,9 @@ public:
 private:
     // The context's choice; a layer Winograd does not fit runs im2col + GEMM.
     [[nodiscard]] kernels::conv_algorithm algorithm(const context& ctx) const noexcept {
-        return ctx.convolution == kernels::conv_algorithm::winograd && !kernels::winograd::fits(m_window)
-                   ? kernels::conv_algorithm::im2col
-                   : ctx.convolution;
+        const bool winograd = ctx.convolution == kernels::conv_algorithm::winograd ||
+                              ctx.convolution == kernels::conv_algorithm::winograd_4x4;
+        return winograd && !kernels::winograd::fits(m_window) ? kernels::conv_algorithm::im2col : ctx.convolution;
     }
     void check(const tensor::shape& s) const {
         if (s.c != m_in)

@@ -49,9 +49,11 @@ struct context {
     bool update_running_statistics = true;
     /// Workers for threads > 1, kept between calls (none: threads are started per parallel loop).
     kernels::thread_pool* pool = nullptr;
-    /// How convolutions are computed. automatic: Winograd F(2×2, 3×3) for 3×3 stride-1 layers of 8 or
-    /// more channels, im2col + GEMM for the others; im2col: every layer by im2col + GEMM; winograd:
-    /// every 3×3 stride-1 layer by Winograd, whatever its channels, the others by im2col + GEMM.
+    /// How convolutions are computed. automatic: Winograd for 3×3 stride-1 layers of 8 or more channels
+    /// (F(4×4, 3×3) or F(2×2, 3×3), whichever does fewer multiplies, F(4×4, 3×3) only up to 64
+    /// channels), im2col + GEMM for the others; im2col: every layer by im2col + GEMM; winograd and
+    /// winograd_4x4: every 3×3 stride-1 layer by F(2×2, 3×3) or F(4×4, 3×3), whatever its channels, the
+    /// others by im2col + GEMM.
     kernels::conv_algorithm convolution = kernels::conv_algorithm::automatic;
     /// How the call stores what it computes in a 16-bit data type: to nearest, or stochastically as the
     /// IPU does with stochastic rounding on. The stream names this layer's tensors of this micro-batch;
