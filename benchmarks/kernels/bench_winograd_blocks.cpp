@@ -1,7 +1,7 @@
 // Winograd's forward a block of tiles at a time (transform, GEMMs on the register tile, transform
 // back: what kernels::winograd::conv2d_forward runs where its plan has a block) against the unfused
 // pass over a whole chunk (transform the chunk, its 16 positions' GEMMs, transform back), one thread,
-// batch 32, cin = cout, 3×3 stride 1 padding 1, fp32: the measurement behind
+// batch 32, cin = cout, 3×3 stride 1 padding 1, fp32, Winograd F(2×2, 3×3): the measurement behind
 // winograd::detail::fused_block_tiles. Both make the same sums; the baseline is the unfused pass in
 // the same run. Counters: milliseconds of each (the best of 40 rounds), block/unfused for the
 // plan's block, and for blocks of 1, 2 and 4 strips of the register tile's rows.

@@ -103,9 +103,10 @@ private:
 
 // FLOPs a ResNet-20 step on 28 × 28 images really executes, per image, beside the model FLOPs it
 // is credited with (nn::cost: 2 × multiply-adds of the direct convolution). Convolutions that run
-// as Winograd F(2×2, 3×3) (kernels::uses_winograd, automatic choice) multiply 16 values per 2 × 2
-// output tile and channel pair in each of their three passes instead of 36; their transforms are
-// additions and are not counted. The stem computes no input gradient (want_dx = false).
+// as Winograd F(m×m, 3×3) (kernels::winograd_tile, automatic choice) multiply (m + 2)² values per
+// m × m output tile and channel pair in each of their three passes instead of 9·m²
+// (bench::executed_share); their transforms are not counted. The stem computes no input gradient
+// (want_dx = false).
 struct conv_desc {
     std::size_t h, w, cin, cout, stride;
 };

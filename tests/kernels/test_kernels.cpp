@@ -506,6 +506,54 @@ TEST_CASE("batch norm: training statistics, running statistics, evaluation and b
     }
 }
 
+TEMPLATE_TEST_CASE("batch norm, the residual add and the ReLU in one pass: the bits of the three passes apart",
+                   "[kernels][batch_norm][threads]", float, double) {
+    using C = TestType;
+    const std::size_t ch = 19;  // a scalar tail after the vectors
+    for (const std::size_t rows : {std::size_t{37}, std::size_t{7001}}) {  // the second over two threads' grain
+        for (const std::size_t threads : {1u, 2u}) {
+            CAPTURE(rows, threads);
+            const auto x = random_vector<C>(rows * ch, 60, -2, 3), skip = random_vector<C>(rows * ch, 61);
+            const auto gamma = random_vector<C>(ch, 62, 0.5, 1.5), beta = random_vector<C>(ch, 63);
+            std::vector<C> rm1(ch, C(0)), rv1(ch, C(1)), rm2 = rm1, rv2 = rv1, bn(rows * ch), apart(rows * ch), fused(rows * ch);
+            k::batch_norm_saved<C> s1, s2;
+            k::workspace<C> ws1, ws2;
+            k::batch_norm_forward_train(x.data(), rows, ch, gamma.data(), beta.data(), C(1e-5), C(0.1), rm1.data(), rv1.data(), s1,
+                                        bn.data(), ws1, {threads});
+            k::simd::add_relu<C>(bn.data(), skip.data(), apart.data(), rows * ch);
+            k::batch_norm_add_relu_forward_train(x.data(), skip.data(), rows, ch, gamma.data(), beta.data(), C(1e-5), C(0.1),
+                                                 rm2.data(), rv2.data(), s2, fused.data(), ws2, {threads});
+            CHECK(fused == apart);
+            CHECK(s2.mean == s1.mean);
+            CHECK(s2.inv_std == s1.inv_std);
+            CHECK(rm2 == rm1);
+            CHECK(rv2 == rv1);
+            CHECK(std::count(fused.begin(), fused.end(), C(0)) > static_cast<std::ptrdiff_t>(rows * ch / 4));  // the ReLU cut
+        }
+    }
+}
+
+TEST_CASE("batch norm, the residual add and the ReLU in one pass round a half output once", "[kernels][batch_norm][half]") {
+    const std::size_t rows = 301, ch = 21;
+    const auto xh = random_vector<half>(rows * ch, 64, -2, 2), skiph = random_vector<half>(rows * ch, 65, -2, 2);
+    const std::vector<float> xf(xh.begin(), xh.end()), skipf(skiph.begin(), skiph.end());
+    const auto g = random_vector<float>(ch, 66, 0.5, 1.5), b = random_vector<float>(ch, 67);
+    std::vector<float> m1(ch, 0), v1(ch, 1), m2(ch, 0), v2(ch, 1), bn(rows * ch), apart(rows * ch);
+    std::vector<half> fused(rows * ch);
+    k::batch_norm_saved<float> s1, s2;
+    k::workspace<float> ws;
+    // fp32 on the widened values, then one rounding: what the fused pass must give.
+    k::batch_norm_forward_train(xf.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m1.data(), v1.data(), s1, bn.data(), ws);
+    k::simd::add_relu<float>(bn.data(), skipf.data(), apart.data(), rows * ch);
+    k::batch_norm_add_relu_forward_train(xh.data(), skiph.data(), rows, ch, g.data(), b.data(), 1e-5f, 0.1f, m2.data(), v2.data(),
+                                         s2, fused.data(), ws);
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < rows * ch; ++i) differing += fused[i].bits() != half(apart[i]).bits();
+    CHECK(differing == 0);
+    CHECK(s2.mean == s1.mean);
+    CHECK(v2 == v1);
+}
+
 TEST_CASE("batch norm with half storage agrees with fp32", "[kernels][batch_norm][half]") {
     const std::size_t rows = 50, ch = 21;
     const auto xh = random_vector<half>(rows * ch, 40, -2, 2);

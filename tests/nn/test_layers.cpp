@@ -39,9 +39,14 @@ TEST_CASE("conv2d gradients match finite differences", "[nn][gradcheck]") {
     check_gradients(strided, {1, 7, 6, 2}, 2);
     nn::conv2d<fp64> pointwise(5, 3, {1, 1, 2, 0});
     check_gradients(pointwise, {2, 5, 5, 5}, 3);
-    // 3×3 stride 1 between 8 or more channels: Winograd F(2×2, 3×3), with an odd output width.
+    // 3×3 stride 1 between 8 or more channels: Winograd, with an odd output width. On 4×5 images,
+    // F(4×4, 3×3) (2 tiles of 36 multiplies against F(2×2, 3×3)'s 6 of 16); on 2×3, F(2×2, 3×3)
+    // (2 tiles of 16 against one of 36).
     nn::conv2d<fp64> winograd(8, 9, {3, 3, 1, 1});
+    REQUIRE(tessera::kernels::winograd_tile(tessera::kernels::conv_algorithm::automatic, {2, 4, 5, 8}, 9, {3, 3, 1, 1}) == 4);
     check_gradients(winograd, {2, 4, 5, 8}, 4);
+    REQUIRE(tessera::kernels::winograd_tile(tessera::kernels::conv_algorithm::automatic, {2, 2, 3, 8}, 9, {3, 3, 1, 1}) == 2);
+    check_gradients(winograd, {2, 2, 3, 8}, 5);
 }
 
 TEST_CASE("batch norm gradients match finite differences (training statistics)", "[nn][gradcheck]") {
@@ -293,6 +298,65 @@ TEST_CASE("the residual add with its ReLU is the ReLU of the rounded sum, bit fo
         differing = 0;
         for (std::size_t i = 0; i < n; ++i) differing += out[i].bits() != tessera::half(std::max(float(sum[i]), 0.0f)).bits();
         CHECK(differing == 0);
+    }
+}
+
+TEST_CASE("a residual block's training forward runs its last batch norm, the add and the ReLU in one pass, with the "
+          "bits of the layers run apart",
+          "[nn][residual]") {
+    STATIC_REQUIRE(nn::detail::ends_in_batch_norm<nn::detail::basic_main<config::fp32>>);
+    STATIC_REQUIRE(nn::detail::ends_in_batch_norm<nn::detail::bottleneck_main<config::half>>);
+    STATIC_REQUIRE_FALSE(nn::detail::ends_in_batch_norm<nn::sequential<nn::conv2d<config::fp32>, nn::batch_norm_relu<config::fp32>>>);
+    for (const std::size_t stride : {1u, 2u}) {  // an identity shortcut, and a projection
+        CAPTURE(stride);
+        nn::basic_block<config::fp32> fused(16, 16 * stride, stride);
+        auto apart = fused;
+        const shape s{4, 9, 9, 16};
+        const auto x = random_activation<config::fp32>(s, 90);
+        const nn::context ctx{nn::mode::train, 2};
+        decltype(fused)::state fs, as;
+        const auto& y = fused.forward(x, fs, ctx);
+        // The same layers and contexts, each pass apart: the main branch, the shortcut, the add and ReLU.
+        const auto& a = apart.main_branch().forward(x, as.main, ctx.child(0));
+        const auto& b = apart.skip_branch().forward(x, as.skip, ctx.child(1));
+        std::vector<float> expected(a.size());
+        nn::detail::add<float, true>(a.data(), b.data(), expected.data(), a.size());
+        REQUIRE(std::equal(y.begin(), y.end(), expected.begin(), expected.end()));
+        // The last batch norm kept what its backward reads (its input and statistics), not its output.
+        const auto& bn = std::get<3>(fs.main.parts);
+        CHECK(bn.input == &std::get<2>(fs.main.parts).output);
+        CHECK(bn.output.size() == 0);
+        CHECK(bn.saved.mean == std::get<3>(as.main.parts).saved.mean);
+        CHECK(bn.saved.inv_std == std::get<3>(as.main.parts).saved.inv_std);
+        std::vector<float> running_fused, running_apart;
+        fused.visit_buffers(
+            [&](std::string_view, std::span<float> v) { running_fused.insert(running_fused.end(), v.begin(), v.end()); });
+        apart.visit_buffers(
+            [&](std::string_view, std::span<float> v) { running_apart.insert(running_apart.end(), v.begin(), v.end()); });
+        CHECK(running_fused == running_apart);
+        // Backward from either state: the same gradients.
+        const auto dy = random_activation<config::fp32>(fused.output_shape(s), 91);
+        decltype(fused)::state ref;
+        const auto& yr = apart.forward(x, ref, ctx);  // apart's own (fused) forward, for its backward
+        REQUIRE(std::equal(yr.begin(), yr.end(), y.begin(), y.end()));
+        const auto& dx = fused.backward(dy, fs, ctx, true);
+        std::vector<float> dx_fused(dx.begin(), dx.end());
+        // The unfused forward's state: the main branch's layers and the shortcut as above, the block's
+        // output written by the add.
+        decltype(fused)::state unfused;
+        const auto& ua = apart.main_branch().forward(x, unfused.main, ctx.child(0));
+        const auto& ub = apart.skip_branch().forward(x, unfused.skip, ctx.child(1));
+        nn::detail::ensure_shape(unfused.out.output, tensor::shape_of(ua));
+        nn::detail::add<float, true>(ua.data(), ub.data(), unfused.out.output.data(), ua.size());
+        const auto& dxu = apart.backward(dy, unfused, ctx, true);
+        REQUIRE(std::equal(dx_fused.begin(), dx_fused.end(), dxu.begin(), dxu.end()));
+        std::vector<float> grads_fused, grads_apart;
+        fused.visit_parameters(
+            [&](std::string_view, auto, std::span<float> g) { grads_fused.insert(grads_fused.end(), g.begin(), g.end()); });
+        apart.visit_parameters(
+            [&](std::string_view, auto, std::span<float> g) { grads_apart.insert(grads_apart.end(), g.begin(), g.end()); });
+        CHECK(grads_fused == grads_apart);
+        CHECK(std::any_of(grads_fused.begin(), grads_fused.end(), [](float g) { return g != 0.0f; }));
     }
 }
 

@@ -1,8 +1,10 @@
 #pragma once
 // Batch normalisation over the rows of an NHWC tensor (per channel), training and evaluation.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/simd.hpp"
@@ -81,6 +83,44 @@ void normalise_rows(bool relu, const TX* x, std::size_t rows, std::size_t channe
 
 }  // namespace detail
 
+namespace detail {
+
+/// Rows per block of a batch norm's passes over rows × channels (and per thread at least).
+[[nodiscard]] inline std::size_t batch_norm_grain(std::size_t channels) noexcept {
+    return std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
+}
+
+/// The training statistics of xc (rows × channels, in registers' types) into saved (mean and 1/σ),
+/// the running statistics moved by `momentum` (unbiased variance, as PyTorch; null ones left alone),
+/// and each channel's scale γ/σ and shift β − mean·γ/σ, returned from ws.b: what a training forward
+/// applies.
+template <class C, class TX, class W>
+std::pair<const C*, const C*> training_affine(const TX* xc, std::size_t rows, std::size_t channels, const W* gamma,
+                                              const W* beta, C eps, C momentum, C* running_mean, C* running_var,
+                                              batch_norm_saved<C>& saved, workspace<C>& ws, parallelism par) {
+    saved.mean.assign(channels, C(0));
+    saved.inv_std.assign(channels, C(0));
+    C* mean = saved.mean.data();
+    C* var = saved.inv_std.data();
+    column_mean_and_deviations(xc, rows, channels, batch_norm_grain(channels), mean, var, ws.partial, par);
+    const C inv_rows = C(1) / static_cast<C>(rows);
+    if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
+    C* scale = ws.b.data();
+    C* shift = ws.b.data() + channels;
+    for (std::size_t c = 0; c < channels; ++c) {
+        const C v = var[c] * inv_rows;
+        const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
+        if (running_mean != nullptr) running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
+        if (running_var != nullptr) running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
+        var[c] = C(1) / std::sqrt(v + eps);  // now inv_std
+        scale[c] = load_as<C>(gamma[c]) * var[c];
+        shift[c] = load_as<C>(beta[c]) - mean[c] * scale[c];
+    }
+    return {scale, shift};
+}
+
+}  // namespace detail
+
 /// Training forward over x (rows × channels): statistics of this micro-batch normalise x; the running
 /// statistics move by `momentum` towards them (unbiased variance, as PyTorch); null running
 /// statistics are left alone (a recomputed forward). y may alias nothing. relu: y = max(bn(x), 0),
@@ -91,26 +131,9 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
                               workspace<C>& ws, parallelism par = {}, bool relu = false, const tensor::rounding& rounding = {}) {
     // xc and out: x and y themselves when their storage loads into registers, else converted copies.
     const auto run = [&](const auto* xc, auto* out) {
-        saved.mean.assign(channels, C(0));
-        saved.inv_std.assign(channels, C(0));
-        C* mean = saved.mean.data();
-        C* var = saved.inv_std.data();
-        const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
-        detail::column_mean_and_deviations(xc, rows, channels, grain, mean, var, ws.partial, par);
-        const C inv_rows = C(1) / static_cast<C>(rows);
-        if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
-        C* scale = ws.b.data();
-        C* shift = ws.b.data() + channels;
-        for (std::size_t c = 0; c < channels; ++c) {
-            const C v = var[c] * inv_rows;
-            const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
-            if (running_mean != nullptr) running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
-            if (running_var != nullptr) running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
-            var[c] = C(1) / std::sqrt(v + eps);  // now inv_std
-            scale[c] = detail::load_as<C>(gamma[c]) * var[c];
-            shift[c] = detail::load_as<C>(beta[c]) - mean[c] * scale[c];
-        }
-        detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+        const auto [scale, shift] =
+            detail::training_affine(xc, rows, channels, gamma, beta, eps, momentum, running_mean, running_var, saved, ws, par);
+        detail::parallel_ranges(par, rows, detail::batch_norm_grain(channels), [&](std::size_t b, std::size_t e, std::size_t) {
             detail::normalise_rows(relu, xc + b * channels, e - b, channels, scale, shift, out + b * channels);
         });
     };
@@ -126,6 +149,38 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
         through_scratch(x);
     } else {
         through_scratch(load_compute<C>(x, rows * channels, ws.a, par));
+    }
+}
+
+/// Training forward followed by a residual block's add and ReLU, in one pass over the rows:
+/// y = max(bn(x) + skip, 0), bn(x) never stored (a batch norm's backward reads only its input and
+/// statistics). The same statistics, running statistics and saved values as
+/// batch_norm_forward_train; computed in C and rounded once into y, so in C (fp32) the same bits
+/// as batch_norm_forward_train followed by the add and the ReLU, and in a 16-bit type one rounding
+/// where those made two.
+template <Compute C, Storage T, Storage W, Storage Y>
+void batch_norm_add_relu_forward_train(const T* x, const T* skip, std::size_t rows, std::size_t channels, const W* gamma,
+                                       const W* beta, C eps, C momentum, C* running_mean, C* running_var,
+                                       batch_norm_saved<C>& saved, Y* y, workspace<C>& ws, parallelism par = {},
+                                       const tensor::rounding& rounding = {}) {
+    const auto run = [&](const auto* xc, const auto* sc, auto* out) {
+        const auto [scale, shift] =
+            detail::training_affine(xc, rows, channels, gamma, beta, eps, momentum, running_mean, running_var, saved, ws, par);
+        detail::parallel_ranges(par, rows, detail::batch_norm_grain(channels), [&](std::size_t b, std::size_t e, std::size_t) {
+            simd::scale_shift_add_relu_rows(xc + b * channels, sc + b * channels, e - b, channels, scale, shift,
+                                            out + b * channels);
+        });
+    };
+    const auto through_scratch = [&](const auto* xc, const auto* sc) {
+        store_compute<C, Y> dst(y, rows * channels, ws.c, par, rounding);
+        run(xc, sc, dst.target());
+        dst.commit();
+    };
+    if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
+        if (!rounds_stochastically<C, Y>(rounding)) return run(x, skip, y);
+        through_scratch(x, skip);
+    } else {
+        through_scratch(load_compute<C>(x, rows * channels, ws.a, par), load_compute<C>(skip, rows * channels, ws.col, par));
     }
 }
 
@@ -168,7 +223,7 @@ void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::
         const C* mean = saved.mean.data();
         const C* inv_std = saved.inv_std.data();
         std::fill(sum_dy, sum_dy + 2 * channels, C(0));
-        const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
+        const std::size_t grain = detail::batch_norm_grain(channels);
         // Σdy and Σdy·(x − mean) side by side: sum_dy_xhat follows sum_dy in ws.b, and each block's partial likewise.
         detail::ordered_column_reduce(rows, grain, 2 * channels, sum_dy, ws.partial, par,
                                       [&](std::size_t b, std::size_t e, C* sums) {

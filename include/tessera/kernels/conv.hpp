@@ -144,7 +144,8 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
                     workspace<C>& ws, gemm_options opt = {}, conv_algorithm algorithm = conv_algorithm::automatic,
                     const tensor::rounding& rounding = {}) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
-        return detail::with_winograd_tile(m, [&](auto tile) { winograd::conv2d_forward<tile()>(x, in, w, cout, g, y, ws, opt, rounding); });
+        return detail::with_winograd_tile(
+            m, [&](auto tile) { winograd::conv2d_forward<tile()>(x, in, w, cout, g, y, ws, opt, rounding); });
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
     store_compute<C, Y> dst(y, out.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding);

@@ -200,6 +200,32 @@ inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels
     }
 }
 
+/// out[r, c] = max(x[r, c] · scale[c] + shift[c] + skip[r, c], 0): a batch norm, the residual add
+/// after it and the block's ReLU in one pass, the batch norm's output never stored. In C, the same
+/// bits as scale_shift_rows into C then add_relu (the same operations in the same order).
+template <class C, class TX, class TS, class TO>
+inline void scale_shift_add_relu_rows(const TX* x, const TS* skip, std::size_t rows, std::size_t channels,
+                                      const C* scale, const C* shift, TO* out) noexcept {
+    constexpr std::size_t w = batch<C>::size;
+    const batch<C> zero(C(0));
+    for (std::size_t r = 0; r < rows; ++r) {
+        const TX* xr = x + r * channels;
+        const TS* sr = skip + r * channels;
+        TO* o = out + r * channels;
+        std::size_t c = 0;
+        for (; c + w <= channels; c += w) {
+            const auto bn = xsimd::fma(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c));
+            const auto v = bn + load<C>(sr + c);
+            store<C>(o + c, xsimd::select(v > zero, v, zero));
+        }
+        for (; c < channels; ++c) {
+            const C bn = get<C>(xr[c]) * scale[c] + shift[c];
+            const C v = bn + get<C>(sr[c]);
+            o[c] = put<TO>(v > C(0) ? v : C(0));
+        }
+    }
+}
+
 /// dy[i] where mask[i] (a ReLU's output) is positive, else 0; dy[i] itself without a mask (TM void).
 template <class C, class TM, class TD>
 [[nodiscard]] inline batch<C> masked(const TM* mask, const TD* dy, std::size_t i) noexcept {

@@ -1,6 +1,7 @@
 #pragma once
 // Batch normalisation layer: statistics per micro-batch in training, running statistics in evaluation.
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "tessera/kernels/batch_norm.hpp"
@@ -75,6 +76,29 @@ public:
                                              ctx.forward_rounding());
         st.input = &x;
         return st.output;
+    }
+
+    /// The training forward fused with the add and the ReLU that follow it in a residual block:
+    /// out = max(bn(x) + skip, 0), rounded once as `rounding` says; this layer's own output is not
+    /// stored (its backward reads only its input and statistics). A batch norm without its own
+    /// ReLU, in training mode.
+    const activation<P>& forward_add_relu(const activation<P>& x, const activation<P>& skip, activation<P>& out, state& st,
+                                          const context& ctx, const tensor::rounding& rounding) {
+        static_assert(!Relu, "tessera::nn::batch_norm::forward_add_relu: the layer's own ReLU would come before the add");
+        if (ctx.mode != mode::train)
+            throw std::logic_error("tessera::nn::batch_norm::forward_add_relu: a training forward, not an evaluation one");
+        const tensor::shape s = output_shape(tensor::shape_of(x));
+        if (tensor::shape_of(skip) != s)
+            throw tensor::shape_error("tessera::nn::batch_norm::forward_add_relu: the shortcut gives " +
+                                      tensor::shape_of(skip).str() + ", the batch norm " + s.str());
+        detail::ensure_shape(out, s);
+        kernels::batch_norm_add_relu_forward_train(x.data(), skip.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(),
+                                                   m_eps, m_momentum,
+                                                   ctx.update_running_statistics ? m_running_mean.data() : nullptr,
+                                                   ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
+                                                   out.data(), m_ws, ctx.parallel(), rounding);
+        st.input = &x;
+        return out;
     }
 
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "tessera/kernels/simd.hpp"
 #include "tessera/nn/activation.hpp"
@@ -67,6 +68,15 @@ void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism thr
         }
     });
 }
+
+/// Whether a residual's main branch is a sequential that ends in a batch norm without its own ReLU
+/// (the basic and bottleneck blocks' do): training then runs that batch norm's apply, the block's
+/// add and its ReLU in one pass (batch_norm::forward_add_relu).
+template <class Main>
+concept ends_in_batch_norm = requires(Main& m) {
+    requires std::is_same_v<std::remove_cvref_t<decltype(m.template get<Main::size - 1>())>,
+                            batch_norm<typename Main::precision, false>>;
+};
 
 }  // namespace detail
 
@@ -242,6 +252,9 @@ public:
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        if constexpr (detail::ends_in_batch_norm<Main>) {
+            if (ctx.mode == mode::train) return forward_fused(x, st, ctx);
+        }
         const auto& a = m_main.forward(x, st.main, ctx.child(0));
         const auto& b = m_skip.forward(x, st.skip, ctx.child(1));
         // The add and the ReLU in one pass, into the ReLU's output (its backward masks by it).
@@ -283,6 +296,20 @@ public:
     [[nodiscard]] shortcut<P>& skip_branch() noexcept { return m_skip; }
 
 private:
+    // Training through a main branch that ends in a batch norm: its other layers, the shortcut, then
+    // the batch norm's apply, the add and the ReLU in one pass, into the ReLU's output. The contexts
+    // the unfused path gives: the batch norm its place in the main branch, the output the block's
+    // rounding. The batch norm's own output is never stored: a pass that wrote it and one that read
+    // it back fewer (in fp32 the same bits; a 16-bit output rounded once, not twice).
+    const activation<P>& forward_fused(const activation<P>& x, state& st, const context& ctx) {
+        constexpr std::size_t last = Main::size - 1;
+        const context main_ctx = ctx.child(0);
+        const auto& y = m_main.forward_units(0, last, x, st.main, main_ctx);
+        const auto& b = m_skip.forward(x, st.skip, ctx.child(1));
+        return m_main.template get<last>().forward_add_relu(y, b, st.out.output, std::get<last>(st.main.parts),
+                                                             main_ctx.child(last), ctx.forward_rounding());
+    }
+
     // The backward pass: each branch whole, or only its input-gradient half (InputOnly).
     template <bool InputOnly>
     const activation<P>& backward_pass(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
