@@ -13,7 +13,8 @@
 //   dU_ξ = Σ_tiles V_ξᵀ dM_ξ,   dg = Gᵀ dU G (added into dw).
 // Chunks hold whole images, as in im2col + GEMM, so results do not depend on the thread count.
 // Memory: a layer's workspace keeps the transformed weights and their gradient, 2·(m + 2)²·cin·cout
-// values (3.6× the weights for m = 2, 8× for m = 4), beside the per-thread transformed tiles of one chunk (about 1 MiB each).
+// values (3.6× the weights for m = 2, 8× for m = 4), beside the per-thread transformed tiles of one
+// chunk (about 1 MiB each).
 // The transforms themselves are in winograd_transforms.hpp; this header runs them around the GEMMs.
 #include <algorithm>
 #include <cstddef>
