@@ -71,14 +71,19 @@ void column_mean_and_deviations(const TX* x, std::size_t rows, std::size_t chann
     }
 }
 
-/// simd::scale_shift_rows with the ReLU chosen at run time.
-template <class C, class TX, class TO>
+/// simd::scale_shift_rows with the ReLU, and whether a skip is added, chosen at run time.
+template <class C, class TX, class TO, class TS = void>
 void normalise_rows(bool relu, const TX* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift,
-                    TO* out) noexcept {
+                    TO* out, const TS* skip = nullptr) noexcept {
+    const auto apply = [&]<bool Relu>() {
+        if constexpr (!std::is_void_v<TS>)
+            if (skip != nullptr) return kernels::simd::scale_shift_rows<C, Relu>(x, rows, channels, scale, shift, out, skip);
+        kernels::simd::scale_shift_rows<C, Relu>(x, rows, channels, scale, shift, out);
+    };
     if (relu)
-        kernels::simd::scale_shift_rows<C, true>(x, rows, channels, scale, shift, out);
+        apply.template operator()<true>();
     else
-        kernels::simd::scale_shift_rows<C, false>(x, rows, channels, scale, shift, out);
+        apply.template operator()<false>();
 }
 
 }  // namespace detail
@@ -124,53 +129,26 @@ std::pair<const C*, const C*> training_affine(const TX* xc, std::size_t rows, st
 /// Training forward over x (rows × channels): statistics of this micro-batch normalise x; the running
 /// statistics move by `momentum` towards them (unbiased variance, as PyTorch); null running
 /// statistics are left alone (a recomputed forward). y may alias nothing. relu: y = max(bn(x), 0),
-/// the ReLU that follows the batch norm in the same pass.
+/// the ReLU that follows the batch norm in the same pass. skip (not null): y = max(bn(x) + skip, 0)
+/// with relu, a residual block's add and ReLU in the same pass, bn(x) never stored; computed in C
+/// and rounded once into y, so in C (fp32) the same bits as the batch norm, then the add and the
+/// ReLU apart, and in a 16-bit type one rounding where those make two.
 template <Compute C, Storage T, Storage W, Storage Y>
 void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels, const W* gamma, const W* beta,
                               C eps, C momentum, C* running_mean, C* running_var, batch_norm_saved<C>& saved, Y* y,
-                              workspace<C>& ws, parallelism par = {}, bool relu = false, const tensor::rounding& rounding = {}) {
-    // xc and out: x and y themselves when their storage loads into registers, else converted copies.
-    const auto run = [&](const auto* xc, auto* out) {
-        const auto [scale, shift] =
-            detail::training_affine(xc, rows, channels, gamma, beta, eps, momentum, running_mean, running_var, saved, ws, par);
-        detail::parallel_ranges(par, rows, detail::batch_norm_grain(channels), [&](std::size_t b, std::size_t e, std::size_t) {
-            detail::normalise_rows(relu, xc + b * channels, e - b, channels, scale, shift, out + b * channels);
-        });
-    };
-    // y computed in C, then converted (rounded stochastically when asked) at the commit; x read in
-    // registers when its storage loads into them.
-    const auto through_scratch = [&](const auto* xc) {
-        store_compute<C, Y> dst(y, rows * channels, ws.c, par, rounding);
-        run(xc, dst.target());
-        dst.commit();
-    };
-    if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
-        if (!rounds_stochastically<C, Y>(rounding)) return run(x, y);
-        through_scratch(x);
-    } else {
-        through_scratch(load_compute<C>(x, rows * channels, ws.a, par));
-    }
-}
-
-/// Training forward followed by a residual block's add and ReLU, in one pass over the rows:
-/// y = max(bn(x) + skip, 0), bn(x) never stored (a batch norm's backward reads only its input and
-/// statistics). The same statistics, running statistics and saved values as
-/// batch_norm_forward_train; computed in C and rounded once into y, so in C (fp32) the same bits
-/// as batch_norm_forward_train followed by the add and the ReLU, and in a 16-bit type one rounding
-/// where those made two.
-template <Compute C, Storage T, Storage W, Storage Y>
-void batch_norm_add_relu_forward_train(const T* x, const T* skip, std::size_t rows, std::size_t channels, const W* gamma,
-                                       const W* beta, C eps, C momentum, C* running_mean, C* running_var,
-                                       batch_norm_saved<C>& saved, Y* y, workspace<C>& ws, parallelism par = {},
-                                       const tensor::rounding& rounding = {}) {
+                              workspace<C>& ws, parallelism par = {}, bool relu = false, const tensor::rounding& rounding = {},
+                              const T* skip = nullptr) {
+    // xc, sc and out: x, skip and y themselves when their storage loads into registers, else converted copies.
     const auto run = [&](const auto* xc, const auto* sc, auto* out) {
         const auto [scale, shift] =
             detail::training_affine(xc, rows, channels, gamma, beta, eps, momentum, running_mean, running_var, saved, ws, par);
         detail::parallel_ranges(par, rows, detail::batch_norm_grain(channels), [&](std::size_t b, std::size_t e, std::size_t) {
-            simd::scale_shift_add_relu_rows(xc + b * channels, sc + b * channels, e - b, channels, scale, shift,
-                                            out + b * channels);
+            detail::normalise_rows(relu, xc + b * channels, e - b, channels, scale, shift, out + b * channels,
+                                   sc == nullptr ? sc : sc + b * channels);
         });
     };
+    // y computed in C, then converted (rounded stochastically when asked) at the commit; x read in
+    // registers when its storage loads into them.
     const auto through_scratch = [&](const auto* xc, const auto* sc) {
         store_compute<C, Y> dst(y, rows * channels, ws.c, par, rounding);
         run(xc, sc, dst.target());
@@ -180,7 +158,8 @@ void batch_norm_add_relu_forward_train(const T* x, const T* skip, std::size_t ro
         if (!rounds_stochastically<C, Y>(rounding)) return run(x, skip, y);
         through_scratch(x, skip);
     } else {
-        through_scratch(load_compute<C>(x, rows * channels, ws.a, par), load_compute<C>(skip, rows * channels, ws.col, par));
+        const C* sc = skip == nullptr ? nullptr : load_compute<C>(skip, rows * channels, ws.col, par);
+        through_scratch(load_compute<C>(x, rows * channels, ws.a, par), sc);
     }
 }
 

@@ -31,7 +31,6 @@
     TESSERA_KERNEL_INSTANCE(prefix, conv2d_backward_data<C, D, W, D>)        \
     TESSERA_KERNEL_INSTANCE(prefix, conv2d_backward<C, D, D, W, D>)          \
     TESSERA_KERNEL_INSTANCE(prefix, batch_norm_forward_train<C, D, W, D>)    \
-    TESSERA_KERNEL_INSTANCE(prefix, batch_norm_add_relu_forward_train<C, D, W, D>) \
     TESSERA_KERNEL_INSTANCE(prefix, batch_norm_forward_eval<C, D, W, D>)     \
     TESSERA_KERNEL_INSTANCE(prefix, batch_norm_backward<C, D, D, W, D, D>)   \
     TESSERA_KERNEL_INSTANCE(prefix, linear_forward<C, D, W, D>)              \

@@ -176,12 +176,14 @@ inline void relu_backward(const TY* y, const TD* dy, TX* dx, std::size_t n) noex
     for (; i < n; ++i) dx[i] = put<TX>(get<C>(y[i]) > C(0) ? get<C>(dy[i]) : C(0));
 }
 
-/// Per-row affine map over rows × channels: out[r, c] = x[r, c] · scale[c] + shift[c], then
-/// max(·, 0) when Relu (a batch norm and the ReLU after it in one pass).
-template <class C, bool Relu = false, class TX, class TO>
-inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift,
-                             TO* out) noexcept {
+/// Per-row affine map over rows × channels: out[r, c] = x[r, c] · scale[c] + shift[c], plus skip[r, c]
+/// when skip is given (TS not void: a residual block's shortcut), then max(·, 0) when Relu (a batch
+/// norm, the residual add and the ReLU after them in one pass).
+template <class C, bool Relu = false, class TX, class TO, class TS = void>
+inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels, const C* scale, const C* shift, TO* out,
+                             const TS* skip = nullptr) noexcept {
     constexpr std::size_t w = batch<C>::size;
+    constexpr bool adds = !std::is_void_v<TS>;
     const batch<C> zero(C(0));
     for (std::size_t r = 0; r < rows; ++r) {
         const TX* xr = x + r * channels;
@@ -189,39 +191,15 @@ inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
             auto v = xsimd::fma(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c));
+            if constexpr (adds) v = v + load<C>(skip + r * channels + c);
             if constexpr (Relu) v = xsimd::select(v > zero, v, zero);
             store<C>(o + c, v);
         }
         for (; c < channels; ++c) {
             C v = get<C>(xr[c]) * scale[c] + shift[c];
+            if constexpr (adds) v = v + get<C>(skip[r * channels + c]);
             if constexpr (Relu) v = v > C(0) ? v : C(0);
             o[c] = put<TO>(v);
-        }
-    }
-}
-
-/// out[r, c] = max(x[r, c] · scale[c] + shift[c] + skip[r, c], 0): a batch norm, the residual add
-/// after it and the block's ReLU in one pass, the batch norm's output never stored. In C, the same
-/// bits as scale_shift_rows into C then add_relu (the same operations in the same order).
-template <class C, class TX, class TS, class TO>
-inline void scale_shift_add_relu_rows(const TX* x, const TS* skip, std::size_t rows, std::size_t channels,
-                                      const C* scale, const C* shift, TO* out) noexcept {
-    constexpr std::size_t w = batch<C>::size;
-    const batch<C> zero(C(0));
-    for (std::size_t r = 0; r < rows; ++r) {
-        const TX* xr = x + r * channels;
-        const TS* sr = skip + r * channels;
-        TO* o = out + r * channels;
-        std::size_t c = 0;
-        for (; c + w <= channels; c += w) {
-            const auto bn = xsimd::fma(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c));
-            const auto v = bn + load<C>(sr + c);
-            store<C>(o + c, xsimd::select(v > zero, v, zero));
-        }
-        for (; c < channels; ++c) {
-            const C bn = get<C>(xr[c]) * scale[c] + shift[c];
-            const C v = bn + get<C>(sr[c]);
-            o[c] = put<TO>(v > C(0) ? v : C(0));
         }
     }
 }

@@ -92,11 +92,10 @@ public:
             throw tensor::shape_error("tessera::nn::batch_norm::forward_add_relu: the shortcut gives " +
                                       tensor::shape_of(skip).str() + ", the batch norm " + s.str());
         detail::ensure_shape(out, s);
-        kernels::batch_norm_add_relu_forward_train(x.data(), skip.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(),
-                                                   m_eps, m_momentum,
-                                                   ctx.update_running_statistics ? m_running_mean.data() : nullptr,
-                                                   ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
-                                                   out.data(), m_ws, ctx.parallel(), rounding);
+        kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps, m_momentum,
+                                          ctx.update_running_statistics ? m_running_mean.data() : nullptr,
+                                          ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
+                                          out.data(), m_ws, ctx.parallel(), true, rounding, skip.data());
         st.input = &x;
         return out;
     }
