@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/kernels.hpp"
@@ -398,6 +402,53 @@ TEST_CASE("convolution chunks hold whole images, at least 16 of them or 64 rows 
     CHECK(conv_chunk_rows(9, 4, 0, 4) == 4);
 }
 
+TEST_CASE("a convolution reading its input through a batch norm's map gives the bits of one reading the stored output",
+          "[kernels][conv][batch_norm][threads]") {
+    // The input is max(x·scale + shift, 0) rounded as the batch norm's output would be stored: the
+    // Winograd input transform applies it as it loads (forward, and the weight gradient's transform).
+    const std::size_t cin = 19, cout = 24;  // 19: three channels past the SIMD vectors take the scalar path
+    const shape in{5, 9, 11, cin};
+    const k::window g{3, 3, 1, 1};
+    const auto scale = random_vector<float>(cin, 120, -1.5, 1.5), shift = random_vector<float>(cin, 121);
+    const k::simd::relu_of_affine<float> map{scale.data(), shift.data(), 0.0f};
+    const auto run = [&]<class T>(T, k::conv_algorithm algorithm, std::size_t threads) {
+        const auto x = random_vector<T>(in.size(), 122, -2, 2);
+        std::vector<T> z(in.size());  // the stored output the map stands for
+        for (std::size_t i = 0; i < z.size(); ++i) {
+            const std::size_t c = i % cin;
+            const float v = std::fma(k::detail::load_as<float>(x[i]), scale[c], shift[c]);
+            z[i] = k::detail::store_as<T>(v > 0.0f ? v : 0.0f);
+        }
+        const auto w = random_vector<float>(9 * cin * cout, 123), dy = random_vector<float>(g.output(in, cout).size(), 124);
+        std::vector<float> y1(dy.size()), y2(dy.size()), dw1(w.size(), 0.0f), dw2(w.size(), 0.0f), dx1(in.size()), dx2(in.size());
+        k::workspace<float> ws1, ws2;
+        k::conv2d_forward(z.data(), in, w.data(), cout, g, y1.data(), ws1, {threads}, algorithm);
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, y2.data(), ws2, {threads}, algorithm, {}, &map);
+        CHECK(y2 == y1);
+        k::conv2d_backward(z.data(), in, dy.data(), w.data(), cout, g, dw1.data(), dx1.data(), ws1, {threads}, algorithm);
+        k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), dx2.data(), ws2, {threads}, algorithm, {}, &map);
+        CHECK(dw2 == dw1);
+        CHECK(dx2 == dx1);
+        std::vector<float> dw3(w.size(), 0.0f);
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw3.data(), ws2, {threads}, algorithm, &map);
+        CHECK(dw3 == dw1);
+        CHECK(std::count(z.begin(), z.end(), k::detail::store_as<T>(0.0)) > static_cast<std::ptrdiff_t>(z.size() / 4));
+    };
+    for (const auto algorithm : {k::conv_algorithm::winograd, k::conv_algorithm::winograd_4x4})
+        for (const std::size_t threads : {1u, 2u}) {
+            CAPTURE(static_cast<int>(algorithm), threads);
+            run(0.0f, algorithm, threads);
+            if constexpr (k::simd::in_register<float, half>) run(half(0.0f), algorithm, threads);
+        }
+    // im2col reads x as it is: a map there is an error, not a silent wrong input.
+    const auto x = random_vector<float>(in.size(), 125);
+    const auto w = random_vector<float>(9 * cin * cout, 126);
+    std::vector<float> y(g.output(in, cout).size());
+    k::workspace<float> ws;
+    CHECK_THROWS_AS(k::conv2d_forward(x.data(), in, w.data(), cout, g, y.data(), ws, {1}, k::conv_algorithm::im2col, {}, &map),
+                    std::invalid_argument);
+}
+
 TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
     const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic);  // 3×3/1: Winograd
     for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1), k::window(1, 1, 1, 0)}) {
@@ -552,6 +603,100 @@ TEST_CASE("batch norm, the residual add and the ReLU in one pass round a half ou
     CHECK(differing == 0);
     CHECK(s2.mean == s1.mean);
     CHECK(v2 == v1);
+}
+
+TEST_CASE("a ReLU given by its input and affine map: the mask and the values its rounded output gives",
+          "[kernels][batch_norm][relu][half]") {
+    // x·1 + 0 = x: values at the edges of what half rounds to zero (2^-25 is a tie, to even: 0).
+    const float t = std::ldexp(1.0f, -25);
+    std::vector<float> x{0.0f, -0.0f, std::ldexp(1.0f, -140), std::ldexp(1.0f, -26), t, std::nextafter(t, 1.0f),
+                         std::ldexp(1.0f, -24), 1e-3f, 1.0f, -1.0f, -t, std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN()};
+    x.resize(32, 0.5f);  // two whole vectors of 16 (or four of 8)
+    const std::vector<float> scale(x.size(), 1.0f), shift(x.size(), 0.0f), dy(x.size(), 1.0f);
+    const auto check = [&]<class R>(R) {
+        const k::simd::relu_of_affine<float> f{scale.data(), shift.data(), k::detail::rounds_to_zero_up_to<float, R>()};
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const R stored = k::detail::store_as<R>(x[i] > 0.0f ? x[i] : 0.0f);  // the forward's output, rounded
+            const float want_value = k::detail::load_as<float>(stored);
+            const float want_mask = want_value > 0.0f ? 1.0f : 0.0f;
+            CAPTURE(i, x[i]);
+            CHECK(k::simd::masked_one<float>(&f, dy.data(), i, x[i]) == want_mask);
+            CHECK(std::bit_cast<std::uint32_t>(k::simd::relu_of_affine_value<R>(f, x[i], i)) ==
+                  std::bit_cast<std::uint32_t>(want_value));
+            if (i % k::simd::batch<float>::size == 0) {
+                const auto xv = k::simd::batch<float>::load_unaligned(x.data() + i);
+                alignas(64) float mask[k::simd::batch<float>::size], value[k::simd::batch<float>::size];
+                k::simd::masked<float>(&f, dy.data(), i, xv).store_aligned(mask);
+                if constexpr (std::is_same_v<R, float> || k::simd::in_register<float, R>)
+                    k::simd::relu_of_affine_value<R>(f, xv, i).store_aligned(value);
+                for (std::size_t j = 0; j < k::simd::batch<float>::size; ++j) {
+                    const R s = k::detail::store_as<R>(x[i + j] > 0.0f ? x[i + j] : 0.0f);
+                    CHECK(mask[j] == (k::detail::load_as<float>(s) > 0.0f ? 1.0f : 0.0f));
+                    if constexpr (std::is_same_v<R, float> || k::simd::in_register<float, R>)
+                        CHECK(std::bit_cast<std::uint32_t>(value[j]) == std::bit_cast<std::uint32_t>(k::detail::load_as<float>(s)));
+                }
+            }
+        }
+    };
+    check(0.0f);
+    check(half(0.0f));
+    CHECK(k::detail::rounds_to_zero_up_to<float, half>() == t);
+}
+
+TEMPLATE_TEST_CASE("batch norm's backward through its ReLU from the input and the saved map: the bits of the one that "
+                   "reads the output",
+                   "[kernels][batch_norm][relu][threads]", float, double, half) {
+    using T = TestType;
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const std::size_t ch = 19;
+    for (const std::size_t rows : {std::size_t{37}, std::size_t{7001}}) {
+        for (const std::size_t threads : {1u, 2u}) {
+            CAPTURE(rows, threads);
+            const auto x = random_vector<T>(rows * ch, 130, -2, 3), dy = random_vector<T>(rows * ch, 131);
+            const auto gamma = random_vector<C>(ch, 132, -1.5, 1.5), beta = random_vector<C>(ch, 133);
+            std::vector<C> rm(ch, C(0)), rv(ch, C(1)), dg1(ch, C(0)), dg2(ch, C(0)), db1(ch, C(0)), db2(ch, C(0));
+            std::vector<T> y(rows * ch), dx1(rows * ch), dx2(rows * ch);
+            k::batch_norm_saved<C> saved;
+            k::workspace<C> ws;
+            k::batch_norm_forward_train(x.data(), rows, ch, gamma.data(), beta.data(), C(1e-5), C(0.1), rm.data(), rv.data(),
+                                        saved, y.data(), ws, {threads}, true);
+            REQUIRE(saved.mask_from_input == k::simd::in_register<C, T>);
+            k::batch_norm_backward(x.data(), dy.data(), rows, ch, gamma.data(), saved, dx1.data(), dg1.data(), db1.data(), ws,
+                                   {threads}, y.data());
+            if constexpr (k::simd::in_register<C, T>) {
+                k::batch_norm_relu_backward_from_input(x.data(), dy.data(), rows, ch, gamma.data(), saved, dx2.data(),
+                                                       dg2.data(), db2.data(), ws, {threads});
+                CHECK(std::memcmp(dx1.data(), dx2.data(), dx1.size() * sizeof(T)) == 0);
+                CHECK(dg2 == dg1);
+                CHECK(db2 == db1);
+                // batch_norm_train_map saves the same statistics and map without writing an output.
+                k::batch_norm_saved<C> mapped;
+                std::vector<C> rm2(ch, C(0)), rv2(ch, C(1));
+                const auto f = k::batch_norm_train_map(x.data(), rows, ch, gamma.data(), beta.data(), C(1e-5), C(0.1),
+                                                       rm2.data(), rv2.data(), mapped, ws, {threads});
+                CHECK(mapped.mean == saved.mean);
+                CHECK(mapped.inv_std == saved.inv_std);
+                CHECK(mapped.scale == saved.scale);
+                CHECK(mapped.shift == saved.shift);
+                CHECK(mapped.mask_from_input);
+                CHECK(f.scale == mapped.scale.data());
+                CHECK(rm2 == rm);
+                CHECK(rv2 == rv);
+            }
+            CHECK(std::count(y.begin(), y.end(), k::detail::store_as<T>(0.0)) > static_cast<std::ptrdiff_t>(rows * ch / 4));
+        }
+    }
+    // A forward that rounded stochastically, or one without a ReLU, saved no mask to recompute.
+    k::batch_norm_saved<C> none;
+    std::vector<T> dx(3 * ch);
+    std::vector<C> dg(ch), db(ch);
+    k::workspace<C> ws;
+    const auto x = random_vector<T>(3 * ch, 134);
+    const auto gamma = random_vector<C>(ch, 135);
+    CHECK_THROWS_AS(k::batch_norm_relu_backward_from_input(x.data(), x.data(), 3, ch, gamma.data(), none, dx.data(), dg.data(),
+                                                           db.data(), ws),
+                    std::logic_error);
 }
 
 TEST_CASE("batch norm with half storage agrees with fp32", "[kernels][batch_norm][half]") {

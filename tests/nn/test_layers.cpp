@@ -5,6 +5,11 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gradient_check.hpp"
@@ -358,6 +363,87 @@ TEST_CASE("a residual block's training forward runs its last batch norm, the add
         CHECK(grads_fused == grads_apart);
         CHECK(std::any_of(grads_fused.begin(), grads_fused.end(), [](float g) { return g != 0.0f; }));
     }
+}
+
+TEMPLATE_TEST_CASE("a sequential hands a batch norm's input and map to the convolution after it, with the bits of the "
+                   "layers run apart",
+                   "[nn][sequential]", config::fp32, config::half) {
+    using P = TestType;
+    using T = typename P::data_type;
+    STATIC_REQUIRE(nn::detail::maps_into<nn::batch_norm_relu<P>, nn::conv2d<P>>);
+    STATIC_REQUIRE_FALSE(nn::detail::maps_into<nn::conv2d<P>, nn::batch_norm_relu<P>>);
+    const auto bits = [](const nn::activation<P>& a) {
+        std::vector<std::uint16_t> halves;
+        std::vector<float> floats;
+        for (const auto& v : a) {
+            if constexpr (std::is_same_v<T, float>)
+                floats.push_back(v);
+            else
+                halves.push_back(v.bits());
+        }
+        return std::make_pair(floats, halves);
+    };
+    const auto grads = [](auto& model) {
+        std::vector<float> g;
+        model.visit_parameters([&](std::string_view, auto, std::span<float> v) { g.insert(g.end(), v.begin(), v.end()); });
+        return g;
+    };
+    const shape s{4, 9, 9, 16};
+    const auto x = random_activation<P>(s, 140);
+    for (const std::size_t threads : {1u, 2u}) {
+        CAPTURE(threads);
+        auto net = nn::detail::make_basic_main<P>(16, 16, 1, true);  // conv1, bn1 with its ReLU, conv2, bn2
+        auto apart = net;
+        const nn::context ctx{nn::mode::train, threads};
+        typename decltype(net)::state fs, as;
+        const auto& y = net.forward(x, fs, ctx);
+        // Each layer's own forward, with the contexts sequential gives them.
+        const auto& a0 = apart.template get<0>().forward(x, std::get<0>(as.parts), ctx.child(0));
+        const auto& a1 = apart.template get<1>().forward(a0, std::get<1>(as.parts), ctx.child(1));
+        const auto& a2 = apart.template get<2>().forward(a1, std::get<2>(as.parts), ctx.child(2));
+        const auto& a3 = apart.template get<3>().forward(a2, std::get<3>(as.parts), ctx.child(3));
+        REQUIRE(bits(y) == bits(a3));
+        // The batch norm wrote no output; the convolution after it reads the batch norm's input.
+        CHECK(std::get<1>(fs.parts).output.size() == 0);
+        CHECK(std::get<2>(fs.parts).input == &std::get<0>(fs.parts).output);
+        CHECK(std::get<2>(fs.parts).input_map.has_value());
+        CHECK(std::get<1>(as.parts).output.size() == a0.size());
+        const auto dy = random_activation<P>(tensor::shape_of(y), 141);
+        const auto dx = bits(net.backward(dy, fs, ctx, true));
+        CHECK(dx == bits(apart.backward(dy, as, ctx, true)));
+        const auto g = grads(net);
+        CHECK(g == grads(apart));
+        CHECK(std::any_of(g.begin(), g.end(), [](float v) { return v != 0.0f; }));
+        // A range that ends between the two runs them apart: the batch norm's output is the range's.
+        typename decltype(net)::state cut;
+        const auto& head = net.forward_units(0, 2, x, cut, ctx);
+        CHECK(&head == &std::get<1>(cut.parts).output);
+        CHECK(bits(net.forward_units(2, 4, head, cut, ctx)) == bits(y));
+        // Evaluation runs each layer alone.
+        typename decltype(net)::state ev;
+        (void)net.forward(x, ev, nn::context{nn::mode::eval, threads});
+        CHECK(std::get<1>(ev.parts).output.size() == a0.size());
+        CHECK_FALSE(std::get<2>(ev.parts).input_map.has_value());
+        if constexpr (std::is_same_v<T, tessera::half>) {
+            // An output rounded stochastically has no map to stand for it.
+            nn::context sr = ctx;
+            sr.rounding = {.stochastic = true, .seed = 5, .stream = 1};
+            typename decltype(net)::state st;
+            (void)net.forward(x, st, sr);
+            CHECK(std::get<1>(st.parts).output.size() == a0.size());
+            CHECK_FALSE(net.template get<1>().maps(sr.child(1)));
+        }
+    }
+    // Misuse is an error: a map into a convolution that does not run by Winograd, a map in evaluation.
+    nn::conv2d<P> strided(16, 16, {3, 3, 2, 1});
+    nn::batch_norm_relu<P> bn(16);
+    typename nn::batch_norm_relu<P>::state bs;
+    typename nn::conv2d<P>::state cs;
+    const nn::context train{nn::mode::train, 1};
+    const auto map = bn.forward_map(x, bs, train);
+    CHECK_FALSE(strided.takes_mapped_input(s, train));
+    CHECK_THROWS_AS(strided.forward_mapped(x, map, cs, train), std::logic_error);
+    CHECK_THROWS_AS(bn.forward_map(x, bs, nn::context{nn::mode::eval, 1}), std::logic_error);
 }
 
 TEST_CASE("the residual add rounds the half sum stochastically when asked, element i with the bits of element i",

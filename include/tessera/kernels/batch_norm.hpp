@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -16,6 +19,12 @@ namespace tessera::kernels {
 template <Compute C>
 struct batch_norm_saved {
     aligned_vector<C> mean, inv_std;
+    /// The affine map the training forward applied (γ/σ and β − mean·γ/σ per channel), and whether
+    /// its output was max(x·scale + shift, 0) rounded to nearest into a type that loads into
+    /// registers: the ReLU's mask then follows from x alone (simd::relu_of_affine), and backward
+    /// does not read the output.
+    aligned_vector<C> scale, shift;
+    bool mask_from_input = false;
 };
 
 namespace detail {
@@ -97,8 +106,8 @@ namespace detail {
 
 /// The training statistics of xc (rows × channels, in registers' types) into saved (mean and 1/σ),
 /// the running statistics moved by `momentum` (unbiased variance, as PyTorch; null ones left alone),
-/// and each channel's scale γ/σ and shift β − mean·γ/σ, returned from ws.b: what a training forward
-/// applies.
+/// and each channel's scale γ/σ and shift β − mean·γ/σ into saved, returned: what a training
+/// forward applies.
 template <class C, class TX, class W>
 std::pair<const C*, const C*> training_affine(const TX* xc, std::size_t rows, std::size_t channels, const W* gamma,
                                               const W* beta, C eps, C momentum, C* running_mean, C* running_var,
@@ -109,9 +118,10 @@ std::pair<const C*, const C*> training_affine(const TX* xc, std::size_t rows, st
     C* var = saved.inv_std.data();
     column_mean_and_deviations(xc, rows, channels, batch_norm_grain(channels), mean, var, ws.partial, par);
     const C inv_rows = C(1) / static_cast<C>(rows);
-    if (ws.b.size() < 2 * channels) ws.b.resize(2 * channels);
-    C* scale = ws.b.data();
-    C* shift = ws.b.data() + channels;
+    saved.scale.resize(channels);
+    saved.shift.resize(channels);
+    C* scale = saved.scale.data();
+    C* shift = saved.shift.data();
     for (std::size_t c = 0; c < channels; ++c) {
         const C v = var[c] * inv_rows;
         const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
@@ -154,8 +164,13 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
         run(xc, sc, dst.target());
         dst.commit();
     };
+    saved.mask_from_input = false;
     if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {
-        if (!rounds_stochastically<C, Y>(rounding)) return run(x, skip, y);
+        if (!rounds_stochastically<C, Y>(rounding)) {
+            run(x, skip, y);
+            saved.mask_from_input = relu && skip == nullptr;
+            return;
+        }
         through_scratch(x, skip);
     } else {
         const C* sc = skip == nullptr ? nullptr : load_compute<C>(skip, rows * channels, ws.col, par);
@@ -181,18 +196,14 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
     dst.commit();
 }
 
-/// batch_norm_backward with dy masked by mask > 0 (M void: no mask); M loads into registers.
+/// batch_norm_backward with dy masked by mask > 0 (M void: no mask; simd::relu_of_affine: the mask
+/// recomputed from x); M loads into registers.
 template <Compute C, Storage T, Storage D, Storage W, Storage X, class M>
 void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
                                 const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
                                 parallelism par, const M* mask, const tensor::rounding& rounding = {}) {
     // xc, dyc and out: the tensors themselves when their storage loads into registers, else copies.
-    const auto rows_of = [channels](const M* m, std::size_t row) {
-        if constexpr (std::is_void_v<M>)
-            return m;
-        else
-            return m + row * channels;
-    };
+    const auto rows_of = [channels](const M* m, std::size_t row) { return simd::mask_row(m, row, channels); };
     const auto run = [&](const auto* xc, const auto* dyc, auto* out) {
         if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
         C* sum_dy = ws.b.data();
@@ -236,6 +247,59 @@ void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::
     } else {
         through_scratch(load_compute<C>(x, rows * channels, ws.a, par), load_compute<C>(dy, rows * channels, ws.col, par));
     }
+}
+
+namespace detail {
+
+/// The largest value of C that rounds to zero, to nearest, in R (half of R's smallest positive
+/// value; 0 when R is C): what a ReLU's output stored as R holds as 0.
+template <class C, class R>
+[[nodiscard]] C rounds_to_zero_up_to() noexcept {
+    if constexpr (std::is_same_v<C, R>)
+        return C(0);
+    else
+        return load_as<C>(std::numeric_limits<R>::denorm_min()) / C(2);
+}
+
+}  // namespace detail
+
+/// The ReLU of the affine map a training forward applied (saved by it), as a mask (above: what R, the
+/// output's storage type, rounds to zero) or as values (simd::relu_of_affine_value).
+template <class R, class C>
+[[nodiscard]] simd::relu_of_affine<C> relu_of_saved(const batch_norm_saved<C>& saved) noexcept {
+    return {saved.scale.data(), saved.shift.data(), detail::rounds_to_zero_up_to<C, R>()};
+}
+
+/// The training forward of a batch norm with its ReLU that applies nothing: x's statistics into
+/// saved, the running statistics moved (null ones left alone), and the affine map returned, whose
+/// ReLU stands for the output the forward would have written as R, rounded to nearest (a convolution
+/// after it reads x through it: winograd::conv2d_forward's map). Backward then goes by
+/// batch_norm_relu_backward_from_input. x and R load into registers.
+template <Compute C, Storage T, Storage W, class R = T>
+[[nodiscard]] simd::relu_of_affine<C> batch_norm_train_map(const T* x, std::size_t rows, std::size_t channels, const W* gamma,
+                                                           const W* beta, C eps, C momentum, C* running_mean, C* running_var,
+                                                           batch_norm_saved<C>& saved, workspace<C>& ws,
+                                                           parallelism par = {}) {
+    static_assert(simd::in_register<C, T> && simd::in_register<C, R>,
+                  "tessera::kernels::batch_norm_train_map: x and the output it stands for must load into registers");
+    (void)detail::training_affine(x, rows, channels, gamma, beta, eps, momentum, running_mean, running_var, saved, ws, par);
+    saved.mask_from_input = true;
+    return relu_of_saved<R>(saved);
+}
+
+/// batch_norm_backward through the ReLU of a training forward that saved mask_from_input (one that
+/// rounded its output to nearest, or batch_norm_train_map): the ReLU's mask recomputed from x and the
+/// saved map, bit for bit the one its output gives, without reading the output (one stream less in
+/// each of backward's two passes). R: the output's storage type.
+template <Compute C, Storage T, Storage D, Storage W, Storage X, class R = T>
+void batch_norm_relu_backward_from_input(const T* x, const D* dy, std::size_t rows, std::size_t channels, const W* gamma,
+                                         const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
+                                         parallelism par = {}, const tensor::rounding& rounding = {}) {
+    if (!saved.mask_from_input || saved.scale.size() != channels)
+        throw std::logic_error("tessera::kernels::batch_norm_relu_backward_from_input: the forward did not save its "
+                               "map for " + std::to_string(channels) + " channels");
+    const simd::relu_of_affine<C> mask = relu_of_saved<R>(saved);
+    batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, &mask, rounding);
 }
 
 /// Backward of the training forward: dx (overwritten), dgamma and dbeta (accumulated).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -52,6 +53,15 @@ inline constexpr std::size_t winograd_4x4_channels = 64;
 }
 
 namespace detail {
+
+/// An input given through a map (the batch norm and ReLU before the layer: simd::relu_of_affine) runs
+/// by Winograd only, whose input transform applies it; im2col reads x as it is.
+template <class C>
+void check_no_map(const kernels::simd::relu_of_affine<C>* map, const char* function) {
+    if (map != nullptr)
+        throw std::invalid_argument(std::string("tessera::kernels::") + function +
+                                    ": an input given through a batch norm's map needs a Winograd layer (3x3, stride 1)");
+}
 
 /// f(std::integral_constant<std::size_t, m>{}) for a Winograd tile m of 2 or 4.
 template <class F>
@@ -143,10 +153,11 @@ void col2im_add(const C* col, const tensor::shape& in, const window& g, const li
 template <Compute C, Storage T, Storage W, Storage Y>
 void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t cout, const window& g, Y* y,
                     workspace<C>& ws, gemm_options opt = {}, conv_algorithm algorithm = conv_algorithm::automatic,
-                    const tensor::rounding& rounding = {}) {
+                    const tensor::rounding& rounding = {}, const simd::relu_of_affine<C>* map = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(
-            m, [&](auto tile) { winograd::conv2d_forward<tile()>(x, in, w, cout, g, y, ws, opt, rounding); });
+            m, [&](auto tile) { winograd::conv2d_forward<tile()>(x, in, w, cout, g, y, ws, opt, rounding, map); });
+    detail::check_no_map(map, "conv2d_forward");
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
     store_compute<C, Y> dst(y, out.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding);
@@ -226,10 +237,12 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 template <Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g,
                             C* dw, workspace<C>& ws, gemm_options opt = {},
-                            conv_algorithm algorithm = conv_algorithm::automatic) {
+                            conv_algorithm algorithm = conv_algorithm::automatic,
+                            const simd::relu_of_affine<C>* map = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(
-            m, [&](auto tile) { winograd::conv2d_backward_weight<tile()>(x, in, dy, cout, g, dw, ws, opt); });
+            m, [&](auto tile) { winograd::conv2d_backward_weight<tile()>(x, in, dy, cout, g, dw, ws, opt, map); });
+    detail::check_no_map(map, "conv2d_backward_weight");
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels(), size = g.kh * g.kw * in.c * cout;
     if (g.is_pointwise()) {
@@ -262,10 +275,12 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {},
-                     conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {}) {
+                     conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {},
+                     const simd::relu_of_affine<C>* map = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(
-            m, [&](auto tile) { winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding); });
+            m, [&](auto tile) { winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding, map); });
+    detail::check_no_map(map, "conv2d_backward");
     conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt, conv_algorithm::im2col);
     if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col, rounding);
 }

@@ -2,6 +2,7 @@
 // Elementwise loops written with xsimd: at -O2, GCC 12 vectorises a loop only when no scalar tail is
 // needed (its "very cheap" cost model), so loops over a run-time count of channels stay scalar unless
 // written out like this.
+#include <cmath>
 #include <cstddef>
 #include <type_traits>
 
@@ -68,6 +69,25 @@ inline void store(T* p, const batch<C>& v) noexcept {
 #endif
         } else {
             _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, rounding));
+        }
+#endif
+    }
+}
+
+/// v rounded to nearest through T and back, in registers: what store then load would give.
+template <class C, class T>
+[[nodiscard]] inline batch<C> round_through(const batch<C>& v) noexcept {
+    if constexpr (std::is_same_v<C, T>) {
+        return v;
+    } else {
+#if defined(__F16C__) && defined(__AVX__)
+        constexpr int rounding = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        if constexpr (batch<float>::size == 16) {
+#if defined(__AVX512F__)
+            return batch<float>(_mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, v, rounding)));
+#endif
+        } else {
+            return batch<float>(_mm256_cvtph_ps(_mm256_cvtps_ph(v, rounding)));
         }
 #endif
     }
@@ -196,7 +216,7 @@ inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels
             store<C>(o + c, v);
         }
         for (; c < channels; ++c) {
-            C v = get<C>(xr[c]) * scale[c] + shift[c];
+            C v = std::fma(get<C>(xr[c]), scale[c], shift[c]);  // as the vectors (and relu_of_affine) compute it
             if constexpr (adds) v = v + get<C>(skip[r * channels + c]);
             if constexpr (Relu) v = v > C(0) ? v : C(0);
             o[c] = put<TO>(v);
@@ -204,18 +224,68 @@ inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels
     }
 }
 
-/// dy[i] where mask[i] (a ReLU's output) is positive, else 0; dy[i] itself without a mask (TM void).
-template <class C, class TM, class TD>
-[[nodiscard]] inline batch<C> masked(const TM* mask, const TD* dy, std::size_t i) noexcept {
-    if constexpr (std::is_void_v<TM>)
-        return load<C>(dy + i);
+/// A ReLU after scale_shift_rows' affine map, given by that pass's input and the map instead of its
+/// output. As a mask (column_grad_sums, batch_norm_dx_rows): positive where x·scale[c] + shift[c], the
+/// same fused multiply-add, exceeds `above`, the largest value that the output's storage type rounds
+/// to zero (0 for C itself); one struct serves every row, a mask "pointer" of this type is not offset
+/// by rows. As values: relu_of_affine_value.
+template <class C>
+struct relu_of_affine {
+    const C* scale;
+    const C* shift;
+    C above;
+};
+template <class TM>
+inline constexpr bool is_relu_of_affine = false;
+template <class C>
+inline constexpr bool is_relu_of_affine<relu_of_affine<C>> = true;
+
+/// The ReLU's output itself, as the unfused pass would have stored it as T and a kernel loaded it
+/// back: max(x·scale[c] + shift[c], 0) (the same fused multiply-add), rounded to nearest through T.
+/// What a convolution reads when the batch norm and ReLU before it hand it their input and map.
+template <class T, class C>
+[[nodiscard]] inline batch<C> relu_of_affine_value(const relu_of_affine<C>& f, const batch<C>& xv, std::size_t c) noexcept {
+    const batch<C> zero(C(0));
+    const auto v = xsimd::fma(xv, batch<C>::load_unaligned(f.scale + c), batch<C>::load_unaligned(f.shift + c));
+    return round_through<C, T>(xsimd::select(v > zero, v, zero));
+}
+template <class T, class C>
+[[nodiscard]] inline C relu_of_affine_value(const relu_of_affine<C>& f, C xv, std::size_t c) noexcept {
+    const C v = std::fma(xv, f.scale[c], f.shift[c]);
+    return get<C>(put<T>(v > C(0) ? v : C(0)));
+}
+
+/// mask's row `r` of `channels` (a ReLU's output), or mask itself (void, or relu_of_affine).
+template <class TM>
+[[nodiscard]] inline const TM* mask_row(const TM* mask, std::size_t r, std::size_t channels) noexcept {
+    if constexpr (std::is_void_v<TM> || is_relu_of_affine<TM>)
+        return mask;
     else
-        return xsimd::select(load<C>(mask + i) > batch<C>(C(0)), load<C>(dy + i), batch<C>(C(0)));
+        return mask + r * channels;
+}
+
+/// dy[i] where the mask is positive at channel i of a row (mask[i], a ReLU's output, or the
+/// relu_of_affine of xv, the row's x at i), else 0; dy[i] itself without a mask (TM void).
+template <class C, class TM, class TD>
+[[nodiscard]] inline batch<C> masked(const TM* mask, const TD* dy, std::size_t i, const batch<C>& xv) noexcept {
+    const batch<C> zero(C(0));
+    if constexpr (std::is_void_v<TM>) {
+        (void)xv;
+        return load<C>(dy + i);
+    } else if constexpr (is_relu_of_affine<TM>) {
+        const auto v = xsimd::fma(xv, batch<C>::load_unaligned(mask->scale + i), batch<C>::load_unaligned(mask->shift + i));
+        return xsimd::select(v > batch<C>(mask->above), load<C>(dy + i), zero);
+    } else {
+        (void)xv;
+        return xsimd::select(load<C>(mask + i) > zero, load<C>(dy + i), zero);
+    }
 }
 template <class C, class TM, class TD>
-[[nodiscard]] inline C masked_one(const TM* mask, const TD* dy, std::size_t i) noexcept {
+[[nodiscard]] inline C masked_one(const TM* mask, const TD* dy, std::size_t i, C xv) noexcept {
     if constexpr (std::is_void_v<TM>)
         return get<C>(dy[i]);
+    else if constexpr (is_relu_of_affine<TM>)
+        return std::fma(xv, mask->scale[i], mask->shift[i]) > mask->above ? get<C>(dy[i]) : C(0);
     else
         return get<C>(mask[i]) > C(0) ? get<C>(dy[i]) : C(0);
 }
@@ -288,18 +358,12 @@ inline void column_square_deviations(const TX* x, std::size_t rows, std::size_t 
 }
 
 /// sum_dy[c] += Σ dy[r, c];  sum_dy_xc[c] += Σ dy[r, c]·(x[r, c] − mean[c]), summed in row order. With
-/// a mask (TM not void), dy counts only where the mask is positive (the gradient through a ReLU
-/// whose output it is).
+/// a mask (TM not void: a ReLU's output, or relu_of_affine), dy counts only where the mask is
+/// positive (the gradient through that ReLU).
 template <class C, class TM = void, class TX, class TD>
 inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::size_t channels, const C* mean, C* sum_dy,
                              C* sum_dy_xc, const TM* mask = nullptr) noexcept {
     constexpr std::size_t w = batch<C>::size;
-    const auto mask_row = [mask, channels](std::size_t r) {
-        if constexpr (std::is_void_v<TM>)
-            return mask;
-        else
-            return mask + r * channels;
-    };
     over_column_groups<C>(
         channels,
         [&]<std::size_t NV>(std::size_t c0) {
@@ -312,9 +376,10 @@ inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::s
             for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t v = 0; v < NV; ++v) {
                     const std::size_t c = c0 + v * w;
-                    const auto g = masked<C>(mask_row(r), dy + r * channels, c);
+                    const auto xv = load<C>(x + r * channels + c);
+                    const auto g = masked<C>(mask_row(mask, r, channels), dy + r * channels, c, xv);
                     s[v] = s[v] + g;
-                    sx[v] = xsimd::fma(g, load<C>(x + r * channels + c) - m[v], sx[v]);
+                    sx[v] = xsimd::fma(g, xv - m[v], sx[v]);
                 }
             for (std::size_t v = 0; v < NV; ++v) {
                 s[v].store_unaligned(sum_dy + c0 + v * w);
@@ -324,9 +389,10 @@ inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::s
         [&](std::size_t c) {
             C s = sum_dy[c], sx = sum_dy_xc[c];
             for (std::size_t r = 0; r < rows; ++r) {
-                const C g = masked_one<C>(mask_row(r), dy + r * channels, c);
+                const C xv = get<C>(x[r * channels + c]);
+                const C g = masked_one<C>(mask_row(mask, r, channels), dy + r * channels, c, xv);
                 s += g;
-                sx += g * (get<C>(x[r * channels + c]) - mean[c]);
+                sx += g * (xv - mean[c]);
             }
             sum_dy[c] = s;
             sum_dy_xc[c] = sx;
@@ -341,17 +407,19 @@ inline void batch_norm_dx_rows(const TX* x, const TD* dy, std::size_t rows, std:
     for (std::size_t r = 0; r < rows; ++r) {
         const TX* xr = x + r * channels;
         const TD* gr = dy + r * channels;
-        const TM* mr = mask;
-        if constexpr (!std::is_void_v<TM>) mr += r * channels;
+        const TM* mr = mask_row(mask, r, channels);
         TO* o = out + r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
-            const auto xm = load<C>(xr + c) - batch<C>::load_unaligned(mean + c);
-            const auto t = masked<C>(mr, gr, c) - batch<C>::load_unaligned(mdy + c) - xm * batch<C>::load_unaligned(k2 + c);
+            const auto xv = load<C>(xr + c);
+            const auto xm = xv - batch<C>::load_unaligned(mean + c);
+            const auto t = masked<C>(mr, gr, c, xv) - batch<C>::load_unaligned(mdy + c) - xm * batch<C>::load_unaligned(k2 + c);
             store<C>(o + c, batch<C>::load_unaligned(k1 + c) * t);
         }
-        for (; c < channels; ++c)
-            o[c] = put<TO>(k1[c] * (masked_one<C>(mr, gr, c) - mdy[c] - (get<C>(xr[c]) - mean[c]) * k2[c]));
+        for (; c < channels; ++c) {
+            const C xv = get<C>(xr[c]);
+            o[c] = put<TO>(k1[c] * (masked_one<C>(mr, gr, c, xv) - mdy[c] - (xv - mean[c]) * k2[c]));
+        }
     }
 }
 

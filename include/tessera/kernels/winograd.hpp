@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "tessera/kernels/cache_size.hpp"
@@ -197,6 +198,16 @@ void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_
     });
 }
 
+/// A map (the batch norm and ReLU before the layer, applied as x loads) rounds through x's storage
+/// type as the activation it stands for was stored: x must load into registers as it is stored.
+template <class C, class T>
+void check_map(const simd::relu_of_affine<C>* map) {
+    if constexpr (!simd::in_register<C, T>)
+        if (map != nullptr)
+            throw std::invalid_argument("tessera::kernels::winograd: an input given through a batch norm's map must be "
+                                        "stored in a type that loads into registers");
+}
+
 /// What the drivers share: the tiling, the chunks of whole images and their per-thread buffers.
 template <std::size_t M, class C>
 struct plan {
@@ -266,7 +277,9 @@ struct plan {
 /// y = conv(x, w) for a window that fits (3×3, stride 1), by F(M×M, 3×3): as kernels::conv2d_forward.
 template <std::size_t M, Compute C, Storage T, Storage W, Storage Y>
 void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t cout, const window& g, Y* y,
-                    workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
+                    workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
+                    const simd::relu_of_affine<C>* map = nullptr) {
+    detail::check_map<C, T>(map);
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
@@ -284,12 +297,12 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
                 // the GEMMs and the output transform read from L1 instead of L2.
                 for (std::size_t b0 = t0; b0 < t1; b0 += p.block) {
                     const std::size_t b1 = std::min(t1, b0 + p.block);
-                    detail::transform_input(xs, in, g, p.tl, b0, b1, v);
+                    detail::transform_input(xs, in, g, p.tl, b0, b1, v, map);
                     detail::block_gemms<M>(b1 - b0, p.cin, cout, v, u, m);
                     detail::transform_output(m, p.tl, cout, b0, b1, out);
                 }
             } else {
-                detail::transform_input(xs, in, g, p.tl, t0, t1, v);
+                detail::transform_input(xs, in, g, p.tl, t0, t1, v, map);
                 detail::forward_gemms<M>(t1 - t0, p.cin, cout, v, u, m, o);
                 detail::transform_output(m, p.tl, cout, t0, t1, out);
             }
@@ -337,7 +350,9 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 /// conv2d_backward_data in one pass over the chunks, each output gradient transformed once.
 template <std::size_t M, Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
-                     C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
+                     C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
+                     const simd::relu_of_affine<C>* map = nullptr) {
+    detail::check_map<C, T>(map);
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
@@ -370,7 +385,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
             // the GEMMs, and dV takes V's place.
             for (std::size_t b0 = t0; b0 < t1; b0 += p.sum_block) {
                 const std::size_t b1 = std::min(t1, b0 + p.sum_block), nb = b1 - b0;
-                detail::transform_input(xs, in, g, p.tl, b0, b1, v);
+                detail::transform_input(xs, in, g, p.tl, b0, b1, v, map);
                 detail::transform_output_gradient(dys, p.tl, cout, b0, b1, detail::strip_width<C>(cout), m);
                 detail::block_weight_gemms<M>(nb, p.cin, cout, v, m, b0 == t0 ? beta : C(1), target);
                 if (acc == nullptr) continue;
@@ -380,7 +395,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
             commit(c, o);
             return;
         }
-        detail::transform_input(xs, in, g, p.tl, t0, t1, v);
+        detail::transform_input(xs, in, g, p.tl, t0, t1, v, map);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         detail::weight_gemms<M>(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
         if (acc != nullptr) p.input_gradient(in, g, t0, t1, m, ut, v, acc, o);  // V is no longer needed: dV takes its place
@@ -392,8 +407,9 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C).
 template <std::size_t M, Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g, C* dw,
-                            workspace<C>& ws, gemm_options opt = {}) {
-    winograd::conv2d_backward<M>(x, in, dy, static_cast<const C*>(nullptr), cout, g, dw, static_cast<C*>(nullptr), ws, opt);
+                            workspace<C>& ws, gemm_options opt = {}, const simd::relu_of_affine<C>* map = nullptr) {
+    winograd::conv2d_backward<M>(x, in, dy, static_cast<const C*>(nullptr), cout, g, dw, static_cast<C*>(nullptr), ws, opt,
+                                 {}, map);
 }
 
 }  // namespace tessera::kernels::winograd

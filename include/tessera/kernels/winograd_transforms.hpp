@@ -342,10 +342,13 @@ inline void for_each_patch_pixel(const Pixel& pixel, Inside, const tensor::shape
     }
 }
 
-/// V = Bᵀ d B for tiles [t0, t1): v[ξ][t - t0][ci] (positions nt·c apart).
-template <std::size_t M, class C, class S>
-void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling<M>& tl, std::size_t t0,
-                     std::size_t t1, C* v) {
+/// V = Bᵀ d B for tiles [t0, t1): v[ξ][t - t0][ci] (positions nt·c apart). With `map` (Mapped), d is
+/// not x but the ReLU of x's affine map (simd::relu_of_affine_value, rounded through S as a stored
+/// activation would be): the batch norm and ReLU before the convolution, applied as the patches load;
+/// the padding stays zero.
+template <bool Mapped, std::size_t M, class C, class S>
+void transform_input_as(const S* x, const tensor::shape& in, const window& g, const tiling<M>& tl, std::size_t t0,
+                     std::size_t t1, C* v, const simd::relu_of_affine<C>* map) {
     const std::size_t c = in.c, stride = (t1 - t0) * c;
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         C* dst = v + i * c;
@@ -355,13 +358,23 @@ void transform_input(const S* x, const tensor::shape& in, const window& g, const
                 if constexpr (!decltype(inside)::value)  // the padding reads as zeros
                     for (auto& row : d)
                         for (auto& e : row) e = V(C(0));
-                for_each_patch_pixel<M, const S>(pixel, inside, in, ci,
-                                                 [&](const S* p, std::size_t r, std::size_t q) { d[r][q] = load_lanes<V, C>(p); });
+                for_each_patch_pixel<M, const S>(pixel, inside, in, ci, [&](const S* p, std::size_t r, std::size_t q) {
+                    if constexpr (Mapped)
+                        d[r][q] = simd::relu_of_affine_value<S>(*map, load_lanes<V, C>(p), ci);
+                    else
+                        d[r][q] = load_lanes<V, C>(p);
+                });
                 transform_2d(d, [](V(&values)[patch<M>]) [[gnu::always_inline]] { input_1d<M>(values); });
                 store_positions(dst + ci, stride, d);
             });
         });
     });
+}
+template <std::size_t M, class C, class S>
+void transform_input(const S* x, const tensor::shape& in, const window& g, const tiling<M>& tl, std::size_t t0,
+                     std::size_t t1, C* v, const simd::relu_of_affine<C>* map = nullptr) {
+    if (map != nullptr) return transform_input_as<true>(x, in, g, tl, t0, t1, v, map);
+    transform_input_as<false>(x, in, g, tl, t0, t1, v, map);
 }
 
 /// Whether the tile at `at` is the first, in the tiles' order, to reach the pixel at (r, q) of its

@@ -100,10 +100,49 @@ public:
         return out;
     }
 
+    /// Whether this forward can hand the layer after it its input and map instead of an output
+    /// (forward_map): a batch norm with its ReLU, training, its output rounded to nearest into a type
+    /// that loads into registers.
+    [[nodiscard]] bool maps(const context& ctx) const noexcept {
+        if constexpr (Relu && kernels::simd::in_register<C, T>)
+            return ctx.mode == mode::train && !kernels::rounds_stochastically<C, T>(ctx.forward_rounding());
+        else
+            return false;
+    }
+
+    /// The training forward without its output: x's statistics (the running ones moved as forward
+    /// moves them) and the map whose ReLU gives the output forward would have written, for the
+    /// layer after this one to read x through (conv2d::forward_mapped). One pass that wrote the output
+    /// and one that read it back fewer, and the output's memory. Backward is forward's. Needs maps(ctx).
+    [[nodiscard]] kernels::simd::relu_of_affine<C> forward_map(const activation<P>& x, state& st, const context& ctx) {
+        if (!maps(ctx))
+            throw std::logic_error("tessera::nn::batch_norm::forward_map: needs a ReLU, training mode and an output "
+                                   "rounded to nearest into a type that loads into registers");
+        const tensor::shape s = output_shape(tensor::shape_of(x));
+        st.input = &x;
+        if constexpr (Relu && kernels::simd::in_register<C, T>)
+            return kernels::batch_norm_train_map(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
+                                                 m_momentum, ctx.update_running_statistics ? m_running_mean.data() : nullptr,
+                                                 ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
+                                                 m_ws, ctx.parallel());
+        else
+            return {};
+    }
+
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         const tensor::shape s = tensor::shape_of(*st.input);
         detail::ensure_shape(st.grad_input, s);
         // The input gradient comes out of the same pass as dgamma and dbeta: computed even when unused.
+        if constexpr (Relu) {
+            if (st.saved.mask_from_input) {  // the ReLU's mask from x and the saved map: the output is not read
+                kernels::batch_norm_relu_backward_from_input(st.input->data(), dy.data(), s.pixels(), m_channels,
+                                                             m_gamma.data(), st.saved, st.grad_input.data(),
+                                                             m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),
+                                                             ctx.backward_rounding());
+                (void)want_dx;
+                return st.grad_input;
+            }
+        }
         const T* relu_output = Relu ? st.output.data() : nullptr;  // the mask of the fused ReLU
         kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
                                      st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),

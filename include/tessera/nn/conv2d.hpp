@@ -2,6 +2,7 @@
 // 2-D convolution layer (no bias: every convolution in a ResNet is followed by batch norm).
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +27,8 @@ public:
         const activation<P>* input = nullptr;
         const activation<P>* grad_output = nullptr;  ///< between backward_input and backward_weights
         activation<P> output, grad_input;
+        /// forward_mapped's map: the layer's input is the ReLU of *input's affine map (null: *input).
+        std::optional<kernels::simd::relu_of_affine<C>> input_map;
     };
 
     conv2d(std::size_t in_channels, std::size_t out_channels, const kernels::window& g)
@@ -72,12 +75,25 @@ public:
     }
 
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
-        const tensor::shape s = tensor::shape_of(x);
-        detail::ensure_shape(st.output, output_shape(s));
-        kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), m_ws, ctx.gemm(),
-                                algorithm(ctx), ctx.forward_rounding());
-        st.input = &x;
-        return st.output;
+        return forward_from(x, std::nullopt, st, ctx);
+    }
+
+    /// Whether forward_mapped can take an input of shape `in`: the layer runs by Winograd, whose input
+    /// transform applies the map as it loads.
+    [[nodiscard]] bool takes_mapped_input(const tensor::shape& in, const context& ctx) const {
+        check(in);
+        return kernels::winograd_tile(algorithm(ctx), in, m_out, m_window) != 0;
+    }
+    /// forward on max(x·scale + shift, 0) (map: the batch norm and ReLU before this layer, from their
+    /// forward_map), read from x as the input transform loads it and never stored; the same results,
+    /// bit for bit, as forward on that output. Backward reads x through the map too, so x must stay
+    /// alive as an input would. Needs takes_mapped_input.
+    const activation<P>& forward_mapped(const activation<P>& x, const kernels::simd::relu_of_affine<C>& map, state& st,
+                                        const context& ctx) {
+        if (!takes_mapped_input(tensor::shape_of(x), ctx))
+            throw std::logic_error("tessera::nn::conv2d::forward_mapped: the layer does not run by Winograd on " +
+                                   tensor::shape_of(x).str());
+        return forward_from(x, map, st, ctx);
     }
 
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
@@ -85,7 +101,7 @@ public:
         if (want_dx) detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
                                  want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm(), algorithm(ctx),
-                                 ctx.backward_rounding());
+                                 ctx.backward_rounding(), input_map(st));
         return st.grad_input;
     }
 
@@ -104,7 +120,7 @@ public:
         if (st.grad_output == nullptr)
             throw std::logic_error("tessera::nn::conv2d::backward_weights: no backward_input before it");
         kernels::conv2d_backward_weight(st.input->data(), tensor::shape_of(*st.input), st.grad_output->data(), m_out,
-                                        m_window, m_grad.data(), m_ws, ctx.gemm(), algorithm(ctx));
+                                        m_window, m_grad.data(), m_ws, ctx.gemm(), algorithm(ctx), input_map(st));
         st.grad_output = nullptr;
     }
 
@@ -125,6 +141,20 @@ public:
     [[nodiscard]] const kernels::window& geometry() const noexcept { return m_window; }
 
 private:
+    const activation<P>& forward_from(const activation<P>& x, const std::optional<kernels::simd::relu_of_affine<C>>& map,
+                                      state& st, const context& ctx) {
+        const tensor::shape s = tensor::shape_of(x);
+        detail::ensure_shape(st.output, output_shape(s));
+        st.input_map = map;
+        kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), m_ws, ctx.gemm(),
+                                algorithm(ctx), ctx.forward_rounding(), input_map(st));
+        st.input = &x;
+        return st.output;
+    }
+    [[nodiscard]] static const kernels::simd::relu_of_affine<C>* input_map(const state& st) noexcept {
+        return st.input_map ? &*st.input_map : nullptr;
+    }
+
     // The context's choice; a layer Winograd does not fit runs im2col + GEMM.
     [[nodiscard]] kernels::conv_algorithm algorithm(const context& ctx) const noexcept {
         const bool winograd = ctx.convolution == kernels::conv_algorithm::winograd ||

@@ -1,6 +1,7 @@
 #pragma once
 // sequential<Layers...>: layers run one after another, each feeding the next.
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -14,6 +15,22 @@
 #include "tessera/nn/layer.hpp"
 
 namespace tessera::nn {
+
+namespace detail {
+
+/// Whether layer A can hand layer B, the layer after it, its own input and a map instead of its
+/// output (a batch norm with its ReLU before a convolution: A::forward_map, B::forward_mapped): the
+/// output is then never written, nor read back. Where a.maps(ctx) and b.takes_mapped_input(...) say
+/// so at run time, sequential runs the two so in forward (backward is each layer's own).
+template <class A, class B>
+concept maps_into = requires(A& a, B& b, const activation<typename A::precision>& x, typename A::state& sa,
+                             typename B::state& sb, const context& ctx, const tensor::shape& s) {
+    { a.maps(ctx) } -> std::same_as<bool>;
+    { b.takes_mapped_input(s, ctx) } -> std::same_as<bool>;
+    b.forward_mapped(x, a.forward_map(x, sa, ctx), sb, ctx);
+};
+
+}  // namespace detail
 
 /// Composition of layers with one precision policy. Parameter names are "<index>.<name>" unless
 /// names are given (torchvision-style "conv1", "bn1", ...).
@@ -111,7 +128,17 @@ public:
         const activation<precision>* cur = &x;
         for (std::size_t u = first; u < last; ++u)
             at_unit(u, [&](auto& layer, auto i) {
-                cur = &layer.forward(*cur, std::get<decltype(i)::value>(st.parts), ctx.child(u));
+                constexpr std::size_t I = decltype(i)::value;
+                if constexpr (pairs_at<I>()) {
+                    if (u + 1 < last) {  // the pair within the range: unit u's output is nobody else's
+                        if (const auto* y = forward_pair<I>(*cur, st, ctx)) {
+                            cur = y;
+                            ++u;
+                            return;
+                        }
+                    }
+                }
+                cur = &layer.forward(*cur, std::get<I>(st.parts), ctx.child(u));
             });
         return *cur;
     }
@@ -234,7 +261,37 @@ private:
     }
 
     template <std::size_t I>
+    using layer_type = std::tuple_element_t<I, std::tuple<Ls...>>;
+    // Whether units I and I + 1 exist and can run as a pair (detail::maps_into).
+    template <std::size_t I>
+    static constexpr bool pairs_at() noexcept {
+        if constexpr (I + 1 < size)
+            return detail::maps_into<layer_type<I>, layer_type<I + 1>>;
+        else
+            return false;
+    }
+
+    // Units I and I + 1 in one forward, I handing I + 1 its input and map (detail::maps_into), each
+    // with the context it has alone; null where they cannot at run time (then each runs alone).
+    template <std::size_t I>
+    const activation<precision>* forward_pair(const activation<precision>& x, state& st, const context& ctx) {
+        auto& a = std::get<I>(m_layers);
+        auto& b = std::get<I + 1>(m_layers);
+        const context ca = ctx.child(I), cb = ctx.child(I + 1);
+        if (!a.maps(ca) || !b.takes_mapped_input(a.output_shape(tensor::shape_of(x)), cb)) return nullptr;
+        return &b.forward_mapped(x, a.forward_map(x, std::get<I>(st.parts), ca), std::get<I + 1>(st.parts), cb);
+    }
+
+    template <std::size_t I>
     const activation<precision>& forward_from(const activation<precision>& x, state& st, const context& ctx) {
+        if constexpr (pairs_at<I>()) {
+            if (const auto* y = forward_pair<I>(x, st, ctx)) {
+                if constexpr (I + 2 < size)
+                    return forward_from<I + 2>(*y, st, ctx);
+                else
+                    return *y;
+            }
+        }
         const auto& y = std::get<I>(m_layers).forward(x, std::get<I>(st.parts), ctx.child(I));
         if constexpr (I + 1 < size)
             return forward_from<I + 1>(y, st, ctx);
