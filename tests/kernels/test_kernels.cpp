@@ -449,6 +449,46 @@ TEST_CASE("a convolution reading its input through a batch norm's map gives the 
                     std::invalid_argument);
 }
 
+TEST_CASE("a convolution's input gradient plus an addend: in fp32 the bits of an add after it, in half one rounding",
+          "[kernels][conv][threads][half]") {
+    struct layer {
+        shape in;
+        std::size_t cout;
+        k::window g;
+    };
+    for (const auto& [in, cout, g] : {layer{{5, 9, 11, 19}, 24, {3, 3, 1, 1}}, layer{{5, 9, 11, 12}, 16, {3, 3, 2, 1}},
+                                      layer{{3, 5, 5, 12}, 8, {1, 1, 1, 0}}}) {
+        for (const auto algorithm : {k::conv_algorithm::im2col, k::conv_algorithm::winograd, k::conv_algorithm::winograd_4x4}) {
+            if (algorithm != k::conv_algorithm::im2col && !k::winograd::fits(g)) continue;
+            for (const std::size_t threads : {1u, 2u}) {
+                CAPTURE(in.str(), cout, g.kh, g.stride, static_cast<int>(algorithm), threads);
+                const auto xh = random_vector<half>(in.size(), 150), addh = random_vector<half>(in.size(), 151);
+                const auto wh = random_vector<half>(g.kh * g.kw * in.c * cout, 152);
+                const auto dyh = random_vector<half>(g.output(in, cout).size(), 153);
+                const std::vector<float> x(xh.begin(), xh.end()), add(addh.begin(), addh.end()), w(wh.begin(), wh.end()),
+                    dy(dyh.begin(), dyh.end());
+                k::workspace<float> ws;
+                // fp32: the gradient, then the add, against both calls that add as they go.
+                std::vector<float> dx(in.size()), with(in.size()), both(in.size()), dw1(w.size(), 0.0f), dw2(w.size(), 0.0f);
+                k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw1.data(), dx.data(), ws, {threads}, algorithm);
+                for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = dx[i] + add[i];
+                k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, with.data(), ws, {threads}, algorithm, {}, add.data());
+                k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), both.data(), ws, {threads}, algorithm,
+                                   {}, static_cast<const k::simd::relu_of_affine<float>*>(nullptr), add.data());
+                CHECK(with == dx);
+                CHECK(both == dx);
+                CHECK(dw2 == dw1);
+                // half storage: the fp32 sum on the same values, rounded once.
+                std::vector<half> dxh(in.size());
+                k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxh.data(), ws, {threads}, algorithm, {}, addh.data());
+                std::size_t differing = 0;
+                for (std::size_t i = 0; i < dx.size(); ++i) differing += dxh[i].bits() != half(dx[i]).bits();
+                CHECK(differing == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
     const auto algorithm = GENERATE(k::conv_algorithm::im2col, k::conv_algorithm::automatic);  // 3×3/1: Winograd
     for (const k::window g : {k::window(3, 3, 1, 1), k::window(3, 3, 2, 1), k::window(1, 1, 1, 0)}) {

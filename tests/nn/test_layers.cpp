@@ -355,6 +355,18 @@ TEST_CASE("a residual block's training forward runs its last batch norm, the add
         nn::detail::add<float, true>(ua.data(), ub.data(), unfused.out.output.data(), ua.size());
         const auto& dxu = apart.backward(dy, unfused, ctx, true);
         REQUIRE(std::equal(dx_fused.begin(), dx_fused.end(), dxu.begin(), dxu.end()));
+        // Backward adds the shortcut's gradient to the main branch's in the first convolution: the
+        // bits of the two branches' backward passes and an add after them.
+        auto third = apart;
+        decltype(fused)::state t;
+        (void)third.forward(x, t, ctx);
+        nn::relu<config::fp32> relu;
+        const auto& dsum = relu.backward(dy, t.out, ctx.child(2), true);
+        const auto& da = third.main_branch().backward(dsum, t.main, ctx.child(0), true);
+        std::vector<float> expected_dx(da.begin(), da.end());
+        const auto& db = third.skip_branch().backward(dsum, t.skip, ctx.child(1), true);
+        for (std::size_t i = 0; i < expected_dx.size(); ++i) expected_dx[i] += db.data()[i];
+        REQUIRE(dx_fused == expected_dx);
         std::vector<float> grads_fused, grads_apart;
         fused.visit_parameters(
             [&](std::string_view, auto, std::span<float> g) { grads_fused.insert(grads_fused.end(), g.begin(), g.end()); });

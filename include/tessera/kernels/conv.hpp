@@ -191,17 +191,20 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     dst.commit();
 }
 
-/// dx = conv_backward_data(dy, w): the gradient with respect to the input (overwrites dx).
+/// dx = conv_backward_data(dy, w): the gradient with respect to the input (overwrites dx). With an
+/// addend (in.size() elements), dx = that gradient + addend, each part of dx getting it as the part
+/// is final, while it is in cache, rounded once (store_compute).
 template <Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g,
                           X* dx, workspace<C>& ws, gemm_options opt = {},
-                          conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {}) {
+                          conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {},
+                          const X* addend = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(
-            m, [&](auto tile) { winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding); });
+            m, [&](auto tile) { winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding, addend); });
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
-    store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding);
+    store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding, addend);
     if (g.is_pointwise()) {
         gemm(trans::no, trans::yes, rows, in.c, cout, C(1), dy, cout, w, cout, C(0), dst.target(), in.c,
              detail::all_threads(opt, ws));
@@ -270,19 +273,21 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
                          });
 }
 
-/// dw += conv_backward_weight(x, dy) and, when dx is not null, dx = conv_backward_data(dy, w): both
-/// gradients of a layer in one call (Winograd transforms each output gradient once for both).
+/// dw += conv_backward_weight(x, dy) and, when dx is not null, dx = conv_backward_data(dy, w) (plus
+/// addend, as conv2d_backward_data adds it): both gradients of a layer in one call (Winograd
+/// transforms each output gradient once for both).
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {},
                      conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {},
-                     const simd::relu_of_affine<C>* map = nullptr) {
+                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
-        return detail::with_winograd_tile(
-            m, [&](auto tile) { winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding, map); });
+        return detail::with_winograd_tile(m, [&](auto tile) {
+            winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding, map, addend);
+        });
     detail::check_no_map(map, "conv2d_backward");
     conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt, conv_algorithm::im2col);
-    if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col, rounding);
+    if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col, rounding, addend);
 }
 
 /// Direct 7-loop convolution in double: the reference for tests (w [kh][kw][cin][cout]).

@@ -11,6 +11,7 @@
 #include "tessera/tensor/convert.hpp"
 #include "tessera/tensor/half.hpp"
 #include "tessera/tensor/stochastic_rounding.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/thread_pool.hpp"
 
 namespace tessera::kernels {
@@ -76,13 +77,16 @@ template <Compute C, Storage T>
 
 /// A destination for n elements of type T computed in C: writes go to `target()`, `commit()` converts
 /// them into dst when T is not C (a no-op otherwise), split between threads for large tensors; to a
-/// half, stochastically when `rounding` says so (element i of dst draws the bits of element i).
+/// half, stochastically when `rounding` says so (element i of dst draws the bits of element i). With
+/// an addend (n elements of T), commit adds it to what was computed first, in C: dst = computed +
+/// addend, rounded once (a residual block's shortcut gradient added to a convolution's input
+/// gradient part by part, while each part is in cache).
 template <Compute C, Storage T>
 class store_compute {
 public:
     store_compute(T* dst, std::size_t n, aligned_vector<C>& scratch, parallelism par = {},
-                  const tensor::rounding& rounding = {})
-        : m_dst(dst), m_n(n), m_scratch(scratch), m_par(par), m_rounding(rounding) {
+                  const tensor::rounding& rounding = {}, const T* addend = nullptr)
+        : m_dst(dst), m_n(n), m_scratch(scratch), m_par(par), m_rounding(rounding), m_addend(addend) {
         if constexpr (!std::is_same_v<C, T>)
             if (m_scratch.size() < n) m_scratch.resize(n);
     }
@@ -98,6 +102,12 @@ public:
     /// as commit() converts it: a kernel commits a part (a chunk's whole images) as soon as it is
     /// final, while it is in cache. The parts must cover the output; commit() is then not called.
     void commit(std::size_t begin, std::size_t end, parallelism par = {}) {
+        if (m_addend != nullptr) {
+            C* to = target();
+            detail::parallel_ranges(par, end - begin, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+                add_into(m_addend + begin + b, to + begin + b, e - b);
+            });
+        }
         if constexpr (!std::is_same_v<C, T>) {
             const C* from = m_scratch.data();
             T* to = m_dst;
@@ -115,11 +125,20 @@ public:
     }
 
 private:
+    // to[i] += from[i] in C (from's in C computed as `from + to` would be: IEEE addition commutes).
+    static void add_into(const T* from, C* to, std::size_t n) noexcept {
+        if constexpr (simd::in_register<C, T>)
+            simd::add_to(from, to, n);
+        else
+            for (std::size_t i = 0; i < n; ++i) to[i] += simd::get<C>(from[i]);
+    }
+
     T* m_dst;
     std::size_t m_n;
     aligned_vector<C>& m_scratch;
     parallelism m_par;
     tensor::rounding m_rounding;
+    const T* m_addend;
 };
 
 /// Packing buffers a caller may keep between GEMM calls (single-threaded calls only), so that

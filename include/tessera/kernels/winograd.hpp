@@ -321,14 +321,15 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     });
 }
 
-/// dx = the gradient of conv2d_forward with respect to its input (overwrites dx).
+/// dx = the gradient of conv2d_forward with respect to its input (overwrites dx), plus addend when given.
 template <std::size_t M, Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g, X* dx,
-                          workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {}) {
+                          workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
+                          const X* addend = nullptr) {
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
-    store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding);
+    store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding, addend);
     const C* ut = p.weights(w, true, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
@@ -346,12 +347,13 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 }
 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C) and, when
-/// dx is not null, dx = the gradient with respect to its input: conv2d_backward_weight and
-/// conv2d_backward_data in one pass over the chunks, each output gradient transformed once.
+/// dx is not null, dx = the gradient with respect to its input (plus addend when given):
+/// conv2d_backward_weight and conv2d_backward_data in one pass over the chunks, each output gradient
+/// transformed once.
 template <std::size_t M, Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
-                     const simd::relu_of_affine<C>* map = nullptr) {
+                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr) {
     detail::check_map<C, T>(map);
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
@@ -360,7 +362,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
     std::optional<store_compute<C, X>> dst;
     const C* ut = nullptr;
     if (dx != nullptr) {
-        dst.emplace(dx, in.size(), ws.c, par, rounding);
+        dst.emplace(dx, in.size(), ws.c, par, rounding, addend);
         ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
     }
     const std::size_t size = detail::positions<M> * p.plane;

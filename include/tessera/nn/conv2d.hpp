@@ -105,6 +105,20 @@ public:
         return st.grad_input;
     }
 
+    /// backward, its input gradient plus `addend` (a residual block's shortcut gradient, the input's
+    /// shape): the kernel adds it to each part of the gradient as that part is final, while it is in
+    /// cache, instead of a pass of its own over both afterwards. In fp32 the bits of backward then
+    /// the add; a 16-bit gradient is rounded once where those round twice.
+    const activation<P>& backward_adding(const activation<P>& dy, const activation<P>& addend, state& st,
+                                         const context& ctx) {
+        const tensor::shape s = addend_shape(addend, st);
+        detail::ensure_shape(st.grad_input, s);
+        kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
+                                 st.grad_input.data(), m_ws, ctx.gemm(), algorithm(ctx), ctx.backward_rounding(),
+                                 input_map(st), addend.data());
+        return st.grad_input;
+    }
+
     /// The input gradient alone (SplitBackwardLayer); `dy` must stay alive until backward_weights.
     const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         const tensor::shape s = tensor::shape_of(*st.input);
@@ -113,6 +127,16 @@ public:
         detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), m_ws,
                                       ctx.gemm(), algorithm(ctx), ctx.backward_rounding());
+        return st.grad_input;
+    }
+    /// backward_input plus `addend`, as backward_adding adds it.
+    const activation<P>& backward_input_adding(const activation<P>& dy, const activation<P>& addend, state& st,
+                                               const context& ctx) {
+        const tensor::shape s = addend_shape(addend, st);
+        st.grad_output = &dy;
+        detail::ensure_shape(st.grad_input, s);
+        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), m_ws,
+                                      ctx.gemm(), algorithm(ctx), ctx.backward_rounding(), addend.data());
         return st.grad_input;
     }
     /// The weight gradient of the micro-batch backward_input saw (accumulated, +=).
@@ -153,6 +177,14 @@ private:
     }
     [[nodiscard]] static const kernels::simd::relu_of_affine<C>* input_map(const state& st) noexcept {
         return st.input_map ? &*st.input_map : nullptr;
+    }
+    // The input's shape, which an addend to the input gradient must have.
+    [[nodiscard]] static tensor::shape addend_shape(const activation<P>& addend, const state& st) {
+        const tensor::shape s = tensor::shape_of(*st.input);
+        if (tensor::shape_of(addend) != s)
+            throw tensor::shape_error("tessera::nn::conv2d: an addend of " + tensor::shape_of(addend).str() +
+                                      " to the input gradient of " + s.str());
+        return s;
     }
 
     // The context's choice; a layer Winograd does not fit runs im2col + GEMM.

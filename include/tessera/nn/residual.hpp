@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "tessera/kernels/simd.hpp"
 #include "tessera/nn/activation.hpp"
@@ -76,6 +78,17 @@ template <class Main>
 concept ends_in_batch_norm = requires(Main& m) {
     requires std::is_same_v<std::remove_cvref_t<decltype(m.template get<Main::size - 1>())>,
                             batch_norm<typename Main::precision, false>>;
+};
+
+/// Whether a residual's main branch is a sequential whose first layer can add the shortcut's gradient
+/// to its own input gradient as it computes it (conv2d::backward_adding, backward_input_adding): every
+/// block's main branch starts with a convolution.
+template <class Main>
+concept starts_with_adding_layer = requires(Main& m, const activation<typename Main::precision>& g,
+                                            std::remove_cvref_t<decltype(std::get<0>(std::declval<typename Main::state&>().parts))>& st,
+                                            const context& ctx) {
+    m.template get<0>().backward_adding(g, g, st, ctx);
+    m.template get<0>().backward_input_adding(g, g, st, ctx);
 };
 
 }  // namespace detail
@@ -314,6 +327,22 @@ private:
     template <bool InputOnly>
     const activation<P>& backward_pass(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         const auto& dsum = m_relu.backward(dy, st.out, ctx.child(2), true);
+        if constexpr (detail::starts_with_adding_layer<Main>) {
+            if (want_dx) {
+                // The shortcut's gradient first, then the main branch's, whose first layer adds the
+                // shortcut's to its input gradient as it computes it: no pass of its own for the sum.
+                const context main_ctx = ctx.child(0);
+                const auto& db = nn::backward_part<InputOnly>(m_skip, dsum, st.skip, ctx.child(1), true);
+                const auto& d1 = InputOnly ? m_main.backward_units_input(1, Main::size, dsum, st.main, main_ctx, true)
+                                           : m_main.backward_units(1, Main::size, dsum, st.main, main_ctx, true);
+                auto& first = m_main.template get<0>();
+                auto& first_state = std::get<0>(st.main.parts);
+                if constexpr (InputOnly)
+                    return first.backward_input_adding(d1, db, first_state, main_ctx.child(0));
+                else
+                    return first.backward_adding(d1, db, first_state, main_ctx.child(0));
+            }
+        }
         const auto& da = nn::backward_part<InputOnly>(m_main, dsum, st.main, ctx.child(0), want_dx);
         const auto& db = nn::backward_part<InputOnly>(m_skip, dsum, st.skip, ctx.child(1), want_dx);
         if (!want_dx) return st.grad_input;
