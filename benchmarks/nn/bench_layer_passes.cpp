@@ -5,8 +5,12 @@
 // fp32 and 16.16. Each layer of the network appears once per shape with the number of times the
 // network runs it; the whole step is measured too, and the table's remainder is what no layer
 // pass below accounts for (the loss, pooling and classifier, the optimiser, and what the layers lose
-// to each other in cache). A block's output is timed as the step runs it: the add of its branches
-// and the ReLU in one pass forward; the ReLU's mask, then the sum of the branches' gradients, backward.
+// to each other in cache). Each pass is timed twice: repeated on data in cache, and with its data
+// evicted from L1 and L2 before each call (64 MiB written elsewhere), as the step finds most of it.
+// The rows are the layers alone: a batch norm with its ReLU writes its output here, where the step
+// hands the convolution after it its input and map instead; a block's output is the add of its
+// branches and the ReLU in one pass forward, the ReLU's mask then the sum of the branches' gradients
+// backward, where the step's first convolution adds the shortcut's gradient as it computes its own.
 //
 // FLOPs are those executed: a Winograd layer (kernels::uses_winograd) multiplies 16 values per 2 × 2
 // output tile and channel pair in each pass instead of the direct convolution's 36; its transforms
@@ -47,11 +51,30 @@ double stream_gbs(double bytes) {
     return 12.0 * static_cast<double>(n) / s / 1e9;
 }
 
+/// Median seconds of f() over 15 calls, each after writing 64 MiB elsewhere: the call's data no longer
+/// in L1 or L2 (but in a last-level cache larger than that, where there is one), as a pass of the
+/// step mostly finds the activations other passes wrote long before.
+template <class F>
+double seconds_out_of_l2(F&& f) {
+    static std::vector<unsigned char> elsewhere(std::size_t{64} << 20);
+    std::vector<double> s;
+    for (int i = 0; i < 15; ++i) {
+        for (std::size_t j = 0; j < elsewhere.size(); j += 64) elsewhere[j] = static_cast<unsigned char>(elsewhere[j] + 1);
+        benchmark::ClobberMemory();
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+    return s[s.size() / 2];
+}
+
 struct row {
     std::string precision, layer;
     std::size_t count;
     double forward_s, backward_s, forward_bound_s, backward_bound_s;
     bool forward_compute_bound, backward_compute_bound;
+    double forward_cold_s, backward_cold_s;  // out of L2 (seconds_out_of_l2)
 };
 std::vector<row>& table() {
     static std::vector<row> rows;
@@ -91,10 +114,12 @@ void profile(benchmark::State& state, const std::string& precision, const std::s
     kernels::thread_pool pool(1);
     const nn::context ctx{.mode = nn::mode::train, .threads = 1, .pool = &pool};
     typename L::state st;
-    double forward = 0, backward = 0;
+    double forward = 0, backward = 0, forward_cold = 0, backward_cold = 0;
     for (auto _ : state) {
         forward = bench::seconds_per_call([&] { benchmark::DoNotOptimize(layer.forward(x, st, ctx).data()); }, 0.1);
         backward = bench::seconds_per_call([&] { benchmark::DoNotOptimize(layer.backward(dy, st, ctx, want_dx).data()); }, 0.1);
+        forward_cold = seconds_out_of_l2([&] { benchmark::DoNotOptimize(layer.forward(x, st, ctx).data()); });
+        backward_cold = seconds_out_of_l2([&] { benchmark::DoNotOptimize(layer.backward(dy, st, ctx, want_dx).data()); });
     }
     const nn::cost c = layer.cost(in);
     const double peak = bench::fp32_peak_gflops() * 1e9;
@@ -103,11 +128,13 @@ void profile(benchmark::State& state, const std::string& precision, const std::s
                  b_mem = c.backward_bytes / (stream_gbs(c.backward_bytes) * 1e9);
     const double f_fma = f_flops / peak, b_fma = b_flops / peak;
     table().push_back({precision, name, count, forward, backward, std::max(f_fma, f_mem), std::max(b_fma, b_mem),
-                       f_fma >= f_mem, b_fma >= b_mem});
+                       f_fma >= f_mem, b_fma >= b_mem, forward_cold, backward_cold});
     state.counters["forward_ms"] = forward * 1e3;
     state.counters["backward_ms"] = backward * 1e3;
     state.counters["forward_of_bound"] = std::max(f_fma, f_mem) / forward;
     state.counters["backward_of_bound"] = std::max(b_fma, b_mem) / backward;
+    state.counters["forward_out_of_l2_ms"] = forward_cold * 1e3;
+    state.counters["backward_out_of_l2_ms"] = backward_cold * 1e3;
 }
 
 /// A residual block's output stage as nn::residual runs it, as a layer of its own (the other branch's
@@ -207,27 +234,29 @@ void print_table() {
                 "the peak, or its bytes at a streaming add's speed over as many bytes, whichever is longer) over its time.\n",
                 bench::fp32_peak_gflops());
     for (const auto& [precision, step_s, forward_s, backward_s, update_s] : steps()) {
-        double layers_forward = 0, layers_backward = 0;
+        double layers_forward = 0, layers_backward = 0, cold_forward = 0, cold_backward = 0;
         for (const auto& r : table())
             if (r.precision == precision) {
                 layers_forward += static_cast<double>(r.count) * r.forward_s;
                 layers_backward += static_cast<double>(r.count) * r.backward_s;
+                cold_forward += static_cast<double>(r.count) * r.forward_cold_s;
+                cold_backward += static_cast<double>(r.count) * r.backward_cold_s;
             }
-        std::printf("\n%s: whole step %.2f ms (%.0f img/s): forward %.2f ms (its layers alone %.2f), backward %.2f ms "
-                    "(its layers alone %.2f), update %.2f ms\n",
+        std::printf("\n%s: whole step %.2f ms (%.0f img/s): forward %.2f ms (its layers alone %.2f, out of L2 %.2f), "
+                    "backward %.2f ms (its layers alone %.2f, out of L2 %.2f), update %.2f ms\n",
                     precision.c_str(), step_s * 1e3, batch / step_s, forward_s * 1e3, layers_forward * 1e3,
-                    backward_s * 1e3, layers_backward * 1e3, update_s * 1e3);
-        std::printf("%-32s %5s %10s %10s %7s %14s %14s\n", "layer", "count", "fwd ms", "bwd ms", "share",
-                    "fwd of bound", "bwd of bound");
+                    cold_forward * 1e3, backward_s * 1e3, layers_backward * 1e3, cold_backward * 1e3, update_s * 1e3);
+        std::printf("%-32s %5s %10s %10s %7s %14s %14s %12s %12s\n", "layer", "count", "fwd ms", "bwd ms", "share",
+                    "fwd of bound", "bwd of bound", "fwd out L2", "bwd out L2");
         double total = 0;
         for (const auto& r : table()) {
             if (r.precision != precision) continue;
             const double t = static_cast<double>(r.count) * (r.forward_s + r.backward_s);
             total += t;
-            std::printf("%-32s %5zu %10.3f %10.3f %6.1f%% %8.2f (%s) %8.2f (%s)\n", r.layer.c_str(), r.count,
+            std::printf("%-32s %5zu %10.3f %10.3f %6.1f%% %8.2f (%s) %8.2f (%s) %12.3f %12.3f\n", r.layer.c_str(), r.count,
                         r.forward_s * 1e3, r.backward_s * 1e3, 100.0 * t / step_s, r.forward_bound_s / r.forward_s,
                         r.forward_compute_bound ? "FMA" : "mem", r.backward_bound_s / r.backward_s,
-                        r.backward_compute_bound ? "FMA" : "mem");
+                        r.backward_compute_bound ? "FMA" : "mem", r.forward_cold_s * 1e3, r.backward_cold_s * 1e3);
         }
         std::printf("%-32s %5s %21s %6.1f%%\n", "the rest of the step", "", "", 100.0 * (step_s - total) / step_s);
     }
