@@ -413,12 +413,8 @@ TEST_CASE("a convolution reading its input through a batch norm's map gives the 
     const k::simd::relu_of_affine<float> map{scale.data(), shift.data(), 0.0f};
     const auto run = [&]<class T>(T, k::conv_algorithm algorithm, std::size_t threads) {
         const auto x = random_vector<T>(in.size(), 122, -2, 2);
-        std::vector<T> z(in.size());  // the stored output the map stands for
-        for (std::size_t i = 0; i < z.size(); ++i) {
-            const std::size_t c = i % cin;
-            const float v = std::fma(k::detail::load_as<float>(x[i]), scale[c], shift[c]);
-            z[i] = k::detail::store_as<T>(v > 0.0f ? v : 0.0f);
-        }
+        std::vector<T> z(in.size());  // the output the map stands for, as batch norm's forward stores it
+        k::simd::scale_shift_rows<float, true>(x.data(), in.pixels(), cin, scale.data(), shift.data(), z.data());
         const auto w = random_vector<float>(9 * cin * cout, 123), dy = random_vector<float>(g.output(in, cout).size(), 124);
         std::vector<float> y1(dy.size()), y2(dy.size()), dw1(w.size(), 0.0f), dw2(w.size(), 0.0f), dx1(in.size()), dx2(in.size());
         k::workspace<float> ws1, ws2;

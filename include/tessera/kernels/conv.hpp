@@ -204,35 +204,45 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
             m, [&](auto tile) { winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding, addend); });
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
-    store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding, addend);
     if (g.is_pointwise()) {
+        store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding, addend);
         gemm(trans::no, trans::yes, rows, in.c, cout, C(1), dy, cout, w, cout, C(0), dst.target(), in.c,
              detail::all_threads(opt, ws));
-    } else {
-        C* acc = dst.target();
-        const live_taps taps(in, g);
-        const std::size_t k = taps.columns(in.c);
-        const std::size_t chunk = detail::conv_chunk_rows(k, out.h * out.w, out.n, sizeof(C));
-        const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
-        auto& cols = detail::thread_columns(ws, threads, chunk * k, opt);
-        const C* wc = load_compute<C>(w, g.kh * g.kw * in.c * cout, ws.b, parallelism{opt.threads, opt.pool});  // as the forward
-        detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
-            const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk), image = in.h * in.w * in.c;
-            const std::size_t e0 = m0 / (out.h * out.w) * image, e1 = m1 / (out.h * out.w) * image;
-            const gemm_options o = detail::chunk_gemm(opt, threads, ws, t);
-            // The chunk's images of dx, zeroed by the thread that adds into them.
-            std::fill(acc + e0, acc + e1, C(0));
-            for (std::size_t b = 0; b < taps.blocks(); ++b) {
-                const auto blk = taps.at(b, in.c);
-                gemm(trans::no, trans::yes, m1 - m0, blk.rows, cout, C(1), dy + m0 * cout, cout, wc + blk.weight_row * cout,
-                     cout, C(0), cols[t].data() + blk.column, k, o);
-            }
-            col2im_add(cols[t].data(), in, g, taps, m0, m1, acc);  // chunks hold whole images: no overlap
-            dst.commit(e0, e1, {o.threads, o.pool});  // the chunk's images of dx are final
-        });
+        dst.commit();
         return;
     }
-    dst.commit();
+    // Where dx is stored in another type, each chunk's images go through a C buffer of the thread's
+    // own (staging::parts), in cache from the zeroing to the commit.
+    constexpr staging where = std::is_same_v<C, X> ? staging::whole : staging::parts;
+    store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding, addend, where);
+    C* acc = where == staging::whole ? dst.target() : nullptr;
+    const live_taps taps(in, g);
+    const std::size_t k = taps.columns(in.c), image = in.h * in.w * in.c, per_image = out.h * out.w;
+    const std::size_t chunk = detail::conv_chunk_rows(k, per_image, out.n, sizeof(C));
+    const std::size_t chunks = (rows + chunk - 1) / chunk, threads = detail::chunk_threads(opt, chunks);
+    auto& cols = detail::thread_columns(ws, threads, chunk * k, opt);
+    if constexpr (where == staging::parts) detail::thread_buffers(ws.parts, threads, chunk / per_image * image);
+    const C* wc = load_compute<C>(w, g.kh * g.kw * in.c * cout, ws.b, parallelism{opt.threads, opt.pool});  // as the forward
+    detail::for_each_chunk(chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
+        const std::size_t m0 = c * chunk, m1 = std::min(rows, m0 + chunk);
+        const std::size_t e0 = m0 / per_image * image, e1 = m1 / per_image * image;
+        const gemm_options o = detail::chunk_gemm(opt, threads, ws, t);
+        // The chunk's images of dx (from element e0 in acc, or a part of their own), zeroed by the
+        // thread that adds into them.
+        C* part = where == staging::whole ? acc + e0 : ws.parts[t].data();
+        std::fill(part, part + (e1 - e0), C(0));
+        for (std::size_t b = 0; b < taps.blocks(); ++b) {
+            const auto blk = taps.at(b, in.c);
+            gemm(trans::no, trans::yes, m1 - m0, blk.rows, cout, C(1), dy + m0 * cout, cout, wc + blk.weight_row * cout,
+                 cout, C(0), cols[t].data() + blk.column, k, o);
+        }
+        col2im_add(cols[t].data(), in, g, taps, 0, m1 - m0, part);  // the chunk's rows, its images from part's first
+        // The chunk's images of dx are final: committed while they are in cache.
+        if constexpr (where == staging::whole)
+            dst.commit(e0, e1, {o.threads, o.pool});
+        else
+            dst.commit_part(part, e0, e1, {o.threads, o.pool});
+    });
 }
 
 /// dw += conv_backward_weight(x, dy): accumulates the weight gradient ([kh][kw][cin][cout], in C).

@@ -10,7 +10,7 @@
 
 #include "tessera/tensor/half.hpp"
 
-#if defined(__F16C__) && defined(__AVX__)
+#if defined(__AVX__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -91,6 +91,31 @@ template <class C, class T>
         }
 #endif
     }
+}
+
+/// a·b + c rounded once where the target has fused multiply-add instructions, as std::fma rounds it
+/// (xsimd 8.1's fma for AVX-512 computes a*b + c, which GCC fuses only when it optimises, and not at
+/// -O1: a kernel and a pass that must agree with it bit for bit would then differ by the build);
+/// a*b + c, rounded twice, where the target has none.
+template <class C>
+[[nodiscard]] inline batch<C> fused_multiply_add(const batch<C>& a, const batch<C>& b, const batch<C>& c) noexcept {
+#if defined(__AVX512F__)
+    if constexpr (batch<C>::size * sizeof(C) == 64) {
+        if constexpr (std::is_same_v<C, float>)
+            return batch<C>(_mm512_fmadd_ps(a, b, c));
+        else
+            return batch<C>(_mm512_fmadd_pd(a, b, c));
+    }
+#endif
+#if defined(__FMA__)
+    if constexpr (batch<C>::size * sizeof(C) == 32) {
+        if constexpr (std::is_same_v<C, float>)
+            return batch<C>(_mm256_fmadd_ps(a, b, c));
+        else
+            return batch<C>(_mm256_fmadd_pd(a, b, c));
+    }
+#endif
+    return xsimd::fma(a, b, c);
 }
 
 /// One element, for the loops' scalar tails.
@@ -210,7 +235,7 @@ inline void scale_shift_rows(const TX* x, std::size_t rows, std::size_t channels
         TO* o = out + r * channels;
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
-            auto v = xsimd::fma(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c));
+            auto v = fused_multiply_add(load<C>(xr + c), batch<C>::load_unaligned(scale + c), batch<C>::load_unaligned(shift + c));
             if constexpr (adds) v = v + load<C>(skip + r * channels + c);
             if constexpr (Relu) v = xsimd::select(v > zero, v, zero);
             store<C>(o + c, v);
@@ -246,7 +271,7 @@ inline constexpr bool is_relu_of_affine<relu_of_affine<C>> = true;
 template <class T, class C>
 [[nodiscard]] inline batch<C> relu_of_affine_value(const relu_of_affine<C>& f, const batch<C>& xv, std::size_t c) noexcept {
     const batch<C> zero(C(0));
-    const auto v = xsimd::fma(xv, batch<C>::load_unaligned(f.scale + c), batch<C>::load_unaligned(f.shift + c));
+    const auto v = fused_multiply_add(xv, batch<C>::load_unaligned(f.scale + c), batch<C>::load_unaligned(f.shift + c));
     return round_through<C, T>(xsimd::select(v > zero, v, zero));
 }
 template <class T, class C>
@@ -273,7 +298,7 @@ template <class C, class TM, class TD>
         (void)xv;
         return load<C>(dy + i);
     } else if constexpr (is_relu_of_affine<TM>) {
-        const auto v = xsimd::fma(xv, batch<C>::load_unaligned(mask->scale + i), batch<C>::load_unaligned(mask->shift + i));
+        const auto v = fused_multiply_add(xv, batch<C>::load_unaligned(mask->scale + i), batch<C>::load_unaligned(mask->shift + i));
         return xsimd::select(v > batch<C>(mask->above), load<C>(dy + i), zero);
     } else {
         (void)xv;

@@ -75,6 +75,43 @@ template <Compute C, Storage T>
     return std::is_same_v<T, tensor::half> && std::is_same_v<C, float> && r.stochastic;
 }
 
+namespace detail {
+
+/// to[i] = from[i] + addend[i] (addend not null) for n elements computed in C, converted to T (to
+/// nearest, or stochastically with element index0 + i drawing the bits of element index0 + i): what
+/// store_compute's commit does, from any C buffer. from gets the addend in place; when T is C, from
+/// is to.
+template <Compute C, Storage T>
+void commit_into(C* from, T* to, std::size_t index0, std::size_t n, parallelism par, const tensor::rounding& rounding,
+                 const T* addend) {
+    if (addend != nullptr)
+        parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+            if constexpr (simd::in_register<C, T>)
+                simd::add_to(addend + b, from + b, e - b);  // C's sum computed as addend + from would be: IEEE addition commutes
+            else
+                for (std::size_t i = b; i < e; ++i) from[i] += simd::get<C>(addend[i]);
+        });
+    if constexpr (!std::is_same_v<C, T>) {
+        if (rounds_stochastically<C, T>(rounding)) {
+            if constexpr (std::is_same_v<T, tensor::half> && std::is_same_v<C, float>)
+                parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+                    tensor::convert_stochastic(from + b, to + b, e - b, rounding, index0 + b);
+                });
+            return;
+        }
+        parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+            convert_n(from + b, to + b, e - b);
+        });
+    }
+}
+
+}  // namespace detail
+
+/// Where store_compute keeps what a kernel computes in C for a T destination (T not C): one buffer
+/// of the whole destination, or, `parts`, buffers of the kernel's own that it commits part by part
+/// (commit_part; a chunk's part stays in cache, where a whole buffer is written cold).
+enum class staging { whole, parts };
+
 /// A destination for n elements of type T computed in C: writes go to `target()`, `commit()` converts
 /// them into dst when T is not C (a no-op otherwise), split between threads for large tensors; to a
 /// half, stochastically when `rounding` says so (element i of dst draws the bits of element i). With
@@ -85,10 +122,10 @@ template <Compute C, Storage T>
 class store_compute {
 public:
     store_compute(T* dst, std::size_t n, aligned_vector<C>& scratch, parallelism par = {},
-                  const tensor::rounding& rounding = {}, const T* addend = nullptr)
+                  const tensor::rounding& rounding = {}, const T* addend = nullptr, staging where = staging::whole)
         : m_dst(dst), m_n(n), m_scratch(scratch), m_par(par), m_rounding(rounding), m_addend(addend) {
         if constexpr (!std::is_same_v<C, T>)
-            if (m_scratch.size() < n) m_scratch.resize(n);
+            if (where == staging::whole && m_scratch.size() < n) m_scratch.resize(n);
     }
     [[nodiscard]] C* target() noexcept {
         if constexpr (std::is_same_v<C, T>)
@@ -102,37 +139,18 @@ public:
     /// as commit() converts it: a kernel commits a part (a chunk's whole images) as soon as it is
     /// final, while it is in cache. The parts must cover the output; commit() is then not called.
     void commit(std::size_t begin, std::size_t end, parallelism par = {}) {
-        if (m_addend != nullptr) {
-            C* to = target();
-            detail::parallel_ranges(par, end - begin, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-                add_into(m_addend + begin + b, to + begin + b, e - b);
-            });
-        }
-        if constexpr (!std::is_same_v<C, T>) {
-            const C* from = m_scratch.data();
-            T* to = m_dst;
-            if (rounds_stochastically<C, T>(m_rounding)) {
-                if constexpr (std::is_same_v<T, tensor::half> && std::is_same_v<C, float>)
-                    detail::parallel_ranges(par, end - begin, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-                        tensor::convert_stochastic(from + begin + b, to + begin + b, e - b, m_rounding, begin + b);
-                    });
-                return;
-            }
-            detail::parallel_ranges(par, end - begin, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-                convert_n(from + begin + b, to + begin + b, e - b);
-            });
-        }
+        detail::commit_into(target() + begin, m_dst + begin, begin, end - begin, par, m_rounding,
+                            m_addend == nullptr ? nullptr : m_addend + begin);
+    }
+    /// Commits elements [begin, end) from `part` (staging::parts: the kernel's own buffer of those
+    /// elements, which gets the addend in place) as commit(begin, end) would from the whole buffer,
+    /// bit for bit.
+    void commit_part(C* part, std::size_t begin, std::size_t end, parallelism par = {}) {
+        detail::commit_into(part, m_dst + begin, begin, end - begin, par, m_rounding,
+                            m_addend == nullptr ? nullptr : m_addend + begin);
     }
 
 private:
-    // to[i] += from[i] in C (from's in C computed as `from + to` would be: IEEE addition commutes).
-    static void add_into(const T* from, C* to, std::size_t n) noexcept {
-        if constexpr (simd::in_register<C, T>)
-            simd::add_to(from, to, n);
-        else
-            for (std::size_t i = 0; i < n; ++i) to[i] += simd::get<C>(from[i]);
-    }
-
     T* m_dst;
     std::size_t m_n;
     aligned_vector<C>& m_scratch;
@@ -174,6 +192,7 @@ struct workspace {
     std::vector<aligned_vector<C>> cols;  ///< im2col columns (Winograd: transformed inputs), one buffer per thread
     std::vector<aligned_vector<C>> tiles; ///< Winograd: transformed outputs or output gradients, one buffer per thread
     aligned_vector<C> filters;            ///< Winograd: transformed weights or their gradient
+    std::vector<aligned_vector<C>> parts; ///< a chunk's input gradient in C, one per thread, where dx is stored in another type
     std::vector<gemm_buffers> packs;      ///< GEMM packing buffers, one per thread
 };
 

@@ -247,19 +247,36 @@ struct plan {
     /// dx over tiles [t0, t1) from their transformed output gradients dm (the chunk's, in strips) and
     /// Uᵀ: a block of data_block tiles at a time when the GEMMs run on this thread alone, else the
     /// chunk's GEMMs on o's threads; dv is scratch for dV (V's buffer, no longer needed). The same
-    /// sums either way.
+    /// sums either way. dx holds the images from tile `origin`'s (a chunk's own buffer), or all (0).
     void input_gradient(const tensor::shape& in, const window& g, std::size_t t0, std::size_t t1, const C* dm,
-                        const C* ut, C* dv, C* dx, const gemm_options& o) const {
+                        const C* ut, C* dv, C* dx, const gemm_options& o, std::size_t origin = 0) const {
         if (data_block != 0 && o.threads <= 1) {
             for (std::size_t b0 = t0; b0 < t1; b0 += data_block) {
                 const std::size_t b1 = std::min(t1, b0 + data_block);
                 block_data_gemms<M>(t1 - t0, b0 - t0, b1 - b0, cin, cout, dm, ut, dv);
-                add_input_gradient(dv, in, g, tl, b0, b1, dx);
+                add_input_gradient(dv, in, g, tl, b0 - origin, b1 - origin, dx);
             }
             return;
         }
         data_gemms<M>(t1 - t0, cin, cout, dm, ut, dv, o);
-        add_input_gradient(dv, in, g, tl, t0, t1, dx);
+        add_input_gradient(dv, in, g, tl, t0 - origin, t1 - origin, dx);
+    }
+    /// dx's C buffer for chunk c on thread t and the tile its first image starts at: where dx is stored
+    /// in another type, a buffer of the thread's own for the chunk's images (staging::parts: in
+    /// cache while the chunk adds into it and commits it), else the whole buffer `acc` from tile 0.
+    template <class X>
+    std::pair<C*, std::size_t> dx_part(workspace<C>& ws, std::size_t t, std::size_t c, C* acc) const noexcept {
+        if constexpr (std::is_same_v<C, X>) {
+            return {acc, 0};
+        } else {
+            (void)acc;
+            return {ws.parts[t].data(), range(c).first};
+        }
+    }
+    /// Reserves staging::parts' buffers (a chunk's images of dx in C) for `threads` threads.
+    template <class X>
+    void reserve_parts(workspace<C>& ws, std::size_t threads, const tensor::shape& in) const {
+        if constexpr (!std::is_same_v<C, X>) kernels::detail::thread_buffers(ws.parts, threads, chunk / tl.per_image * in.h * in.w * in.c);
     }
     /// The transformed weights, U or Uᵀ in strips, after 16·plane values of scratch.
     template <class W>
@@ -329,20 +346,27 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
-    store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding, addend);
+    constexpr staging where = std::is_same_v<C, X> ? staging::whole : staging::parts;
+    store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding, addend, where);
     const C* ut = p.weights(w, true, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
-    C* acc = dst.target();
+    p.template reserve_parts<X>(ws, threads, in);
+    C* acc = where == staging::whole ? dst.target() : nullptr;
     const std::size_t image = in.h * in.w * in.c;
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
-        p.input_gradient(in, g, t0, t1, m, ut, v, acc, o);
+        const auto [part, origin] = p.template dx_part<X>(ws, t, c, acc);
+        p.input_gradient(in, g, t0, t1, m, ut, v, part, o, origin);
         const auto [e0, e1] = p.elements(c, image);
-        dst.commit(e0, e1, {o.threads, o.pool});  // the chunk's images of dx are final
+        // The chunk's images of dx are final: committed while they are in cache.
+        if constexpr (where == staging::whole)
+            dst.commit(e0, e1, {o.threads, o.pool});
+        else
+            dst.commit_part(part, e0, e1, {o.threads, o.pool});
     });
 }
 
@@ -359,29 +383,34 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
+    constexpr staging where = std::is_same_v<C, X> ? staging::whole : staging::parts;
     std::optional<store_compute<C, X>> dst;
     const C* ut = nullptr;
     if (dx != nullptr) {
-        dst.emplace(dx, in.size(), ws.c, par, rounding, addend);
+        dst.emplace(dx, in.size(), ws.c, par, rounding, addend, where);
         ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
     }
     const std::size_t size = detail::positions<M> * p.plane;
     if (ws.filters.size() < size) ws.filters.resize(size);
     C* du = ws.filters.data();
-    C* acc = dst ? dst->target() : nullptr;
+    C* acc = dst && where == staging::whole ? dst->target() : nullptr;
     const std::size_t image = in.h * in.w * in.c;
     // Chunk c's images of dx are final once its input gradient is added: committed then, in cache.
-    const auto commit = [&](std::size_t c, const gemm_options& o) {
-        if (!dst) return;
+    const auto commit = [&](std::size_t c, C* part, const gemm_options& o) {
         const auto [e0, e1] = p.elements(c, image);
-        dst->commit(e0, e1, {o.threads, o.pool});
+        if constexpr (where == staging::whole)
+            dst->commit(e0, e1, {o.threads, o.pool});
+        else
+            dst->commit_part(part, e0, e1, {o.threads, o.pool});
     };
     const kernels::detail::lane_plan lanes = kernels::detail::plan_lanes(p.chunks, size, sizeof(C), opt);
     p.reserve(ws, lanes.threads, opt);
+    if (dst) p.template reserve_parts<X>(ws, lanes.threads, in);
     kernels::detail::sum_in_lanes(lanes, p.chunks, du, true, size, ws, opt,
                                   [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
+        const auto [part, origin] = dst ? p.template dx_part<X>(ws, t, c, acc) : std::pair<C*, std::size_t>{nullptr, 0};
         if (p.fused_backward && o.threads <= 1) {
             // Both gradients a block of tiles at a time: what the transforms write stays in L1 for
             // the GEMMs, and dV takes V's place.
@@ -390,18 +419,19 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
                 detail::transform_input(xs, in, g, p.tl, b0, b1, v, map);
                 detail::transform_output_gradient(dys, p.tl, cout, b0, b1, detail::strip_width<C>(cout), m);
                 detail::block_weight_gemms<M>(nb, p.cin, cout, v, m, b0 == t0 ? beta : C(1), target);
-                if (acc == nullptr) continue;
+                if (!dst) continue;
                 detail::block_data_gemms<M>(nb, 0, nb, p.cin, cout, m, ut, v);
-                detail::add_input_gradient(v, in, g, p.tl, b0, b1, acc);
+                detail::add_input_gradient(v, in, g, p.tl, b0 - origin, b1 - origin, part);
             }
-            commit(c, o);
+            if (dst) commit(c, part, o);
             return;
         }
         detail::transform_input(xs, in, g, p.tl, t0, t1, v, map);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         detail::weight_gemms<M>(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
-        if (acc != nullptr) p.input_gradient(in, g, t0, t1, m, ut, v, acc, o);  // V is no longer needed: dV takes its place
-        commit(c, o);
+        if (!dst) return;
+        p.input_gradient(in, g, t0, t1, m, ut, v, part, o, origin);  // V is no longer needed: dV takes its place
+        commit(c, part, o);
     });
     detail::add_weight_gradient<M>(du, p.cin, cout, dw, par);
 }
