@@ -458,6 +458,27 @@ TEMPLATE_TEST_CASE("a sequential hands a batch norm's input and map to the convo
     CHECK_THROWS_AS(bn.forward_map(x, bs, nn::context{nn::mode::eval, 1}), std::logic_error);
 }
 
+TEST_CASE("a residual block whose main branch is one convolution adds the shortcut's gradient in it", "[nn][residual]") {
+    using P = config::fp32;
+    using Main = nn::sequential<nn::conv2d<P>>;
+    STATIC_REQUIRE(nn::detail::starts_with_adding_layer<Main>);
+    nn::residual<Main> block(Main(nn::conv2d<P>(8, 8, {3, 3, 1, 1})), nn::shortcut<P>(8, 8, 1, true));
+    auto apart = block;
+    const shape s{3, 5, 6, 8};
+    const auto x = random_activation<P>(s, 150), dy = random_activation<P>(s, 151);
+    const nn::context ctx{nn::mode::train, 1};
+    decltype(block)::state st, as;
+    (void)block.forward(x, st, ctx);
+    const auto& dx = block.backward(dy, st, ctx, true);
+    (void)apart.forward(x, as, ctx);
+    nn::relu<P> relu;
+    const auto& dsum = relu.backward(dy, as.out, ctx.child(2), true);
+    const auto& da = apart.main_branch().backward(dsum, as.main, ctx.child(0), true);
+    std::vector<float> expected(da.begin(), da.end());
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += dsum.data()[i];  // the identity shortcut's
+    REQUIRE(std::equal(dx.begin(), dx.end(), expected.begin(), expected.end()));
+}
+
 TEST_CASE("the residual add rounds the half sum stochastically when asked, element i with the bits of element i",
           "[nn][half][rounding]") {
     const std::size_t n = 70001;  // over two threads, a scalar tail

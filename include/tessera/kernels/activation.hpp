@@ -13,7 +13,7 @@ namespace tessera::kernels {
 template <Compute C, Storage T, Storage Y>
 void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws, parallelism threads = {}) {
     if constexpr (simd::in_register<C, T> && simd::in_register<C, Y>) {  // no converted copies
-        detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
+        detail::parallel_ranges(threads, n, detail::elementwise_grain(threads), [&](std::size_t b, std::size_t e, std::size_t) {
             simd::relu<C>(x + b, y + b, e - b);
         });
         return;
@@ -21,7 +21,7 @@ void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws, parallelism
     const C* xc = load_compute<C>(x, n, ws.a, threads);
     store_compute<C, Y> dst(y, n, ws.c, threads);
     C* out = dst.target();
-    detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
+    detail::parallel_ranges(threads, n, detail::elementwise_grain(threads), [&](std::size_t b, std::size_t e, std::size_t) {
         simd::relu<C>(xc + b, out + b, e - b);
     });
     dst.commit();
@@ -31,7 +31,7 @@ void relu_forward(const T* x, std::size_t n, Y* y, workspace<C>& ws, parallelism
 template <Compute C, Storage T, Storage D, Storage X>
 void relu_backward(const T* y, const D* dy, std::size_t n, X* dx, workspace<C>& ws, parallelism threads = {}) {
     if constexpr (simd::in_register<C, T> && simd::in_register<C, D> && simd::in_register<C, X>) {
-        detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
+        detail::parallel_ranges(threads, n, detail::elementwise_grain(threads), [&](std::size_t b, std::size_t e, std::size_t) {
             simd::relu_backward<C>(y + b, dy + b, dx + b, e - b);
         });
         return;
@@ -40,7 +40,7 @@ void relu_backward(const T* y, const D* dy, std::size_t n, X* dx, workspace<C>& 
     const C* dyc = load_compute<C>(dy, n, ws.b, threads);
     store_compute<C, X> dst(dx, n, ws.c, threads);
     C* out = dst.target();
-    detail::parallel_ranges(threads, n, 1 << 16, [&](std::size_t b, std::size_t e, std::size_t) {
+    detail::parallel_ranges(threads, n, detail::elementwise_grain(threads), [&](std::size_t b, std::size_t e, std::size_t) {
         simd::relu_backward<C>(yc + b, dyc + b, out + b, e - b);
     });
     dst.commit();

@@ -99,9 +99,14 @@ void normalise_rows(bool relu, const TX* x, std::size_t rows, std::size_t channe
 
 namespace detail {
 
-/// Rows per block of a batch norm's passes over rows × channels (and per thread at least).
+/// Rows per block of a batch norm's passes over rows × channels (and per thread at least). Its sums
+/// follow these blocks: they depend on the shape alone, never on the threads.
 [[nodiscard]] inline std::size_t batch_norm_grain(std::size_t channels) noexcept {
     return std::max<std::size_t>(1, (std::size_t{1} << 16) / channels);
+}
+/// Rows per thread at least of a batch norm's elementwise passes (the applies, which sum nothing).
+[[nodiscard]] inline std::size_t batch_norm_apply_grain(std::size_t channels, parallelism par) noexcept {
+    return std::max<std::size_t>(1, elementwise_grain(par) / channels);
 }
 
 /// The training statistics of xc (rows × channels, in registers' types) into saved (mean and 1/σ),
@@ -152,7 +157,7 @@ void batch_norm_forward_train(const T* x, std::size_t rows, std::size_t channels
     const auto run = [&](const auto* xc, const auto* sc, auto* out) {
         const auto [scale, shift] =
             detail::training_affine(xc, rows, channels, gamma, beta, eps, momentum, running_mean, running_var, saved, ws, par);
-        detail::parallel_ranges(par, rows, detail::batch_norm_grain(channels), [&](std::size_t b, std::size_t e, std::size_t) {
+        detail::parallel_ranges(par, rows, detail::batch_norm_apply_grain(channels, par), [&](std::size_t b, std::size_t e, std::size_t) {
             detail::normalise_rows(relu, xc + b * channels, e - b, channels, scale, shift, out + b * channels,
                                    sc == nullptr ? sc : sc + b * channels);
         });
@@ -229,7 +234,7 @@ void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::
             k2[c] = sum_dy_xhat[c] * inv_rows * inv_std[c];
             sum_dy[c] *= inv_rows;
         }
-        detail::parallel_ranges(par, rows, grain, [&](std::size_t b, std::size_t e, std::size_t) {
+        detail::parallel_ranges(par, rows, detail::batch_norm_apply_grain(channels, par), [&](std::size_t b, std::size_t e, std::size_t) {
             simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
                                      out + b * channels, rows_of(mask, b));
         });

@@ -203,6 +203,14 @@ void run_parallel(parallelism par, F&& body) {
         if (e) std::rethrow_exception(e);
 }
 
+/// Elements per thread below which an elementwise pass stays on the calling thread: 64 Ki where each
+/// parallel loop starts its own threads, 16 Ki where a pool's workers wait for work (a hand-over
+/// costs microseconds, starting a thread tens). With 64 Ki, every pass over a 7×7 × 64-channel
+/// activation of batch 32 (100 Ki elements) ran on one thread of two.
+[[nodiscard]] constexpr std::size_t elementwise_grain(parallelism par) noexcept {
+    return par.pool != nullptr ? std::size_t{1} << 14 : std::size_t{1} << 16;
+}
+
 /// Splits [0, n) into `threads` contiguous ranges and runs body(begin, end, t) on each; runs on the
 /// calling thread alone when n is below `grain` elements per thread (spawning would cost more).
 template <class F>

@@ -42,7 +42,7 @@ namespace detail {
 template <class C, bool Relu = false, class T>
 void add(const T* a, const T* b, T* out, std::size_t n, kernels::parallelism threads = {},
          const tensor::rounding& rounding = {}) {
-    constexpr std::size_t grain = std::size_t{1} << 16;
+    const std::size_t grain = kernels::detail::elementwise_grain(threads);
     if constexpr (kernels::simd::in_register<C, T>) {  // C itself, or half widened in registers
         if (!kernels::rounds_stochastically<C, T>(rounding))
             return kernels::detail::parallel_ranges(threads, n, grain, [&](std::size_t lo, std::size_t hi, std::size_t) {
@@ -333,8 +333,14 @@ private:
                 // shortcut's to its input gradient as it computes it: no pass of its own for the sum.
                 const context main_ctx = ctx.child(0);
                 const auto& db = nn::backward_part<InputOnly>(m_skip, dsum, st.skip, ctx.child(1), true);
-                const auto& d1 = InputOnly ? m_main.backward_units_input(1, Main::size, dsum, st.main, main_ctx, true)
-                                           : m_main.backward_units(1, Main::size, dsum, st.main, main_ctx, true);
+                const auto& d1 = [&]() -> const activation<P>& {  // the gradient of the first layer's output
+                    if constexpr (Main::size == 1)
+                        return dsum;
+                    else if constexpr (InputOnly)
+                        return m_main.backward_units_input(1, Main::size, dsum, st.main, main_ctx, true);
+                    else
+                        return m_main.backward_units(1, Main::size, dsum, st.main, main_ctx, true);
+                }();
                 auto& first = m_main.template get<0>();
                 auto& first_state = std::get<0>(st.main.parts);
                 if constexpr (InputOnly)
