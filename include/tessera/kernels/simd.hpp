@@ -74,25 +74,6 @@ inline void store(T* p, const batch<C>& v) noexcept {
     }
 }
 
-/// v rounded to nearest through T and back, in registers: what store then load would give.
-template <class C, class T>
-[[nodiscard]] inline batch<C> round_through(const batch<C>& v) noexcept {
-    if constexpr (std::is_same_v<C, T>) {
-        return v;
-    } else {
-#if defined(__F16C__) && defined(__AVX__)
-        constexpr int rounding = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        if constexpr (batch<float>::size == 16) {
-#if defined(__AVX512F__)
-            return batch<float>(_mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, v, rounding)));
-#endif
-        } else {
-            return batch<float>(_mm256_cvtph_ps(_mm256_cvtps_ph(v, rounding)));
-        }
-#endif
-    }
-}
-
 /// a·b + c rounded once where the target has fused multiply-add instructions, as std::fma rounds it
 /// (xsimd 8.1's fma for AVX-512 computes a*b + c, which GCC fuses only when it optimises, and not at
 /// -O1: a kernel and a pass that must agree with it bit for bit would then differ by the build);
@@ -126,6 +107,31 @@ template <class C, class T>
 template <class T, class C>
 [[nodiscard]] inline T put(C v) noexcept {
     if constexpr (std::is_same_v<C, T>) return v; else return T(static_cast<float>(v));
+}
+
+/// v rounded to nearest through T and back: what storing it as T and loading it would give. In
+/// registers where T loads into them (in_register), else lane by lane.
+template <class C, class T>
+[[nodiscard]] inline batch<C> round_through(const batch<C>& v) noexcept {
+    if constexpr (std::is_same_v<C, T>) {
+        return v;
+    } else if constexpr (in_register<C, T>) {  // half for float, with F16C
+#if defined(__F16C__) && defined(__AVX__)
+        constexpr int rounding = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        if constexpr (batch<float>::size == 16) {
+#if defined(__AVX512F__)
+            return batch<float>(_mm512_maskz_cvtph_ps(0xFFFF, _mm512_maskz_cvtps_ph(0xFFFF, v, rounding)));
+#endif
+        } else {
+            return batch<float>(_mm256_cvtph_ps(_mm256_cvtps_ph(v, rounding)));
+        }
+#endif
+    } else {
+        alignas(64) C lanes[batch<C>::size];
+        v.store_aligned(lanes);
+        for (auto& lane : lanes) lane = get<C>(put<T>(lane));
+        return batch<C>::load_aligned(lanes);
+    }
 }
 
 /// y[i] = x[i] in C (n elements; may not overlap): C itself, or an in_register type widened in

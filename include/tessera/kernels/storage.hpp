@@ -108,8 +108,9 @@ void commit_into(C* from, T* to, std::size_t index0, std::size_t n, parallelism 
 }  // namespace detail
 
 /// Where store_compute keeps what a kernel computes in C for a T destination (T not C): one buffer
-/// of the whole destination, or, `parts`, buffers of the kernel's own that it commits part by part
-/// (commit_part; a chunk's part stays in cache, where a whole buffer is written cold).
+/// of the whole destination (target(), commit), or, `parts`, buffers of the kernel's own that it
+/// commits part by part (commit_part only: there is no whole buffer; a chunk's part stays in cache,
+/// where a whole buffer is written cold).
 enum class staging { whole, parts };
 
 /// A destination for n elements of type T computed in C: writes go to `target()`, `commit()` converts
