@@ -237,11 +237,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
                  cout, C(0), cols[t].data() + blk.column, k, o);
         }
         col2im_add(cols[t].data(), in, g, taps, 0, m1 - m0, part);  // the chunk's rows, its images from part's first
-        // The chunk's images of dx are final: committed while they are in cache.
-        if constexpr (where == staging::whole)
-            dst.commit(e0, e1, {o.threads, o.pool});
-        else
-            dst.commit_part(part, e0, e1, {o.threads, o.pool});
+        dst.commit_part(part, e0, e1, {o.threads, o.pool});  // the chunk's images of dx are final, in cache
     });
 }
 

@@ -108,9 +108,9 @@ void commit_into(C* from, T* to, std::size_t index0, std::size_t n, parallelism 
 }  // namespace detail
 
 /// Where store_compute keeps what a kernel computes in C for a T destination (T not C): one buffer
-/// of the whole destination (target(), commit), or, `parts`, buffers of the kernel's own that it
-/// commits part by part (commit_part only: there is no whole buffer; a chunk's part stays in cache,
-/// where a whole buffer is written cold).
+/// of the whole destination (target()), or, `parts`, buffers of the kernel's own that it commits
+/// part by part (commit_part only: there is no whole buffer; a chunk's part stays in cache, where a
+/// whole buffer is written cold).
 enum class staging { whole, parts };
 
 /// A destination for n elements of type T computed in C: writes go to `target()`, `commit()` converts
@@ -143,9 +143,9 @@ public:
         detail::commit_into(target() + begin, m_dst + begin, begin, end - begin, par, m_rounding,
                             m_addend == nullptr ? nullptr : m_addend + begin);
     }
-    /// Commits elements [begin, end) from `part` (staging::parts: the kernel's own buffer of those
-    /// elements, which gets the addend in place) as commit(begin, end) would from the whole buffer,
-    /// bit for bit.
+    /// Commits elements [begin, end) from `part` (their values in C, which get the addend in place):
+    /// a buffer of the kernel's own (staging::parts), or target() + begin, which makes it
+    /// commit(begin, end).
     void commit_part(C* part, std::size_t begin, std::size_t end, parallelism par = {}) {
         detail::commit_into(part, m_dst + begin, begin, end - begin, par, m_rounding,
                             m_addend == nullptr ? nullptr : m_addend + begin);

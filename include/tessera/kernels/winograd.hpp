@@ -247,9 +247,9 @@ struct plan {
     /// dx over tiles [t0, t1) from their transformed output gradients dm (the chunk's, in strips) and
     /// Uᵀ: a block of data_block tiles at a time when the GEMMs run on this thread alone, else the
     /// chunk's GEMMs on o's threads; dv is scratch for dV (V's buffer, no longer needed). The same
-    /// sums either way. dx holds the images from tile `origin`'s (a chunk's own buffer), or all (0).
+    /// sums either way. dx holds the images from tile `origin`'s (a chunk's part, dx_part).
     void input_gradient(const tensor::shape& in, const window& g, std::size_t t0, std::size_t t1, const C* dm,
-                        const C* ut, C* dv, C* dx, const gemm_options& o, std::size_t origin = 0) const {
+                        const C* ut, C* dv, C* dx, const gemm_options& o, std::size_t origin) const {
         if (data_block != 0 && o.threads <= 1) {
             for (std::size_t b0 = t0; b0 < t1; b0 += data_block) {
                 const std::size_t b1 = std::min(t1, b0 + data_block);
@@ -261,17 +261,16 @@ struct plan {
         data_gemms<M>(t1 - t0, cin, cout, dm, ut, dv, o);
         add_input_gradient(dv, in, g, tl, t0 - origin, t1 - origin, dx);
     }
-    /// dx's C buffer for chunk c on thread t and the tile its first image starts at: where dx is stored
-    /// in another type, a buffer of the thread's own for the chunk's images (staging::parts: in
-    /// cache while the chunk adds into it and commits it), else the whole buffer `acc` from tile 0.
+    /// Where chunk c on thread t sums its images of dx in C, from the chunk's first image (whose first
+    /// tile is range(c).first): the whole buffer `acc` at that image, or, where dx is stored in
+    /// another type, a buffer of the thread's own (staging::parts: in cache while the chunk adds
+    /// into it and commits it, store_compute::commit_part).
     template <class X>
-    std::pair<C*, std::size_t> dx_part(workspace<C>& ws, std::size_t t, std::size_t c, C* acc) const noexcept {
-        if constexpr (std::is_same_v<C, X>) {
-            return {acc, 0};
-        } else {
-            (void)acc;
-            return {ws.parts[t].data(), range(c).first};
-        }
+    C* dx_part(workspace<C>& ws, std::size_t t, std::size_t c, C* acc, std::size_t image) const noexcept {
+        if constexpr (std::is_same_v<C, X>)
+            return acc + range(c).first / tl.per_image * image;
+        else
+            return ws.parts[t].data();
     }
     /// Reserves staging::parts' buffers (a chunk's images of dx in C) for `threads` threads.
     template <class X>
@@ -359,14 +358,10 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
         const auto [v, m] = p.buffers(ws, t);
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
-        const auto [part, origin] = p.template dx_part<X>(ws, t, c, acc);
-        p.input_gradient(in, g, t0, t1, m, ut, v, part, o, origin);
+        C* part = p.template dx_part<X>(ws, t, c, acc, image);
+        p.input_gradient(in, g, t0, t1, m, ut, v, part, o, t0);
         const auto [e0, e1] = p.elements(c, image);
-        // The chunk's images of dx are final: committed while they are in cache.
-        if constexpr (where == staging::whole)
-            dst.commit(e0, e1, {o.threads, o.pool});
-        else
-            dst.commit_part(part, e0, e1, {o.threads, o.pool});
+        dst.commit_part(part, e0, e1, {o.threads, o.pool});  // the chunk's images of dx are final, in cache
     });
 }
 
@@ -398,10 +393,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
     // Chunk c's images of dx are final once its input gradient is added: committed then, in cache.
     const auto commit = [&](std::size_t c, C* part, const gemm_options& o) {
         const auto [e0, e1] = p.elements(c, image);
-        if constexpr (where == staging::whole)
-            dst->commit(e0, e1, {o.threads, o.pool});
-        else
-            dst->commit_part(part, e0, e1, {o.threads, o.pool});
+        dst->commit_part(part, e0, e1, {o.threads, o.pool});
     };
     const kernels::detail::lane_plan lanes = kernels::detail::plan_lanes(p.chunks, size, sizeof(C), opt);
     p.reserve(ws, lanes.threads, opt);
@@ -410,7 +402,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
                                   [&](std::size_t t, std::size_t c, C* target, C beta, const gemm_options& o) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
-        const auto [part, origin] = dst ? p.template dx_part<X>(ws, t, c, acc) : std::pair<C*, std::size_t>{nullptr, 0};
+        C* part = dst ? p.template dx_part<X>(ws, t, c, acc, image) : nullptr;  // its images of dx, from tile t0's
         if (p.fused_backward && o.threads <= 1) {
             // Both gradients a block of tiles at a time: what the transforms write stays in L1 for
             // the GEMMs, and dV takes V's place.
@@ -421,7 +413,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
                 detail::block_weight_gemms<M>(nb, p.cin, cout, v, m, b0 == t0 ? beta : C(1), target);
                 if (!dst) continue;
                 detail::block_data_gemms<M>(nb, 0, nb, p.cin, cout, m, ut, v);
-                detail::add_input_gradient(v, in, g, p.tl, b0 - origin, b1 - origin, part);
+                detail::add_input_gradient(v, in, g, p.tl, b0 - t0, b1 - t0, part);
             }
             if (dst) commit(c, part, o);
             return;
@@ -430,7 +422,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
         detail::weight_gemms<M>(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
         if (!dst) return;
-        p.input_gradient(in, g, t0, t1, m, ut, v, part, o, origin);  // V is no longer needed: dV takes its place
+        p.input_gradient(in, g, t0, t1, m, ut, v, part, o, t0);  // V is no longer needed: dV takes its place
         commit(c, part, o);
     });
     detail::add_weight_gradient<M>(du, p.cin, cout, dw, par);
