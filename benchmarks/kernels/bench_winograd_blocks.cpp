@@ -38,7 +38,8 @@ void blocks(benchmark::State& state) {
     k::aligned_vector<float> rows(wd::positions<2> * c * c), u(wd::positions<2> * c * c);
     wd::transform_weights<2>(w.data(), c, c, false, rows.data(), u.data(), {});
     const std::size_t most = std::max({p.chunk, p.block, 4 * mr});
-    k::aligned_vector<float> v(wd::positions<2> * most * c), m(wd::positions<2> * most * c);
+    k::aligned_vector<float> v(wd::positions<2> * wd::position_stride<float>(most, c)),
+        m(wd::positions<2> * wd::position_stride<float>(most, c));
     k::gemm_buffers buffers;
     const auto fused = [&](std::size_t nb) {
         for (std::size_t b0 = 0; b0 < p.tiles; b0 += nb) {

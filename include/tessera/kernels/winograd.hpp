@@ -63,28 +63,29 @@ void for_each_gemm(std::size_t count, const gemm_options& o, F&& item) {
                                      });
 }
 
-// The GEMMs of one chunk of nt tiles, one per position ξ (operands positions apart as the transforms
-// lay them out), each cut into strips of columns.
+// The GEMMs of one chunk of nt tiles, one per position ξ (operands position_stride apart as the
+// transforms lay them out), each cut into strips of columns.
 /// M_ξ = V_ξ U_ξ (u in strips over cout).
 template <std::size_t M, class C>
 void forward_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m, const gemm_options& o) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
+    const std::size_t sv = position_stride<C>(nt, cin), sm = position_stride<C>(nt, cout);
     for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width;
-        gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * nt * cin, cin, u + xi * plane + j * cin, width, C(0),
-             m + xi * nt * cout + j, cout, one);
+        gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * sv, cin, u + xi * plane + j * cin, width, C(0),
+             m + xi * sm + j, cout, one);
     });
 }
 /// dV_ξ = dM_ξ U_ξᵀ (dm in strips over cout, each a slice of the sum over cout; ut in strips over cin).
 template <std::size_t M, class C>
 void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, const C* ut, C* dv, const gemm_options& o) {
     const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
-    const std::size_t strips = cin / width_in;
+    const std::size_t strips = cin / width_in, sm = position_stride<C>(nt, cout), sv = position_stride<C>(nt, cin);
     for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width_in;
         for (std::size_t s = 0; s < cout; s += width_out)
-            gemm(trans::no, trans::no, nt, width_in, width_out, C(1), dm + xi * nt * cout + s * nt, width_out,
-                 ut + xi * plane + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * nt * cin + j, cin, one);
+            gemm(trans::no, trans::no, nt, width_in, width_out, C(1), dm + xi * sm + s * nt, width_out,
+                 ut + xi * plane + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * sv + j, cin, one);
     });
 }
 /// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ (dm in strips over cout), summing the tiles `kblock` at a time (0: all
@@ -94,11 +95,12 @@ void weight_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v,
                   const gemm_options& o, std::size_t kblock = 0) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
     const std::size_t kb = kblock == 0 ? nt : kblock;
+    const std::size_t sv = position_stride<C>(nt, cin), sm = position_stride<C>(nt, cout);
     for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width;
         for (std::size_t k0 = 0; k0 < nt; k0 += kb)
-            gemm(trans::yes, trans::no, cin, width, std::min(kb, nt - k0), C(1), v + xi * nt * cin + k0 * cin, cin,
-                 dm + xi * nt * cout + j * nt + k0 * width, width, k0 == 0 ? beta : C(1), du + xi * plane + j, cout, one);
+            gemm(trans::yes, trans::no, cin, width, std::min(kb, nt - k0), C(1), v + xi * sv + k0 * cin, cin,
+                 dm + xi * sm + j * nt + k0 * width, width, k0 == 0 ? beta : C(1), du + xi * plane + j, cout, one);
     });
 }
 
@@ -140,12 +142,13 @@ template <std::size_t M, class C>
 template <std::size_t M, class C>
 void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    const std::size_t sv = position_stride<C>(nb, cin), sm = position_stride<C>(nb, cout);
     with_strip_tile<C>(width, [&]<class Tile>(Tile) {
         for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < nb; r += Tile::mr)
                     kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::row_strided>(
-                        cin, v + xi * nb * cin + r * cin, cin, u + xi * plane + j * cin, m + xi * nb * cout + r * cout + j,
+                        cin, v + xi * sv + r * cin, cin, u + xi * plane + j * cin, m + xi * sm + r * cout + j,
                         cout, std::min(Tile::mr, nb - r), width, C(1), C(0));
     });
 }
@@ -169,12 +172,13 @@ template <std::size_t M, class C>
 template <std::size_t M, class C>
 void block_weight_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du) {
     const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    const std::size_t sv = position_stride<C>(nb, cin), sm = position_stride<C>(nb, cout);
     with_strip_tile<C>(width, [&]<class Tile>(Tile) {
         for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < cin; r += Tile::mr)
                     kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::k_strided>(
-                        nb, v + xi * nb * cin + r, cin, dm + xi * nb * cout + j * nb, du + xi * plane + r * cout + j, cout,
+                        nb, v + xi * sv + r, cin, dm + xi * sm + j * nb, du + xi * plane + r * cout + j, cout,
                         std::min(Tile::mr, cin - r), width, C(1), beta);
     });
 }
@@ -186,14 +190,15 @@ template <std::size_t M, class C>
 void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_t cin, std::size_t cout, const C* dm,
                       const C* ut, C* dv) {
     const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
+    const std::size_t sm = position_stride<C>(nt, cout), sv = position_stride<C>(nb, cin);
     with_strip_tile<C>(width_in, [&]<class Tile>(Tile) {
         for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cin; j += width_in)
                 for (std::size_t s = 0; s < cout; s += width_out)
                     for (std::size_t r = 0; r < nb; r += Tile::mr)
                         kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::row_strided>(
-                            width_out, dm + xi * nt * cout + s * nt + (r0 + r) * width_out, width_out,
-                            ut + xi * plane + j * cout + s * width_in, dv + xi * nb * cin + r * cin + j, cin,
+                            width_out, dm + xi * sm + s * nt + (r0 + r) * width_out, width_out,
+                            ut + xi * plane + j * cout + s * width_in, dv + xi * sv + r * cin + j, cin,
                             std::min(Tile::mr, nb - r), width_in, C(1), s == 0 ? C(0) : C(1));
     });
 }
@@ -241,8 +246,8 @@ struct plan {
     /// Transformed inputs (cols) and outputs (tiles), one buffer each per thread.
     std::pair<C*, C*> buffers(workspace<C>& ws, std::size_t t) const noexcept { return {ws.cols[t].data(), ws.tiles[t].data()}; }
     void reserve(workspace<C>& ws, std::size_t threads, const gemm_options& opt) const {
-        kernels::detail::thread_columns(ws, threads, positions<M> * chunk * cin, opt);
-        kernels::detail::thread_buffers(ws.tiles, threads, positions<M> * chunk * cout);
+        kernels::detail::thread_columns(ws, threads, positions<M> * position_stride<C>(chunk, cin), opt);
+        kernels::detail::thread_buffers(ws.tiles, threads, positions<M> * position_stride<C>(chunk, cout));
     }
     /// dx over tiles [t0, t1) from their transformed output gradients dm (the chunk's, in strips) and
     /// Uᵀ: a block of data_block tiles at a time when the GEMMs run on this thread alone, else the
