@@ -410,7 +410,7 @@ inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::s
                     const auto xv = load<C>(x + r * channels + c);
                     const auto g = masked<C>(mask_row(mask, r, channels), dy + r * channels, c, xv);
                     s[v] = s[v] + g;
-                    sx[v] = xsimd::fma(g, xv - m[v], sx[v]);
+                    sx[v] = fused_multiply_add(g, xv - m[v], sx[v]);
                 }
             for (std::size_t v = 0; v < NV; ++v) {
                 s[v].store_unaligned(sum_dy + c0 + v * w);
@@ -423,7 +423,7 @@ inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::s
                 const C xv = get<C>(x[r * channels + c]);
                 const C g = masked_one<C>(mask_row(mask, r, channels), dy + r * channels, c, xv);
                 s += g;
-                sx += g * (xv - mean[c]);
+                sx = std::fma(g, xv - mean[c], sx);  // fused whatever the compiler makes of the mask's select
             }
             sum_dy[c] = s;
             sum_dy_xc[c] = sx;
