@@ -28,7 +28,7 @@ public:
 
     training_step(Model model, tessera::tensor::shape input, std::size_t threads)
         : m_model(std::move(model)), m_x(tessera::tensor::make_nhwc<T>(input)), m_labels(input.n), m_pool(threads),
-          m_ctx{.mode = tessera::nn::mode::train, .threads = threads, .pool = &m_pool} {
+          m_ctx{.mode = tessera::nn::mode::train, .threads = threads, .pool = &m_pool, .scratch = &m_scratch} {
         std::mt19937 rng(1);
         std::normal_distribution<float> pixel;
         for (auto& v : m_x) v = T(pixel(rng));
@@ -83,6 +83,7 @@ private:
     tessera::tensor::dense<T, 4> m_x;
     std::vector<std::int32_t> m_labels;
     tessera::kernels::thread_pool m_pool;
+    tessera::kernels::scratch m_scratch;  // the layers' shared scratch, as a session's IPU gives them
     tessera::nn::context m_ctx;
 };
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -109,6 +110,10 @@ public:
                                            " starts at unit " + std::to_string(m_first[s]) +
                                            " (stages need increasing first units below " +
                                            std::to_string(m_net.units()) + ")");
+        // Until set_kernel_threads says which IPU runs which stage: each stage a scratch of its own.
+        std::vector<std::size_t> own(m_first.size());
+        std::iota(own.begin(), own.end(), std::size_t{0});
+        m_pools = ipu_kernel_pools(1, std::move(own));
     }
 
     [[nodiscard]] std::size_t stages() const noexcept { return m_first.size(); }
@@ -725,7 +730,7 @@ private:
     nn::softmax_cross_entropy<precision> m_loss;
     kernels::workspace<float> m_workspace;
     nn::context m_context{};
-    ipu_kernel_pools m_pools;  // one thread per IPU unless set_kernel_threads
+    ipu_kernel_pools m_pools;  // one thread and one scratch per stage unless set_kernel_threads
     std::vector<std::vector<float>> m_flat;
     std::vector<char> m_gathered;
     std::vector<std::vector<float>> m_flat_weights;  // per stage: its weights for the all-gather

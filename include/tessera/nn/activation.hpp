@@ -25,19 +25,20 @@ public:
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         detail::ensure_shape(st.output, tensor::shape_of(x));
-        kernels::relu_forward(x.data(), x.size(), st.output.data(), m_ws, ctx.parallel());
+        kernels::relu_forward(x.data(), x.size(), st.output.data(), ws(ctx), ctx.parallel());
         return st.output;
     }
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, tensor::shape_of(st.output));
-            kernels::relu_backward(st.output.data(), dy.data(), dy.size(), st.grad_input.data(), m_ws, ctx.parallel());
+            kernels::relu_backward(st.output.data(), dy.data(), dy.size(), st.grad_input.data(), ws(ctx), ctx.parallel());
         }
         return st.grad_input;
     }
 
 private:
-    kernels::workspace<C> m_ws;
+    [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
+    kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };
 
 }  // namespace tessera::nn

@@ -69,10 +69,10 @@ public:
             kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                               m_momentum, ctx.update_running_statistics ? m_running_mean.data() : nullptr,
                                               ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
-                                              st.output.data(), m_ws, ctx.parallel(), Relu, ctx.forward_rounding());
+                                              st.output.data(), ws(ctx), ctx.parallel(), Relu, ctx.forward_rounding());
         else
             kernels::batch_norm_forward_eval(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
-                                             m_running_mean.data(), m_running_var.data(), st.output.data(), m_ws, Relu,
+                                             m_running_mean.data(), m_running_var.data(), st.output.data(), ws(ctx), Relu,
                                              ctx.forward_rounding());
         st.input = &x;
         return st.output;
@@ -95,7 +95,7 @@ public:
         kernels::batch_norm_forward_train(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps, m_momentum,
                                           ctx.update_running_statistics ? m_running_mean.data() : nullptr,
                                           ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
-                                          out.data(), m_ws, ctx.parallel(), true, rounding, skip.data());
+                                          out.data(), ws(ctx), ctx.parallel(), true, rounding, skip.data());
         st.input = &x;
         return out;
     }
@@ -124,7 +124,7 @@ public:
             return kernels::batch_norm_train_map(x.data(), s.pixels(), m_channels, m_gamma.data(), m_beta.data(), m_eps,
                                                  m_momentum, ctx.update_running_statistics ? m_running_mean.data() : nullptr,
                                                  ctx.update_running_statistics ? m_running_var.data() : nullptr, st.saved,
-                                                 m_ws, ctx.parallel());
+                                                 ws(ctx), ctx.parallel());
         else
             return {};
     }
@@ -137,7 +137,7 @@ public:
             if (st.saved.mask_from_input) {  // the ReLU's mask from x and the saved map: the output is not read
                 kernels::batch_norm_relu_backward_from_input(st.input->data(), dy.data(), s.pixels(), m_channels,
                                                              m_gamma.data(), st.saved, st.grad_input.data(),
-                                                             m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),
+                                                             m_dgamma.data(), m_dbeta.data(), ws(ctx), ctx.parallel(),
                                                              ctx.backward_rounding());
                 (void)want_dx;
                 return st.grad_input;
@@ -145,7 +145,7 @@ public:
         }
         const T* relu_output = Relu ? st.output.data() : nullptr;  // the mask of the fused ReLU
         kernels::batch_norm_backward(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(), st.saved,
-                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), m_ws, ctx.parallel(),
+                                     st.grad_input.data(), m_dgamma.data(), m_dbeta.data(), ws(ctx), ctx.parallel(),
                                      relu_output, ctx.backward_rounding());
         (void)want_dx;
         return st.grad_input;
@@ -179,7 +179,8 @@ private:
     C m_eps, m_momentum;
     tensor::dense<W, 1> m_gamma, m_beta;
     tensor::dense<C, 1> m_dgamma, m_dbeta, m_running_mean, m_running_var;
-    kernels::workspace<C> m_ws;
+    [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
+    kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };
 
 /// Batch norm followed by ReLU, in one layer (see batch_norm's Relu).

@@ -100,7 +100,7 @@ public:
         const tensor::shape s = tensor::shape_of(*st.input);
         if (want_dx) detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
-                                 want_dx ? st.grad_input.data() : nullptr, m_ws, ctx.gemm(), algorithm(ctx),
+                                 want_dx ? st.grad_input.data() : nullptr, ws(ctx), ctx.gemm(), algorithm(ctx),
                                  ctx.backward_rounding(), input_map(st));
         return st.grad_input;
     }
@@ -114,7 +114,7 @@ public:
         const tensor::shape s = addend_shape(addend, st);
         detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
-                                 st.grad_input.data(), m_ws, ctx.gemm(), algorithm(ctx), ctx.backward_rounding(),
+                                 st.grad_input.data(), ws(ctx), ctx.gemm(), algorithm(ctx), ctx.backward_rounding(),
                                  input_map(st), addend.data());
         return st.grad_input;
     }
@@ -125,7 +125,7 @@ public:
         st.grad_output = &dy;
         if (!want_dx) return st.grad_input;
         detail::ensure_shape(st.grad_input, s);
-        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), m_ws,
+        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), ws(ctx),
                                       ctx.gemm(), algorithm(ctx), ctx.backward_rounding());
         return st.grad_input;
     }
@@ -135,7 +135,7 @@ public:
         const tensor::shape s = addend_shape(addend, st);
         st.grad_output = &dy;
         detail::ensure_shape(st.grad_input, s);
-        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), m_ws,
+        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), ws(ctx),
                                       ctx.gemm(), algorithm(ctx), ctx.backward_rounding(), addend.data());
         return st.grad_input;
     }
@@ -144,7 +144,7 @@ public:
         if (st.grad_output == nullptr)
             throw std::logic_error("tessera::nn::conv2d::backward_weights: no backward_input before it");
         kernels::conv2d_backward_weight(st.input->data(), tensor::shape_of(*st.input), st.grad_output->data(), m_out,
-                                        m_window, m_grad.data(), m_ws, ctx.gemm(), algorithm(ctx), input_map(st));
+                                        m_window, m_grad.data(), ws(ctx), ctx.gemm(), algorithm(ctx), input_map(st));
         st.grad_output = nullptr;
     }
 
@@ -170,7 +170,7 @@ private:
         const tensor::shape s = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(s));
         st.input_map = map;
-        kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), m_ws, ctx.gemm(),
+        kernels::conv2d_forward(x.data(), s, m_weight.data(), m_out, m_window, st.output.data(), ws(ctx), ctx.gemm(),
                                 algorithm(ctx), ctx.forward_rounding(), input_map(st));
         st.input = &x;
         return st.output;
@@ -203,7 +203,8 @@ private:
     kernels::window m_window;
     tensor::dense<W, 1> m_weight;
     tensor::dense<C, 1> m_grad;
-    kernels::workspace<C> m_ws;
+    [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
+    kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };
 
 namespace detail {

@@ -49,6 +49,9 @@ struct context {
     bool update_running_statistics = true;
     /// Workers for threads > 1, kept between calls (none: threads are started per parallel loop).
     kernels::thread_pool* pool = nullptr;
+    /// Scratch memory the layers this thread runs share (none: each layer uses a workspace of its own).
+    /// Layers run at the same time, on different threads, need different scratch.
+    kernels::scratch* scratch = nullptr;
     /// How convolutions are computed. automatic: Winograd for 3×3 stride-1 layers of 8 or more channels
     /// (F(4×4, 3×3) or F(2×2, 3×3), whichever does fewer multiplies, F(4×4, 3×3) only up to 64
     /// channels), im2col + GEMM for the others; im2col: every layer by im2col + GEMM; winograd and
@@ -176,6 +179,12 @@ template <class L, class... A>
         return L(std::forward<A>(args)..., defer_initialization);
     else
         return L(std::forward<A>(args)...);
+}
+
+/// The workspace a layer's kernels use: the context's shared scratch, else the layer's own.
+template <kernels::Compute C>
+[[nodiscard]] kernels::workspace<C>& workspace_of(const context& ctx, kernels::workspace<C>& own) noexcept {
+    return ctx.scratch != nullptr ? ctx.scratch->template get<C>() : own;
 }
 
 /// Gives t the NHWC shape s, reallocating only when the shape changes.

@@ -67,7 +67,7 @@ public:
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         const tensor::shape s = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(s));
-        kernels::linear_forward(x.data(), s.n, m_in, m_weight.data(), m_bias.data(), m_out, st.output.data(), m_ws, ctx.gemm(),
+        kernels::linear_forward(x.data(), s.n, m_in, m_weight.data(), m_bias.data(), m_out, st.output.data(), ws(ctx), ctx.gemm(),
                                 ctx.forward_rounding());
         st.input = &x;
         return st.output;
@@ -77,7 +77,7 @@ public:
         if (want_dx) detail::ensure_shape(st.grad_input, s);
         kernels::linear_backward(st.input->data(), dy.data(), s.n, m_in, m_weight.data(), m_out,
                                  want_dx ? st.grad_input.data() : static_cast<T*>(nullptr), m_dweight.data(),
-                                 m_dbias.data(), m_ws, ctx.gemm(), ctx.backward_rounding());
+                                 m_dbias.data(), ws(ctx), ctx.gemm(), ctx.backward_rounding());
         return st.grad_input;
     }
     /// The input gradient alone (SplitBackwardLayer); `dy` must stay alive until backward_weights.
@@ -86,7 +86,7 @@ public:
         st.grad_output = &dy;
         if (!want_dx) return st.grad_input;
         detail::ensure_shape(st.grad_input, s);
-        kernels::linear_backward_data(dy.data(), s.n, m_in, m_weight.data(), m_out, st.grad_input.data(), m_ws,
+        kernels::linear_backward_data(dy.data(), s.n, m_in, m_weight.data(), m_out, st.grad_input.data(), ws(ctx),
                                       ctx.gemm(), ctx.backward_rounding());
         return st.grad_input;
     }
@@ -95,7 +95,7 @@ public:
         if (st.grad_output == nullptr)
             throw std::logic_error("tessera::nn::linear::backward_weights: no backward_input before it");
         kernels::linear_backward_weights(st.input->data(), st.grad_output->data(), tensor::shape_of(*st.input).n, m_in,
-                                         m_out, m_dweight.data(), m_dbias.data(), m_ws, ctx.gemm());
+                                         m_out, m_dweight.data(), m_dbias.data(), ws(ctx), ctx.gemm());
         st.grad_output = nullptr;
     }
     template <class F>
@@ -115,7 +115,8 @@ private:
     std::size_t m_in, m_out;
     tensor::dense<W, 1> m_weight, m_bias;
     tensor::dense<C, 1> m_dweight, m_dbias;
-    kernels::workspace<C> m_ws;
+    [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
+    kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };
 
 }  // namespace tessera::nn

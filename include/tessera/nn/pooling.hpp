@@ -33,23 +33,24 @@ public:
                 // keeps its output and where each maximum came from (argmax, 32 bits per output)
                 detail::bytes_of(o.size(), sizeof(T)) + detail::bytes_of(o.size(), sizeof(std::uint32_t))};
     }
-    const activation<P>& forward(const activation<P>& x, state& st, const context&) {
+    const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         st.in = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(st.in));
-        kernels::max_pool_forward(x.data(), st.in, m_window, st.output.data(), st.argmax, m_ws);
+        kernels::max_pool_forward(x.data(), st.in, m_window, st.output.data(), st.argmax, ws(ctx));
         return st.output;
     }
-    const activation<P>& backward(const activation<P>& dy, state& st, const context&, bool want_dx) {
+    const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, st.in);
-            kernels::max_pool_backward(dy.data(), st.in, m_window, st.argmax, st.grad_input.data(), m_ws);
+            kernels::max_pool_backward(dy.data(), st.in, m_window, st.argmax, st.grad_input.data(), ws(ctx));
         }
         return st.grad_input;
     }
 
 private:
     kernels::window m_window;
-    kernels::workspace<C> m_ws;
+    [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
+    kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };
 
 /// Average pooling (padding counts in the divisor).
@@ -77,20 +78,21 @@ public:
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         st.in = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(st.in));
-        kernels::avg_pool_forward(x.data(), st.in, m_window, st.output.data(), m_ws, ctx.forward_rounding());
+        kernels::avg_pool_forward(x.data(), st.in, m_window, st.output.data(), ws(ctx), ctx.forward_rounding());
         return st.output;
     }
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, st.in);
-            kernels::avg_pool_backward(dy.data(), st.in, m_window, st.grad_input.data(), m_ws, ctx.backward_rounding());
+            kernels::avg_pool_backward(dy.data(), st.in, m_window, st.grad_input.data(), ws(ctx), ctx.backward_rounding());
         }
         return st.grad_input;
     }
 
 private:
     kernels::window m_window;
-    kernels::workspace<C> m_ws;
+    [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
+    kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };
 
 /// Global average pooling: (n, h, w, c) -> (n, 1, 1, c).
@@ -115,19 +117,20 @@ public:
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         st.in = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(st.in));
-        kernels::global_avg_pool_forward(x.data(), st.in, st.output.data(), m_ws, ctx.forward_rounding());
+        kernels::global_avg_pool_forward(x.data(), st.in, st.output.data(), ws(ctx), ctx.forward_rounding());
         return st.output;
     }
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         if (want_dx) {
             detail::ensure_shape(st.grad_input, st.in);
-            kernels::global_avg_pool_backward(dy.data(), st.in, st.grad_input.data(), m_ws, ctx.backward_rounding());
+            kernels::global_avg_pool_backward(dy.data(), st.in, st.grad_input.data(), ws(ctx), ctx.backward_rounding());
         }
         return st.grad_input;
     }
 
 private:
-    kernels::workspace<C> m_ws;
+    [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
+    kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };
 
 }  // namespace tessera::nn
