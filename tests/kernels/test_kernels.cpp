@@ -197,6 +197,9 @@ const std::vector<conv_case> conv_cases{
     {{2, 2, 2, 9}, 8, {3, 3, 2, 1}},   // 2x2 image at stride 2: kernel rows and columns 1-2 live, one GEMM per row
     {{2, 1, 4, 3}, 5, {3, 5, 1, 1}},   // every kernel column live, rows 1 only: one block of whole rows
     {{1, 1, 1, 2}, 3, {1, 1, 3, 1}},   // no tap ever reads the image: zeros
+    {{2, 9, 30, 1}, 16, {3, 3, 1, 1}}, // a stem of 1 channel (automatic, fp32: direct; rows of whole and short pixel blocks)
+    {{3, 10, 9, 3}, 64, {7, 7, 2, 3}}, // ResNet-18's stem: 3 channels, 7x7 at stride 2 (fp32: direct, 4 vectors, 25 passes of taps)
+    {{2, 5, 6, 4}, 48, {3, 5, 1, 2}},  // 4 channels, a rectangular window, 3 vectors (fp32: direct)
 };
 
 /// Adjoints of the direct convolution, in double.
@@ -320,7 +323,10 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
                                       layer{{1, 10, 10, 24}, 32, {3, 3, 1, 1}},
                                       layer{{19, 9, 9, 32}, 16, {3, 3, 1, 1}},
                                       // 64 channels: no strip's tiles fit L1, blocks of two strips
-                                      layer{{1, 7, 7, 64}, 64, {3, 3, 1, 1}}}) {
+                                      layer{{1, 7, 7, 64}, 64, {3, 3, 1, 1}},
+                                      // a stem (automatic: the direct kernels), in chunks and lanes
+                                      layer{{19, 12, 10, 1}, 16, {3, 3, 1, 1}},
+                                      layer{{19, 9, 11, 3}, 32, {5, 5, 2, 2}}}) {
         if ((algorithm == k::conv_algorithm::winograd || algorithm == k::conv_algorithm::winograd_4x4) &&
             !k::winograd::fits(g))
             continue;
@@ -385,6 +391,50 @@ TEST_CASE("conv2d chooses Winograd for 3x3 stride-1 windows between 8 or more ch
     CHECK_THROWS_WITH(k::conv2d_forward(x.data(), in, w.data(), 8, strided, y.data(), ws, {}, k::conv_algorithm::winograd_4x4),
                       Catch::Contains("F(4x4, 3x3) needs a 3x3 window at stride 1, not 3x3 at stride 2"));
     CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
+}
+
+TEST_CASE("convolutions of 1 to 4 input channels run directly: the forward bit for bit im2col's, fp32 and half",
+          "[kernels][conv]") {
+    const auto automatic = k::conv_algorithm::automatic;
+    constexpr std::size_t w16 = xsimd::batch<float>::size;
+    CHECK(k::uses_direct<float>(automatic, {32, 28, 28, 1}, 16, {3, 3, 1, 1}));  // ResNet-20's stem
+    CHECK(k::uses_direct<float>(automatic, {32, 32, 32, 3}, 64, {7, 7, 2, 3}) == (64 / w16 <= k::direct::max_vectors));
+    CHECK_FALSE(k::uses_direct<float>(automatic, {32, 28, 28, 5}, 16, {3, 3, 1, 1}));        // 5 channels: im2col
+    CHECK_FALSE(k::uses_direct<float>(automatic, {32, 28, 28, 1}, w16 + 1, {3, 3, 1, 1}));  // not whole vectors
+    CHECK_FALSE(k::uses_direct<float>(automatic, {32, 28, 28, 1}, (k::direct::max_vectors + 1) * w16, {3, 3, 1, 1}));
+    CHECK_FALSE(k::uses_direct<float>(automatic, {32, 28, 28, 2}, 16, {1, 1, 1, 0}));        // pointwise: one GEMM
+    CHECK_FALSE(k::uses_direct<float>(k::conv_algorithm::im2col, {32, 28, 28, 1}, 16, {3, 3, 1, 1}));
+    struct layer {
+        shape in;
+        std::size_t cout;
+        k::window g;
+    };
+    for (const auto& [in, cout, g] : {layer{{3, 28, 28, 1}, 16, {3, 3, 1, 1}}, layer{{2, 15, 13, 3}, 2 * w16, {7, 7, 2, 3}},
+                                      layer{{2, 6, 7, 2}, w16, {3, 3, 2, 0}}}) {
+        CAPTURE(in.str(), cout, g.kh, g.stride);
+        REQUIRE(k::uses_direct<float>(automatic, in, cout, g));
+        const shape out = g.output(in, cout);
+        const auto x = random_vector<float>(in.size(), 50);
+        const auto w = random_vector<float>(g.kh * g.kw * in.c * cout, 51);
+        std::vector<float> direct(out.size()), im2col(out.size());
+        k::workspace<float> ws;
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, direct.data(), ws, {}, automatic);
+        k::conv2d_forward(x.data(), in, w.data(), cout, g, im2col.data(), ws, {}, k::conv_algorithm::im2col);
+        CHECK(direct == im2col);
+        // Half input, weights and output: rounded once from the same fp32 sums.
+        std::vector<half> xh(x.begin(), x.end()), wh(w.begin(), w.end()), yd(out.size()), yi(out.size());
+        k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yd.data(), ws, {}, automatic);
+        k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yi.data(), ws, {}, k::conv_algorithm::im2col);
+        CHECK(std::equal(yd.begin(), yd.end(), yi.begin(), [](half a, half b) { return a.bits() == b.bits(); }));
+        // The weight gradient from half operands: the fp32 one on the same values, within fp32 rounding.
+        const auto dy = random_vector<float>(out.size(), 52);
+        std::vector<half> dyh(dy.begin(), dy.end());
+        std::vector<float> dwh(w.size(), 0.0f), dwf(w.size(), 0.0f);
+        const std::vector<float> xr(xh.begin(), xh.end()), dyr(dyh.begin(), dyh.end());
+        k::conv2d_backward_weight(xh.data(), in, dyh.data(), cout, g, dwh.data(), ws, {}, automatic);
+        k::conv2d_backward_weight(xr.data(), in, dyr.data(), cout, g, dwf.data(), ws, {}, automatic);
+        CHECK(dwh == dwf);
+    }
 }
 
 TEST_CASE("convolution chunks hold whole images, at least 16 of them or 64 rows when the batch has that many",

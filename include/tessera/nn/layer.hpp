@@ -54,7 +54,8 @@ struct context {
     kernels::scratch* scratch = nullptr;
     /// How convolutions are computed. automatic: Winograd for 3×3 stride-1 layers of 8 or more channels
     /// (F(4×4, 3×3) or F(2×2, 3×3), whichever does fewer multiplies, F(4×4, 3×3) only up to 64
-    /// channels), im2col + GEMM for the others; im2col: every layer by im2col + GEMM; winograd and
+    /// channels), a stem of at most 4 input channels directly (kernels::uses_direct), im2col + GEMM for
+    /// the others; im2col: every layer by im2col + GEMM; winograd and
     /// winograd_4x4: every 3×3 stride-1 layer by F(2×2, 3×3) or F(4×4, 3×3), whatever its channels, the
     /// others by im2col + GEMM.
     kernels::conv_algorithm convolution = kernels::conv_algorithm::automatic;
