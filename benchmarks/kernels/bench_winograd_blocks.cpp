@@ -35,7 +35,7 @@ void blocks(benchmark::State& state) {
     const wd::plan<2, float> p(in, c, g);
     std::size_t mr = 0;
     wd::with_strip_tile<float>(wd::strip_width<float>(c), [&]<class Tile>(Tile) { mr = Tile::mr; });
-    k::aligned_vector<float> rows(wd::positions<2> * c * c), u(wd::positions<2> * c * c);
+    k::aligned_vector<float> rows(wd::positions<2> * wd::plane_stride<float>(c, c)), u(wd::positions<2> * wd::plane_stride<float>(c, c));
     wd::transform_weights<2>(w.data(), c, c, false, rows.data(), u.data(), {});
     const std::size_t most = std::max({p.chunk, p.block, 4 * mr});
     k::aligned_vector<float> v(wd::positions<2> * wd::position_stride<float>(most, c)),

@@ -68,24 +68,24 @@ void for_each_gemm(std::size_t count, const gemm_options& o, F&& item) {
 /// M_ξ = V_ξ U_ξ (u in strips over cout).
 template <std::size_t M, class C>
 void forward_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m, const gemm_options& o) {
-    const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
+    const std::size_t ps = plane_stride<C>(cin, cout), width = strip_width<C>(cout), strips = cout / width;
     const std::size_t sv = position_stride<C>(nt, cin), sm = position_stride<C>(nt, cout);
     for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width;
-        gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * sv, cin, u + xi * plane + j * cin, width, C(0),
+        gemm(trans::no, trans::no, nt, width, cin, C(1), v + xi * sv, cin, u + xi * ps + j * cin, width, C(0),
              m + xi * sm + j, cout, one);
     });
 }
 /// dV_ξ = dM_ξ U_ξᵀ (dm in strips over cout, each a slice of the sum over cout; ut in strips over cin).
 template <std::size_t M, class C>
 void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, const C* ut, C* dv, const gemm_options& o) {
-    const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
+    const std::size_t ps = plane_stride<C>(cin, cout), width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
     const std::size_t strips = cin / width_in, sm = position_stride<C>(nt, cout), sv = position_stride<C>(nt, cin);
     for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width_in;
         for (std::size_t s = 0; s < cout; s += width_out)
             gemm(trans::no, trans::no, nt, width_in, width_out, C(1), dm + xi * sm + s * nt, width_out,
-                 ut + xi * plane + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * sv + j, cin, one);
+                 ut + xi * ps + j * cout + s * width_in, width_in, s == 0 ? C(0) : C(1), dv + xi * sv + j, cin, one);
     });
 }
 /// dU_ξ = beta·dU_ξ + V_ξᵀ dM_ξ (dm in strips over cout), summing the tiles `kblock` at a time (0: all
@@ -93,14 +93,14 @@ void data_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* dm, 
 template <std::size_t M, class C>
 void weight_gemms(std::size_t nt, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du,
                   const gemm_options& o, std::size_t kblock = 0) {
-    const std::size_t plane = cin * cout, width = strip_width<C>(cout), strips = cout / width;
+    const std::size_t ps = plane_stride<C>(cin, cout), width = strip_width<C>(cout), strips = cout / width;
     const std::size_t kb = kblock == 0 ? nt : kblock;
     const std::size_t sv = position_stride<C>(nt, cin), sm = position_stride<C>(nt, cout);
     for_each_gemm(positions<M> * strips, o, [&](std::size_t i, const gemm_options& one) {
         const std::size_t xi = i / strips, j = i % strips * width;
         for (std::size_t k0 = 0; k0 < nt; k0 += kb)
             gemm(trans::yes, trans::no, cin, width, std::min(kb, nt - k0), C(1), v + xi * sv + k0 * cin, cin,
-                 dm + xi * sm + j * nt + k0 * width, width, k0 == 0 ? beta : C(1), du + xi * plane + j, cout, one);
+                 dm + xi * sm + j * nt + k0 * width, width, k0 == 0 ? beta : C(1), du + xi * ps + j, cout, one);
     });
 }
 
@@ -141,14 +141,14 @@ template <std::size_t M, class C>
 /// results are gemm's bit for bit.
 template <std::size_t M, class C>
 void block_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* u, C* m) {
-    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    const std::size_t ps = plane_stride<C>(cin, cout), width = strip_width<C>(cout);
     const std::size_t sv = position_stride<C>(nb, cin), sm = position_stride<C>(nb, cout);
     with_strip_tile<C>(width, [&]<class Tile>(Tile) {
         for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < nb; r += Tile::mr)
                     kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::row_strided>(
-                        cin, v + xi * sv + r * cin, cin, u + xi * plane + j * cin, m + xi * sm + r * cout + j,
+                        cin, v + xi * sv + r * cin, cin, u + xi * ps + j * cin, m + xi * sm + r * cout + j,
                         cout, std::min(Tile::mr, nb - r), width, C(1), C(0));
     });
 }
@@ -171,14 +171,14 @@ template <std::size_t M, class C>
 /// nt = nb): weight_gemms' register-tile calls for one block, bit for bit.
 template <std::size_t M, class C>
 void block_weight_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const C* v, const C* dm, C beta, C* du) {
-    const std::size_t plane = cin * cout, width = strip_width<C>(cout);
+    const std::size_t ps = plane_stride<C>(cin, cout), width = strip_width<C>(cout);
     const std::size_t sv = position_stride<C>(nb, cin), sm = position_stride<C>(nb, cout);
     with_strip_tile<C>(width, [&]<class Tile>(Tile) {
         for (std::size_t xi = 0; xi < positions<M>; ++xi)
             for (std::size_t j = 0; j < cout; j += width)
                 for (std::size_t r = 0; r < cin; r += Tile::mr)
                     kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::k_strided>(
-                        nb, v + xi * sv + r, cin, dm + xi * sm + j * nb, du + xi * plane + r * cout + j, cout,
+                        nb, v + xi * sv + r, cin, dm + xi * sm + j * nb, du + xi * ps + r * cout + j, cout,
                         std::min(Tile::mr, cin - r), width, C(1), beta);
     });
 }
@@ -189,7 +189,7 @@ void block_weight_gemms(std::size_t nb, std::size_t cin, std::size_t cout, const
 template <std::size_t M, class C>
 void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_t cin, std::size_t cout, const C* dm,
                       const C* ut, C* dv) {
-    const std::size_t plane = cin * cout, width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
+    const std::size_t ps = plane_stride<C>(cin, cout), width_in = strip_width<C>(cin), width_out = strip_width<C>(cout);
     const std::size_t sm = position_stride<C>(nt, cout), sv = position_stride<C>(nb, cin);
     with_strip_tile<C>(width_in, [&]<class Tile>(Tile) {
         for (std::size_t xi = 0; xi < positions<M>; ++xi)
@@ -198,7 +198,7 @@ void block_data_gemms(std::size_t nt, std::size_t r0, std::size_t nb, std::size_
                     for (std::size_t r = 0; r < nb; r += Tile::mr)
                         kernels::detail::strip_kernel<Tile, kernels::detail::a_layout::row_strided>(
                             width_out, dm + xi * sm + s * nt + (r0 + r) * width_out, width_out,
-                            ut + xi * plane + j * cout + s * width_in, dv + xi * sv + r * cin + j, cin,
+                            ut + xi * ps + j * cout + s * width_in, dv + xi * sv + r * cin + j, cin,
                             std::min(Tile::mr, nb - r), width_in, C(1), s == 0 ? C(0) : C(1));
     });
 }
@@ -282,12 +282,13 @@ struct plan {
     void reserve_parts(workspace<C>& ws, std::size_t threads, const tensor::shape& in) const {
         if constexpr (!std::is_same_v<C, X>) kernels::detail::thread_buffers(ws.parts, threads, chunk / tl.per_image * in.h * in.w * in.c);
     }
-    /// The transformed weights, U or Uᵀ in strips, after 16·plane values of scratch.
+    /// The transformed weights, U or Uᵀ in strips (plane_stride apart), after as many values of scratch.
     template <class W>
     C* weights(const W* w, bool transposed, workspace<C>& ws, parallelism par) const {
         const auto* wr = registers_view<C>(w, 9 * plane, ws.col, par);
-        if (ws.filters.size() < 2 * positions<M> * plane) ws.filters.resize(2 * positions<M> * plane);
-        C* u = ws.filters.data() + positions<M> * plane;
+        const std::size_t size = positions<M> * plane_stride<C>(cin, cout);
+        if (ws.filters.size() < 2 * size) ws.filters.resize(2 * size);
+        C* u = ws.filters.data() + size;
         transform_weights<M>(wr, cin, cout, transposed, ws.filters.data(), u, par);
         return u;
     }
@@ -390,7 +391,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
         dst.emplace(dx, in.size(), ws.c, par, rounding, addend, where);
         ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
     }
-    const std::size_t size = detail::positions<M> * p.plane;
+    const std::size_t size = detail::positions<M> * detail::plane_stride<C>(p.cin, cout);  // dU's
     if (ws.filters.size() < size) ws.filters.resize(size);
     C* du = ws.filters.data();
     C* acc = dst && where == staging::whole ? dst->target() : nullptr;

@@ -61,6 +61,14 @@ template <class C>
     constexpr std::size_t line = 64 / sizeof(C);
     return ((nt * c + line - 1) / line | 1) * line;
 }
+/// Values from one position's cin × cout matrix of transformed weights (or their gradient) to the
+/// next's: cin·cout padded as position_stride pads (16, 32 and 64 channels a side make planes of 1,
+/// 4 and 16 KiB, and the weight transform's 36 stores for a vector of channel pairs fell in one set
+/// of the level-1 cache). The padding is never read.
+template <class C>
+[[nodiscard]] constexpr std::size_t plane_stride(std::size_t cin, std::size_t cout) noexcept {
+    return position_stride<C>(cin, cout);
+}
 
 /// Where column j of row i of a rows × n matrix in strips of `width` lies.
 [[nodiscard]] constexpr std::size_t strip_index(std::size_t i, std::size_t j, std::size_t rows, std::size_t width) noexcept {
@@ -565,7 +573,7 @@ void for_each_block(parallelism par, std::size_t n, F&& f) {
 }
 
 /// U = G g Gᵀ for every channel pair: u[ξ] = U_ξ, cin × cout, from w [3][3][cin][cout]; or, when
-/// `transposed`, u[ξ] = U_ξᵀ, cout × cin. Each in strips of strip_width columns, written where they
+/// `transposed`, u[ξ] = U_ξᵀ, cout × cin; plane_stride apart. Each in strips of strip_width columns, written where they
 /// belong as each vector of channel pairs is transformed. U_ξᵀ is U_ξ of the weights with their
 /// channels swapped, which `scratch` (9·cin·cout values) then holds: the transform is vectorised
 /// along the output's rows either way (it was a scalar transpose of all 36 matrices afterwards,
@@ -587,7 +595,7 @@ void transform_weights(const W* w, std::size_t cin, std::size_t cout, bool trans
         return transform_weights<M>(static_cast<const C*>(scratch), cout, cin, false, static_cast<C*>(nullptr), u, par);
     }
     constexpr std::size_t p = patch<M>;
-    const std::size_t width = strip_width<C>(cout);
+    const std::size_t width = strip_width<C>(cout), ps = plane_stride<C>(cin, cout);
     // Vectors of channel pairs start at multiples of the SIMD width: within a strip where there are
     // several (cout then a multiple of their width), and the one strip is the row-major matrix.
     for_each_block(par, plane, [&](std::size_t b, std::size_t e) {
@@ -605,24 +613,25 @@ void transform_weights(const W* w, std::size_t cin, std::size_t cout, bool trans
             for (std::size_t r = 0; r < p; ++r) {
                 V out[p];
                 weight_1d<M>(h[r], out);
-                for (std::size_t q = 0; q < p; ++q) store_lanes(u + (r * p + q) * plane + at, out[q]);
+                for (std::size_t q = 0; q < p; ++q) store_lanes(u + (r * p + q) * ps + at, out[q]);
             }
         });
     });
 }
 
-/// dw += Gᵀ dU G for every channel pair (du laid out as transform_weights' u, not in strips).
+/// dw += Gᵀ dU G for every channel pair (du laid out as transform_weights' u, plane_stride apart, not
+/// in strips).
 template <std::size_t M, class C>
 void add_weight_gradient(const C* du, std::size_t cin, std::size_t cout, C* dw, parallelism par) {
     constexpr std::size_t p = patch<M>;
-    const std::size_t plane = cin * cout;
+    const std::size_t plane = cin * cout, ps = plane_stride<C>(cin, cout);
     for_each_block(par, plane, [&](std::size_t b, std::size_t e) {
         over_channels<C>(e - b, [&]<class V>(std::size_t k) {
             const std::size_t i = b + k;
             V h[p][3];  // Gᵀ along each row
             for (std::size_t r = 0; r < p; ++r) {
                 V row[p];
-                for (std::size_t q = 0; q < p; ++q) row[q] = load_lanes<V, C>(du + (r * p + q) * plane + i);
+                for (std::size_t q = 0; q < p; ++q) row[q] = load_lanes<V, C>(du + (r * p + q) * ps + i);
                 weight_1d_adjoint<M>(row, h[r]);
             }
             for (std::size_t kx = 0; kx < 3; ++kx) {
