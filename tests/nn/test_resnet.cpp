@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <string_view>
@@ -185,7 +186,7 @@ TEMPLATE_TEST_CASE("a ResNet-20 step gives bit-identical outputs, gradients and 
     // in block order, so the thread count never changes a rounding.
     using P = TestType;
     using T = typename P::data_type;
-    const shape in{12, 28, 28, 1};  // 9408 rows: three batch-norm blocks in the first stage, 12 conv chunks
+    const shape in{12, 28, 28, 1};  // 9408 rows: sixteen batch-norm blocks in the first stage, 12 conv chunks
     const auto x32 = random_activation<config::fp32>(in, 60);
     auto x = tensor::make_nhwc<T>(in);
     std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
@@ -226,6 +227,74 @@ TEMPLATE_TEST_CASE("a ResNet-20 step gives bit-identical outputs, gradients and 
             CHECK(first_difference(o.grads, one.grads) == "");
             CHECK(first_difference(o.buffers, one.buffers) == "");
         }
+}
+
+TEMPLATE_TEST_CASE("a ResNet's backward masks each block's input gradient in the first convolution: the bits of its "
+                   "units run one at a time, each with its ReLU's backward", "[nn][resnet]", config::fp32, config::half) {
+    // Over a range of units, a block hands the block before it the gradient of that block's sum
+    // (residual::backward_chained); a range of one unit hands back its input gradient, and the block
+    // before runs its ReLU's backward itself. Both shortcut kinds (ResNet-20's padding; projections),
+    // whole backward and its two halves, and in half with stochastic rounding.
+    using P = TestType;
+    using T = typename P::data_type;
+    const shape in{4, 12, 12, 1};
+    const auto x32 = random_activation<config::fp32>(in, 61);
+    auto x = tensor::make_nhwc<T>(in);
+    std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
+    const std::vector<std::int32_t> labels{1, 7, 3, 0};
+    const auto same = [](const auto& a, const auto& b) {
+        return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& p, const auto& q) {
+            return std::memcmp(&p, &q, sizeof(p)) == 0;
+        });
+    };
+    const auto check = [&]<class Model>(Model model, bool split, bool stochastic) {
+        CAPTURE(split, stochastic);
+        nn::context ctx{.mode = nn::mode::train};
+        if (stochastic) ctx.rounding = {.stochastic = true, .seed = 5, .stream = 1};
+        typename Model::state st;
+        nn::softmax_cross_entropy<P> loss;
+        (void)loss(model.forward(x, st, ctx), labels, 64.0);
+        const auto gradients = [&] {
+            std::vector<std::vector<float>> g;
+            model.visit_parameters([&](std::string_view, auto, std::span<float> v) { g.emplace_back(v.begin(), v.end()); });
+            return g;
+        };
+        // Chained: the whole range at once (its input gradient too).
+        const auto& dx_chained =
+            split ? model.backward_input(loss.gradient(), st, ctx, true) : model.backward(loss.gradient(), st, ctx, true);
+        const std::vector<T> dx_a(dx_chained.begin(), dx_chained.end());
+        if (split) model.backward_weights(st, ctx);
+        const auto g_a = gradients();
+        model.visit_parameters([](std::string_view, auto, std::span<float> g) { std::ranges::fill(g, 0.0f); });
+        // One unit at a time, last first.
+        const nn::activation<P>* cur = &loss.gradient();
+        for (std::size_t u = model.units(); u-- > 0;) {
+            if (split) {
+                cur = &model.backward_units_input(u, u + 1, *cur, st, ctx, true);
+                model.backward_units_weights(u, u + 1, st, ctx);
+            } else {
+                cur = &model.backward_units(u, u + 1, *cur, st, ctx, true);
+            }
+        }
+        CHECK(same(dx_a, std::vector<T>(cur->begin(), cur->end())));
+        const auto g_b = gradients();
+        REQUIRE(g_a.size() == g_b.size());
+        for (std::size_t t = 0; t < g_a.size(); ++t) {
+            CAPTURE(t);
+            CHECK(same(g_a[t], g_b[t]));
+        }
+    };
+    for (const bool split : {false, true})
+        for (const bool stochastic : {false, std::is_same_v<T, tessera::half>}) {
+            check(nn::resnet20<P>(1, 10), split, stochastic);
+            check(nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 2, 2, 2>(1, 10), split, stochastic);
+        }
+    // Masking the input gradient needs one.
+    nn::basic_block<P> block(16, 16, 1);
+    typename nn::basic_block<P>::state st;
+    const auto xb = random_activation<P>({2, 6, 6, 16}, 62);
+    const auto& y = block.forward(xb, st, nn::context{});
+    CHECK_THROWS_AS(block.backward_chained(y, st, nn::context{}, false, false, true), std::logic_error);
 }
 
 TEST_CASE("the context chooses how convolutions are computed: every choice gives the same gradients within rounding",

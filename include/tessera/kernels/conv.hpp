@@ -205,19 +205,23 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
 
 /// dx = conv_backward_data(dy, w): the gradient with respect to the input (overwrites dx). With an
 /// addend (in.size() elements), dx = that gradient + addend, each part of dx getting it as the part
-/// is final, while it is in cache, rounded once (store_compute).
+/// is final, while it is in cache, rounded once (store_compute); with a mask (in.size() elements, the
+/// input when it is a ReLU's output), kept only where the mask is positive: the gradient through that
+/// ReLU (store_compute::mask_by).
 template <Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g,
                           X* dx, workspace<C>& ws, gemm_options opt = {},
                           conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {},
-                          const X* addend = nullptr) {
+                          const X* addend = nullptr, const X* mask = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
-        return detail::with_winograd_tile(
-            m, [&](auto tile) { winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding, addend); });
+        return detail::with_winograd_tile(m, [&](auto tile) {
+            winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding, addend, mask);
+        });
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
     if (g.is_pointwise()) {
         store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding, addend);
+        dst.mask_by(mask);
         gemm(trans::no, trans::yes, rows, in.c, cout, C(1), dy, cout, w, cout, C(0), dst.target(), in.c,
              detail::all_threads(opt, ws));
         dst.commit();
@@ -227,6 +231,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     // own (staging::parts), in cache from the zeroing to the commit.
     constexpr staging where = std::is_same_v<C, X> ? staging::whole : staging::parts;
     store_compute<C, X> dst(dx, in.size(), ws.c, parallelism{opt.threads, opt.pool}, rounding, addend, where);
+    dst.mask_by(mask);
     C* acc = where == staging::whole ? dst.target() : nullptr;
     const live_taps taps(in, g);
     const std::size_t k = taps.columns(in.c), image = in.h * in.w * in.c, per_image = out.h * out.w;
@@ -293,22 +298,22 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
 }
 
 /// dw += conv_backward_weight(x, dy) and, when dx is not null, dx = conv_backward_data(dy, w) (plus
-/// addend, as conv2d_backward_data adds it): both gradients of a layer in one call (Winograd
-/// transforms each output gradient once for both).
+/// addend and kept where mask is positive, as conv2d_backward_data adds and masks): both gradients
+/// of a layer in one call (Winograd transforms each output gradient once for both).
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {},
                      conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {},
-                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr) {
+                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr, const X* mask = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(m, [&](auto tile) {
-            winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding, map, addend);
+            winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding, map, addend, mask);
         });
     detail::check_no_map(map, "conv2d_backward");
     // The weight gradient as conv2d_backward_weight computes it (directly where that fits), the input
     // gradient by im2col + GEMM: the same bits as the two calls, whichever halves a caller asks for.
     conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt, algorithm);
-    if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col, rounding, addend);
+    if (dx != nullptr) conv2d_backward_data(dy, in, w, cout, g, dx, ws, opt, conv_algorithm::im2col, rounding, addend, mask);
 }
 
 /// Direct 7-loop convolution in double: the reference for tests (w [kh][kw][cin][cout]).

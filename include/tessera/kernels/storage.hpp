@@ -77,19 +77,28 @@ template <Compute C, Storage T>
 
 namespace detail {
 
-/// to[i] = from[i] + addend[i] (addend not null) for n elements computed in C, converted to T (to
-/// nearest, or stochastically with element index0 + i drawing the bits of element index0 + i): what
-/// store_compute's commit does, from any C buffer. from gets the addend in place; when T is C, from
-/// is to.
+/// to[i] = from[i] + addend[i] (addend not null), kept only where mask[i] > 0 (mask not null; else
+/// 0), for n elements computed in C, converted to T (to nearest, or stochastically with element
+/// index0 + i drawing the bits of element index0 + i): what store_compute's commit does, from any C
+/// buffer. from gets the addend and the mask in place; when T is C, from is to. The mask zeroes in
+/// C, before the conversion, which rounds 0 to 0: the bits of a ReLU's backward after the commit.
 template <Compute C, Storage T>
 void commit_into(C* from, T* to, std::size_t index0, std::size_t n, parallelism par, const tensor::rounding& rounding,
-                 const T* addend) {
-    if (addend != nullptr)
+                 const T* addend, const T* mask = nullptr) {
+    if (addend != nullptr || mask != nullptr)
         parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-            if constexpr (simd::in_register<C, T>)
-                simd::add_to(addend + b, from + b, e - b);  // C's sum computed as addend + from would be: IEEE addition commutes
-            else
-                for (std::size_t i = b; i < e; ++i) from[i] += simd::get<C>(addend[i]);
+            if (addend != nullptr) {
+                if constexpr (simd::in_register<C, T>)
+                    simd::add_to(addend + b, from + b, e - b);  // C's sum computed as addend + from would be: IEEE addition commutes
+                else
+                    for (std::size_t i = b; i < e; ++i) from[i] += simd::get<C>(addend[i]);
+            }
+            if (mask != nullptr) {
+                if constexpr (simd::in_register<C, T>)
+                    simd::relu_backward<C>(mask + b, from + b, from + b, e - b);
+                else
+                    for (std::size_t i = b; i < e; ++i) from[i] = simd::get<C>(mask[i]) > C(0) ? from[i] : C(0);
+            }
         });
     if constexpr (!std::is_same_v<C, T>) {
         if (rounds_stochastically<C, T>(rounding)) {
@@ -118,7 +127,8 @@ enum class staging { whole, parts };
 /// half, stochastically when `rounding` says so (element i of dst draws the bits of element i). With
 /// an addend (n elements of T), commit adds it to what was computed first, in C: dst = computed +
 /// addend, rounded once (a residual block's shortcut gradient added to a convolution's input
-/// gradient part by part, while each part is in cache).
+/// gradient part by part, while each part is in cache); with a mask (mask_by), masked by a ReLU's
+/// output after the add.
 template <Compute C, Storage T>
 class store_compute {
 public:
@@ -141,15 +151,18 @@ public:
     /// final, while it is in cache. The parts must cover the output; commit() is then not called.
     void commit(std::size_t begin, std::size_t end, parallelism par = {}) {
         detail::commit_into(target() + begin, m_dst + begin, begin, end - begin, par, m_rounding,
-                            m_addend == nullptr ? nullptr : m_addend + begin);
+                            m_addend == nullptr ? nullptr : m_addend + begin, m_mask == nullptr ? nullptr : m_mask + begin);
     }
     /// Commits elements [begin, end) from `part` (their values in C, which get the addend in place):
     /// a buffer of the kernel's own (staging::parts), or target() + begin, which makes it
     /// commit(begin, end).
     void commit_part(C* part, std::size_t begin, std::size_t end, parallelism par = {}) {
         detail::commit_into(part, m_dst + begin, begin, end - begin, par, m_rounding,
-                            m_addend == nullptr ? nullptr : m_addend + begin);
+                            m_addend == nullptr ? nullptr : m_addend + begin, m_mask == nullptr ? nullptr : m_mask + begin);
     }
+    /// Commits keep an element (after the addend) only where mask (n elements, a ReLU's output) is
+    /// positive, else 0: the gradient through that ReLU, with no pass of its own. Null: every element.
+    void mask_by(const T* mask) noexcept { m_mask = mask; }
 
 private:
     T* m_dst;
@@ -158,6 +171,7 @@ private:
     parallelism m_par;
     tensor::rounding m_rounding;
     const T* m_addend;
+    const T* m_mask = nullptr;
 };
 
 /// Packing buffers a caller may keep between GEMM calls (single-threaded calls only), so that

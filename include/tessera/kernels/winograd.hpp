@@ -343,16 +343,18 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     });
 }
 
-/// dx = the gradient of conv2d_forward with respect to its input (overwrites dx), plus addend when given.
+/// dx = the gradient of conv2d_forward with respect to its input (overwrites dx), plus addend when
+/// given, kept where mask is positive when given (store_compute::mask_by).
 template <std::size_t M, Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g, X* dx,
                           workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
-                          const X* addend = nullptr) {
+                          const X* addend = nullptr, const X* mask = nullptr) {
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
     constexpr staging where = std::is_same_v<C, X> ? staging::whole : staging::parts;
     store_compute<C, X> dst(dx, in.size(), ws.c, par, rounding, addend, where);
+    dst.mask_by(mask);
     const C* ut = p.weights(w, true, ws, par);
     const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
     p.reserve(ws, threads, opt);
@@ -372,13 +374,13 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 }
 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C) and, when
-/// dx is not null, dx = the gradient with respect to its input (plus addend when given):
-/// conv2d_backward_weight and conv2d_backward_data in one pass over the chunks, each output gradient
-/// transformed once.
+/// dx is not null, dx = the gradient with respect to its input (plus addend when given, kept where
+/// mask is positive when given): conv2d_backward_weight and conv2d_backward_data in one pass over
+/// the chunks, each output gradient transformed once.
 template <std::size_t M, Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
-                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr) {
+                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr, const X* mask = nullptr) {
     detail::check_map<C, T>(map);
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
@@ -389,6 +391,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
     const C* ut = nullptr;
     if (dx != nullptr) {
         dst.emplace(dx, in.size(), ws.c, par, rounding, addend, where);
+        dst->mask_by(mask);
         ut = p.weights(w, true, ws, par);  // its scratch half then holds dU
     }
     const std::size_t size = detail::positions<M> * detail::plane_stride<C>(p.cin, cout);  // dU's

@@ -108,14 +108,17 @@ public:
     /// backward, its input gradient plus `addend` (a residual block's shortcut gradient, the input's
     /// shape): the kernel adds it to each part of the gradient as that part is final, while it is in
     /// cache, instead of a pass of its own over both afterwards. In fp32 the bits of backward then
-    /// the add; a 16-bit gradient is rounded once where those round twice.
+    /// the add; a 16-bit gradient is rounded once where those round twice. With `through_input_relu`
+    /// (an input that is a ReLU's output, read as stored), the sum is then kept only where the input
+    /// is positive: the gradient through that ReLU, the bits of its backward after this one, with no
+    /// pass of its own.
     const activation<P>& backward_adding(const activation<P>& dy, const activation<P>& addend, state& st,
-                                         const context& ctx) {
+                                         const context& ctx, bool through_input_relu = false) {
         const tensor::shape s = addend_shape(addend, st);
         detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
                                  st.grad_input.data(), ws(ctx), ctx.gemm(), algorithm(ctx), ctx.backward_rounding(),
-                                 input_map(st), addend.data());
+                                 input_map(st), addend.data(), relu_mask(st, through_input_relu));
         return st.grad_input;
     }
 
@@ -129,14 +132,15 @@ public:
                                       ctx.gemm(), algorithm(ctx), ctx.backward_rounding());
         return st.grad_input;
     }
-    /// backward_input plus `addend`, as backward_adding adds it.
+    /// backward_input plus `addend`, as backward_adding adds (and masks) it.
     const activation<P>& backward_input_adding(const activation<P>& dy, const activation<P>& addend, state& st,
-                                               const context& ctx) {
+                                               const context& ctx, bool through_input_relu = false) {
         const tensor::shape s = addend_shape(addend, st);
+        const T* mask = relu_mask(st, through_input_relu);
         st.grad_output = &dy;
         detail::ensure_shape(st.grad_input, s);
         kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), ws(ctx),
-                                      ctx.gemm(), algorithm(ctx), ctx.backward_rounding(), addend.data());
+                                      ctx.gemm(), algorithm(ctx), ctx.backward_rounding(), addend.data(), mask);
         return st.grad_input;
     }
     /// The weight gradient of the micro-batch backward_input saw (accumulated, +=).
@@ -177,6 +181,15 @@ private:
     }
     [[nodiscard]] static const kernels::simd::relu_of_affine<C>* input_map(const state& st) noexcept {
         return st.input_map ? &*st.input_map : nullptr;
+    }
+    // The input as the mask of the ReLU whose output it is (null when not asked): an input read
+    // through a map is not stored, so it cannot be one.
+    [[nodiscard]] static const T* relu_mask(const state& st, bool through_input_relu) {
+        if (!through_input_relu) return nullptr;
+        if (st.input_map)
+            throw std::logic_error("tessera::nn::conv2d: an input read through a batch norm's map has no stored ReLU "
+                                   "output to mask the input gradient by");
+        return st.input->data();
     }
     // The input's shape, which an addend to the input gradient must have.
     [[nodiscard]] static tensor::shape addend_shape(const activation<P>& addend, const state& st) {

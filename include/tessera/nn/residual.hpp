@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -285,6 +286,28 @@ public:
     const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         return backward_pass<true>(dy, st, ctx, want_dx);
     }
+
+    /// Whether backward_chained can mask the input gradient: the main branch's first layer adds the
+    /// shortcut's gradient to its own as it computes it (the basic and bottleneck blocks).
+    static constexpr bool chains = detail::starts_with_adding_layer<Main>;
+
+    /// backward as one of a chain of blocks, as nn::resnet runs its blocks. `sum_gradient`: dy is
+    /// already the gradient of the block's sum, its ReLU's mask applied (the block after this one
+    /// masked its input gradient). `mask_input_gradient` (needs `chains` and want_dx): the input
+    /// gradient comes back kept only where the input is positive, which for an input that is the
+    /// block before's ReLU output is the gradient of that block's sum; the first convolution masks it
+    /// as it adds the shortcut's gradient. A chain of blocks then runs no ReLU backward of its own
+    /// between them (a pass that read the output gradient and the output and wrote the masked
+    /// gradient): bit for bit backward and the ReLU's backward apart.
+    const activation<P>& backward_chained(const activation<P>& dy, state& st, const context& ctx, bool want_dx,
+                                          bool sum_gradient, bool mask_input_gradient) {
+        return backward_pass<false>(dy, st, ctx, want_dx, sum_gradient, mask_input_gradient);
+    }
+    /// backward_input as backward_chained runs backward.
+    const activation<P>& backward_input_chained(const activation<P>& dy, state& st, const context& ctx, bool want_dx,
+                                                bool sum_gradient, bool mask_input_gradient) {
+        return backward_pass<true>(dy, st, ctx, want_dx, sum_gradient, mask_input_gradient);
+    }
     void backward_weights(state& st, const context& ctx) {
         nn::backward_weights(m_main, st.main, ctx.child(0));
         nn::backward_weights(m_skip, st.skip, ctx.child(1));
@@ -323,10 +346,15 @@ private:
                                                              main_ctx.child(last), ctx.forward_rounding());
     }
 
-    // The backward pass: each branch whole, or only its input-gradient half (InputOnly).
+    // The backward pass: each branch whole, or only its input-gradient half (InputOnly); dy the output's
+    // gradient, or the sum's (sum_gradient); the input gradient masked by the input (mask_input).
     template <bool InputOnly>
-    const activation<P>& backward_pass(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
-        const auto& dsum = m_relu.backward(dy, st.out, ctx.child(2), true);
+    const activation<P>& backward_pass(const activation<P>& dy, state& st, const context& ctx, bool want_dx,
+                                       bool sum_gradient = false, bool mask_input = false) {
+        if (mask_input && !(chains && want_dx))
+            throw std::logic_error("tessera::nn::residual: masking the input gradient needs a main branch whose first "
+                                   "layer adds the shortcut's gradient, and an input gradient");
+        const auto& dsum = sum_gradient ? dy : m_relu.backward(dy, st.out, ctx.child(2), true);
         if constexpr (detail::starts_with_adding_layer<Main>) {
             if (want_dx) {
                 // The shortcut's gradient first, then the main branch's, whose first layer adds the
@@ -344,9 +372,9 @@ private:
                 auto& first = m_main.template get<0>();
                 auto& first_state = std::get<0>(st.main.parts);
                 if constexpr (InputOnly)
-                    return first.backward_input_adding(d1, db, first_state, main_ctx.child(0));
+                    return first.backward_input_adding(d1, db, first_state, main_ctx.child(0), mask_input);
                 else
-                    return first.backward_adding(d1, db, first_state, main_ctx.child(0));
+                    return first.backward_adding(d1, db, first_state, main_ctx.child(0), mask_input);
             }
         }
         const auto& da = nn::backward_part<InputOnly>(m_main, dsum, st.main, ctx.child(0), want_dx);

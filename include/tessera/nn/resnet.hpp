@@ -21,6 +21,11 @@ template <class B>
 concept Block = Layer<B> && std::constructible_from<B, std::size_t, std::size_t, std::size_t> &&
                 requires { { B::expansion } -> std::convertible_to<std::size_t>; };
 
+/// Whether a block runs chained with the blocks around it (residual::backward_chained): its ReLU's
+/// backward folded into the next block's first convolution.
+template <class B>
+concept ChainedBlock = Block<B> && requires { { B::chains } -> std::convertible_to<bool>; } && B::chains;
+
 /// A stem: a Layer built from the number of input channels; `width` is the first stage's width.
 template <class S>
 concept Stem = Layer<S> && std::constructible_from<S, std::size_t> &&
@@ -315,19 +320,31 @@ private:
                                        std::to_string(units()) + " units)");
     }
     // Backward through units [first, last): each unit whole, or only its input-gradient half (InputOnly).
+    // A block whose input is the output of a block before it in the range hands that block the gradient
+    // of its sum (residual::backward_chained: its input gradient masked by its input, the ReLU's output),
+    // and that block skips its ReLU's backward; the range's first unit returns its input gradient.
     template <bool InputOnly>
     const activation<P>& backward_units_pass(std::size_t first, std::size_t last, const activation<P>& dy, state& st,
                                              const context& ctx, bool want_dx) {
         check_range(first, last);
         const activation<P>* cur = &dy;
+        bool sum_gradient = false;  // cur is the gradient of the sum of the block it goes to (already masked)
         for (std::size_t u = last; u-- > first;) {
             const bool dx = u > first || want_dx;
-            if (u == 0)
+            if (u == 0) {
                 cur = &nn::backward_part<InputOnly>(m_stem, *cur, st.stem, ctx.child(u), dx);
-            else if (u == units() - 1)
+            } else if (u == units() - 1) {
                 cur = &nn::backward_part<InputOnly>(m_head, *cur, st.head, ctx.child(u), dx);
-            else
+            } else if constexpr (ChainedBlock<B>) {
+                const bool mask = u > first && u >= 2;  // its input is block u - 2's output, in the range
+                if constexpr (InputOnly)
+                    cur = &m_blocks[u - 1].backward_input_chained(*cur, st.blocks[u - 1], ctx.child(u), dx, sum_gradient, mask);
+                else
+                    cur = &m_blocks[u - 1].backward_chained(*cur, st.blocks[u - 1], ctx.child(u), dx, sum_gradient, mask);
+                sum_gradient = mask;
+            } else {
                 cur = &nn::backward_part<InputOnly>(m_blocks[u - 1], *cur, st.blocks[u - 1], ctx.child(u), dx);
+            }
         }
         return *cur;
     }
