@@ -495,6 +495,126 @@ TEST_CASE("a convolution reading its input through a batch norm's map gives the 
                     std::invalid_argument);
 }
 
+TEST_CASE("a convolution reading its output gradient through a batch norm's map gives the bits of one reading the "
+          "batch norm's stored input gradient", "[kernels][conv][batch_norm][threads]") {
+    // The convolution's output feeds a batch norm (with or without its ReLU, the mask from the batch
+    // norm's input); backward hands the convolution the batch norm's output gradient and the map, and
+    // the Winograd output-gradient transform computes the batch norm's input gradient as it loads it.
+    const std::size_t cin = 12, cout = 19;  // 19: three channels past the SIMD vectors take the scalar path
+    const shape in{5, 9, 11, cin};
+    const k::window g{3, 3, 1, 1};
+    const shape out = g.output(in, cout);
+    const auto gamma = random_vector<float>(cout, 130, 0.5, 1.5), beta = random_vector<float>(cout, 131);
+    const auto run = [&]<class T>(T, k::conv_algorithm algorithm, std::size_t threads, bool relu) {
+        const auto x = random_vector<T>(in.size(), 132), z = random_vector<T>(out.size(), 133, -2, 2);
+        const auto w = random_vector<float>(9 * cin * cout, 134);
+        const auto dy = random_vector<T>(out.size(), 135);
+        const k::parallelism par{threads};
+        k::workspace<float> ws;
+        // The batch norm's training forward on z (the convolution's output), saving its map.
+        k::batch_norm_saved<float> saved;
+        std::vector<T> bn_out(out.size());
+        if (relu)
+            (void)k::batch_norm_train_map(z.data(), out.pixels(), cout, gamma.data(), beta.data(), 1e-5f, 0.1f,
+                                          static_cast<float*>(nullptr), static_cast<float*>(nullptr), saved, ws, par);
+        else
+            k::batch_norm_forward_train(z.data(), out.pixels(), cout, gamma.data(), beta.data(), 1e-5f, 0.1f,
+                                        static_cast<float*>(nullptr), static_cast<float*>(nullptr), saved, bn_out.data(), ws, par);
+        // Stored: the batch norm's input gradient, then the convolution's backward on it.
+        std::vector<T> dz(out.size()), dx1(in.size()), dx2(in.size()), dx3(in.size());
+        std::vector<float> dg1(cout, 0.0f), db1(cout, 0.0f), dg2(cout, 0.0f), db2(cout, 0.0f);
+        if (relu)
+            k::batch_norm_relu_backward_from_input(z.data(), dy.data(), out.pixels(), cout, gamma.data(), saved, dz.data(),
+                                                   dg1.data(), db1.data(), ws, par);
+        else
+            k::batch_norm_backward(z.data(), dy.data(), out.pixels(), cout, gamma.data(), saved, dz.data(), dg1.data(),
+                                   db1.data(), ws, par);
+        std::vector<float> dw1(w.size(), 0.0f), dw2(w.size(), 0.0f), dw3(w.size(), 0.0f);
+        k::conv2d_backward(x.data(), in, dz.data(), w.data(), cout, g, dw1.data(), dx1.data(), ws, {threads}, algorithm);
+        // Mapped: the batch norm's sums alone, then the convolution through the map.
+        const auto map = k::batch_norm_backward_map<T>(z.data(), dy.data(), out.pixels(), cout, gamma.data(), saved,
+                                                       dg2.data(), db2.data(), ws, par, relu);
+        const T* none = nullptr;
+        k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), dx2.data(), ws, {threads}, algorithm, {},
+                           static_cast<const k::simd::relu_of_affine<float>*>(nullptr), none, none, &map);
+        CHECK(dg2 == dg1);
+        CHECK(db2 == db1);
+        CHECK(dw2 == dw1);
+        CHECK(std::equal(dx2.begin(), dx2.end(), dx1.begin(), [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }));
+        // Each gradient alone, as a split backward runs them.
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx3.data(), ws, {threads}, algorithm, {}, none, none, &map);
+        k::conv2d_backward_weight(x.data(), in, dy.data(), cout, g, dw3.data(), ws, {threads}, algorithm,
+                                  static_cast<const k::simd::relu_of_affine<float>*>(nullptr), &map);
+        CHECK(std::equal(dx3.begin(), dx3.end(), dx1.begin(), [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }));
+        CHECK(dw3 == dw1);
+    };
+    for (const auto algorithm : {k::conv_algorithm::winograd, k::conv_algorithm::winograd_4x4})
+        for (const std::size_t threads : {1u, 2u})
+            for (const bool relu : {false, true}) {
+                CAPTURE(static_cast<int>(algorithm), threads, relu);
+                run(0.0f, algorithm, threads, relu);
+                if constexpr (k::simd::in_register<float, half>) run(half(0.0f), algorithm, threads, relu);
+            }
+    // im2col reads dy as it is: a map there is an error, not a silent wrong gradient.
+    const auto x = random_vector<float>(in.size(), 136), dy = random_vector<float>(out.size(), 137);
+    const auto w = random_vector<float>(9 * cin * cout, 138);
+    k::batch_norm_saved<float> saved;
+    saved.mean.assign(cout, 0.0f);
+    const k::simd::batch_norm_gradient_map<float, float> map{dy.data(), saved.mean.data(), saved.mean.data(),
+                                                             saved.mean.data(), saved.mean.data(), nullptr};
+    std::vector<float> dx(in.size()), dw(w.size(), 0.0f);
+    k::workspace<float> ws;
+    const float* none = nullptr;
+    CHECK_THROWS_AS(k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw.data(), dx.data(), ws, {1},
+                                       k::conv_algorithm::im2col, {},
+                                       static_cast<const k::simd::relu_of_affine<float>*>(nullptr), none, none, &map),
+                    std::invalid_argument);
+}
+
+TEST_CASE("a convolution's input gradient masked by its input as it commits: the bits of a ReLU's backward after it",
+          "[kernels][conv][threads][half]") {
+    // The input is a ReLU's output (zeros in a third of it); the input gradient, plus an addend, kept
+    // only where the input is positive, by every path that commits an input gradient.
+    struct layer {
+        shape in;
+        std::size_t cout;
+        k::window g;
+    };
+    for (const auto& [in, cout, g] : {layer{{5, 9, 11, 19}, 24, {3, 3, 1, 1}}, layer{{5, 9, 11, 12}, 16, {3, 3, 2, 1}},
+                                      layer{{3, 5, 5, 12}, 8, {1, 1, 1, 0}}}) {
+        for (const auto algorithm : {k::conv_algorithm::im2col, k::conv_algorithm::winograd, k::conv_algorithm::winograd_4x4}) {
+            if (algorithm != k::conv_algorithm::im2col && !k::winograd::fits(g)) continue;
+            for (const std::size_t threads : {1u, 2u}) {
+                CAPTURE(in.str(), cout, g.kh, g.stride, static_cast<int>(algorithm), threads);
+                const auto run = [&]<class T>(T) {
+                    auto x = random_vector<T>(in.size(), 160, -0.5, 1);
+                    for (auto& v : x) v = k::detail::load_as<float>(v) < 0 ? k::detail::store_as<T>(0.0) : v;
+                    const auto add = random_vector<T>(in.size(), 161), dy = random_vector<T>(g.output(in, cout).size(), 162);
+                    const auto w = random_vector<T>(g.kh * g.kw * in.c * cout, 163);
+                    k::workspace<float> ws;
+                    std::vector<T> dx(in.size()), masked(in.size()), expected(in.size()), both(in.size());
+                    std::vector<float> dw1(w.size(), 0.0f), dw2(w.size(), 0.0f);
+                    k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads}, algorithm, {}, add.data());
+                    k::relu_backward(x.data(), dx.data(), dx.size(), expected.data(), ws);
+                    k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, masked.data(), ws, {threads}, algorithm, {},
+                                            add.data(), static_cast<const T*>(x.data()));
+                    k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), both.data(), ws, {threads},
+                                       algorithm, {}, static_cast<const k::simd::relu_of_affine<float>*>(nullptr),
+                                       add.data(), static_cast<const T*>(x.data()));
+                    const auto same = [](const std::vector<T>& a, const std::vector<T>& b) {
+                        return std::equal(a.begin(), a.end(), b.begin(), [](T p, T q) { return std::memcmp(&p, &q, sizeof(T)) == 0; });
+                    };
+                    CHECK(same(masked, expected));
+                    CHECK(same(both, expected));
+                    CHECK(std::count(masked.begin(), masked.end(), k::detail::store_as<T>(0.0)) > static_cast<std::ptrdiff_t>(in.size() / 4));
+                };
+                run(0.0f);
+                run(half(0.0f));
+            }
+        }
+    }
+}
+
 TEST_CASE("a convolution's input gradient plus an addend: in fp32 the bits of an add after it, in half one rounding",
           "[kernels][conv][threads][half]") {
     struct layer {

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -456,6 +457,104 @@ TEMPLATE_TEST_CASE("a sequential hands a batch norm's input and map to the convo
     CHECK_FALSE(strided.takes_mapped_input(s, train));
     CHECK_THROWS_AS(strided.forward_mapped(x, map, cs, train), std::logic_error);
     CHECK_THROWS_AS(bn.forward_map(x, bs, nn::context{nn::mode::eval, 1}), std::logic_error);
+}
+
+TEMPLATE_TEST_CASE("a batch norm hands the convolution before it its map in backward, with the bits of the layers run "
+                   "apart",
+                   "[nn][sequential][residual]", config::fp32, config::half) {
+    using P = TestType;
+    using T = typename P::data_type;
+    STATIC_REQUIRE(nn::detail::gradient_maps_into<nn::conv2d<P>, nn::batch_norm<P>>);
+    STATIC_REQUIRE(nn::detail::gradient_maps_into<nn::conv2d<P>, nn::batch_norm_relu<P>>);
+    STATIC_REQUIRE_FALSE(nn::detail::gradient_maps_into<nn::batch_norm<P>, nn::conv2d<P>>);
+    STATIC_REQUIRE(nn::detail::starts_with_mapped_pair<nn::detail::basic_main<P>>);
+    const auto bits = [](const nn::activation<P>& a) {
+        std::vector<std::uint16_t> v;
+        for (const auto& e : a) {
+            std::uint16_t h[sizeof(T) / 2];
+            std::memcpy(h, &e, sizeof(T));
+            v.insert(v.end(), h, h + sizeof(T) / 2);
+        }
+        return v;
+    };
+    const auto grads = [](auto& model) {
+        std::vector<float> g;
+        model.visit_parameters([&](std::string_view, auto, std::span<float> v) { g.insert(g.end(), v.begin(), v.end()); });
+        model.visit_parameters([](std::string_view, auto, std::span<float> v) { std::ranges::fill(v, 0.0f); });
+        return g;
+    };
+    const shape s{4, 9, 9, 16};
+    const auto x = random_activation<P>(s, 170);
+    for (const std::size_t threads : {1u, 2u})
+        for (const bool stochastic : {false, std::is_same_v<T, tessera::half>}) {
+            CAPTURE(threads, stochastic);
+            nn::context ctx{nn::mode::train, threads};
+            if (stochastic) ctx.rounding = {.stochastic = true, .seed = 7, .stream = 3};
+            // A sequential conv1, bn1 with its ReLU, conv2, bn2: backward whole, and in two halves.
+            auto net = nn::detail::make_basic_main<P>(16, 16, 1, true);
+            typename decltype(net)::state st;
+            const auto& y = net.forward(x, st, ctx);
+            const auto dy = random_activation<P>(tensor::shape_of(y), 171);
+            const auto dx = bits(net.backward(dy, st, ctx, true));
+            // Written only where the pairs could not run (the stochastic rounding of a 16-bit gradient).
+            CHECK((std::get<1>(st.parts).grad_input.size() == 0) == !stochastic);
+            CHECK((std::get<3>(st.parts).grad_input.size() == 0) == !stochastic);
+            const auto g = grads(net);
+            const auto dx_split = bits(net.backward_input(dy, st, ctx, true));
+            net.backward_weights(st, ctx);
+            CHECK(dx_split == dx);
+            CHECK(grads(net) == g);
+            // Each layer's own backward, last first, with the contexts sequential gives them.
+            const auto* cur = &dy;
+            for (std::size_t u = 4; u-- > 0;)
+                [&]<std::size_t... I>(std::index_sequence<I...>) {
+                    ((I == u ? (cur = &net.template get<I>().backward(*cur, std::get<I>(st.parts), ctx.child(I), true), 0) : 0), ...);
+                }(std::make_index_sequence<4>{});
+            CHECK(bits(*cur) == dx);
+            CHECK(grads(net) == g);
+            CHECK(std::any_of(g.begin(), g.end(), [](float v) { return v != 0.0f; }));
+
+            // A basic block (identity and projection shortcuts): conv1 reads bn1's gradient through its
+            // map as it adds the shortcut's, conv2 bn2's.
+            for (const std::size_t stride : {1u, 2u}) {
+                CAPTURE(stride);
+                nn::basic_block<P> block(16, 16 * stride, stride);
+                typename nn::basic_block<P>::state bst;
+                const auto& by = block.forward(x, bst, ctx);
+                const auto bdy = random_activation<P>(tensor::shape_of(by), 172);
+                const auto bdx = bits(block.backward(bdy, bst, ctx, true));
+                const auto bg = grads(block);
+                // Apart: the ReLU's backward, the main branch's layers one by one, the shortcut, the add.
+                nn::relu<P> relu;
+                const auto& dsum = relu.backward(bdy, bst.out, ctx.child(2), true);
+                auto& main = block.main_branch();
+                auto& parts = bst.main.parts;
+                const nn::context m = ctx.child(0);
+                const auto& d3 = main.template get<3>().backward(dsum, std::get<3>(parts), m.child(3), true);
+                const auto& d2 = main.template get<2>().backward(d3, std::get<2>(parts), m.child(2), true);
+                const auto& d1 = main.template get<1>().backward(d2, std::get<1>(parts), m.child(1), true);
+                const auto& db = block.skip_branch().backward(dsum, bst.skip, ctx.child(1), true);
+                const auto& d0 = main.template get<0>().backward_adding(d1, db, std::get<0>(parts), m.child(0));
+                CHECK(bits(d0) == bdx);
+                CHECK(grads(block) == bg);
+            }
+        }
+    // Misuse is an error: a map into a convolution that does not run by Winograd, a map in evaluation.
+    nn::conv2d<P> strided(16, 16, {3, 3, 2, 1});
+    nn::batch_norm<P> bn(16);
+    typename nn::conv2d<P>::state cs;
+    typename nn::batch_norm<P>::state bs;
+    const nn::context train{nn::mode::train, 1};
+    const auto& z = strided.forward(x, cs, train);
+    (void)bn.forward(z, bs, train);
+    const auto dz = random_activation<P>(tensor::shape_of(z), 173);
+    CHECK_FALSE(strided.takes_mapped_gradient(s, train));
+    const auto map = bn.backward_map(dz, bs, train);
+    CHECK_THROWS_AS(strided.backward_mapped(dz, map, cs, train, true), std::logic_error);
+    typename nn::batch_norm<P>::state eval_state;
+    (void)bn.forward(z, eval_state, nn::context{nn::mode::eval, 1});
+    CHECK_FALSE(bn.maps_gradient(eval_state, nn::context{nn::mode::eval, 1}));
+    CHECK_THROWS_AS(bn.backward_map(dz, eval_state, nn::context{nn::mode::eval, 1}), std::logic_error);
 }
 
 TEST_CASE("a residual block whose main branch is one convolution adds the shortcut's gradient in it", "[nn][residual]") {

@@ -25,6 +25,11 @@ struct batch_norm_saved {
     /// does not read the output.
     aligned_vector<C> scale, shift;
     bool mask_from_input = false;
+    /// What batch_norm_backward_map leaves for the layer that reads the input gradient through a map:
+    /// per channel Σdy/M, Σ(dy·x̂)·σ⁻¹ (unused by the map), k1 = γ/σ and k2 (4·channels values), and
+    /// the ReLU's mask from the input when the forward had one.
+    aligned_vector<C> gradient;
+    simd::relu_of_affine<C> gradient_mask{};
 };
 
 namespace detail {
@@ -208,6 +213,42 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
     dst.commit();
 }
 
+namespace detail {
+
+/// The sums of a batch norm's backward over x and dy (in registers' types), dy masked by mask > 0 (M
+/// void: no mask; simd::relu_of_affine: the mask recomputed from x): dgamma and dbeta accumulated,
+/// and into `coefficients` (4·channels values) Σdy/M, Σ(dy·x̂)·σ⁻¹, k1 and k2 of dx = k1·(dy − Σdy/M −
+/// (x − mean)·k2).
+template <Compute C, class TX, class TD, Storage W, class M>
+void gradient_coefficients(const TX* xc, const TD* dyc, std::size_t rows, std::size_t channels, const W* gamma,
+                           const batch_norm_saved<C>& saved, C* coefficients, C* dgamma, C* dbeta, workspace<C>& ws,
+                           parallelism par, const M* mask) {
+    C* sum_dy = coefficients;
+    C* sum_dy_xhat = sum_dy + channels;
+    C* k1 = sum_dy + 2 * channels;
+    C* k2 = sum_dy + 3 * channels;
+    const C* mean = saved.mean.data();
+    const C* inv_std = saved.inv_std.data();
+    std::fill(sum_dy, sum_dy + 2 * channels, C(0));
+    const std::size_t grain = batch_norm_grain(rows, channels);
+    // Σdy and Σdy·(x − mean) side by side: sum_dy_xhat follows sum_dy, and each block's partial likewise.
+    ordered_column_reduce(rows, grain, 2 * channels, sum_dy, ws.partial, par, [&](std::size_t b, std::size_t e, C* sums) {
+        kernels::simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels, mean, sums,
+                                        sums + channels, kernels::simd::mask_row(mask, b, channels));
+    });
+    const C inv_rows = C(1) / static_cast<C>(rows);
+    for (std::size_t c = 0; c < channels; ++c) {
+        sum_dy_xhat[c] *= inv_std[c];
+        dgamma[c] += sum_dy_xhat[c];
+        dbeta[c] += sum_dy[c];
+        k1[c] = load_as<C>(gamma[c]) * inv_std[c];  // dx = k1·(dy − Σdy/M − x̂·Σ(dy·x̂)/M)
+        k2[c] = sum_dy_xhat[c] * inv_rows * inv_std[c];
+        sum_dy[c] *= inv_rows;
+    }
+}
+
+}  // namespace detail
+
 /// batch_norm_backward with dy masked by mask > 0 (M void: no mask; simd::relu_of_affine: the mask
 /// recomputed from x); M loads into registers.
 template <Compute C, Storage T, Storage D, Storage W, Storage X, class M>
@@ -215,35 +256,14 @@ void batch_norm_backward_masked(const T* x, const D* dy, std::size_t rows, std::
                                 const batch_norm_saved<C>& saved, X* dx, C* dgamma, C* dbeta, workspace<C>& ws,
                                 parallelism par, const M* mask, const tensor::rounding& rounding = {}) {
     // xc, dyc and out: the tensors themselves when their storage loads into registers, else copies.
-    const auto rows_of = [channels](const M* m, std::size_t row) { return simd::mask_row(m, row, channels); };
     const auto run = [&](const auto* xc, const auto* dyc, auto* out) {
         if (ws.b.size() < 4 * channels) ws.b.resize(4 * channels);
-        C* sum_dy = ws.b.data();
-        C* sum_dy_xhat = sum_dy + channels;
-        C* k1 = sum_dy + 2 * channels;
-        C* k2 = sum_dy + 3 * channels;
+        C* co = ws.b.data();
+        detail::gradient_coefficients(xc, dyc, rows, channels, gamma, saved, co, dgamma, dbeta, ws, par, mask);
         const C* mean = saved.mean.data();
-        const C* inv_std = saved.inv_std.data();
-        std::fill(sum_dy, sum_dy + 2 * channels, C(0));
-        const std::size_t grain = detail::batch_norm_grain(rows, channels);
-        // Σdy and Σdy·(x − mean) side by side: sum_dy_xhat follows sum_dy in ws.b, and each block's partial likewise.
-        detail::ordered_column_reduce(rows, grain, 2 * channels, sum_dy, ws.partial, par,
-                                      [&](std::size_t b, std::size_t e, C* sums) {
-                                          simd::column_grad_sums(xc + b * channels, dyc + b * channels, e - b, channels,
-                                                                 mean, sums, sums + channels, rows_of(mask, b));
-                                      });
-        const C inv_rows = C(1) / static_cast<C>(rows);
-        for (std::size_t c = 0; c < channels; ++c) {
-            sum_dy_xhat[c] *= inv_std[c];
-            dgamma[c] += sum_dy_xhat[c];
-            dbeta[c] += sum_dy[c];
-            k1[c] = detail::load_as<C>(gamma[c]) * inv_std[c];  // dx = k1·(dy − Σdy/M − x̂·Σ(dy·x̂)/M)
-            k2[c] = sum_dy_xhat[c] * inv_rows * inv_std[c];
-            sum_dy[c] *= inv_rows;
-        }
         detail::parallel_ranges(par, rows, detail::batch_norm_apply_grain(channels, par), [&](std::size_t b, std::size_t e, std::size_t) {
-            simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, k1, k2, sum_dy,
-                                     out + b * channels, rows_of(mask, b));
+            simd::batch_norm_dx_rows(xc + b * channels, dyc + b * channels, e - b, channels, mean, co + 2 * channels,
+                                     co + 3 * channels, co, out + b * channels, simd::mask_row(mask, b, channels));
         });
     };
     // dx computed in C, then converted (rounded stochastically when asked) at the commit; x and dy read
@@ -312,6 +332,34 @@ void batch_norm_relu_backward_from_input(const T* x, const D* dy, std::size_t ro
                                "map for " + std::to_string(channels) + " channels");
     const simd::relu_of_affine<C> mask = relu_of_saved<R>(saved);
     batch_norm_backward_masked(x, dy, rows, channels, gamma, saved, dx, dgamma, dbeta, ws, par, &mask, rounding);
+}
+
+/// The training backward without its input gradient written: dgamma and dbeta accumulated, the
+/// coefficients of dx into saved.gradient, and the map through which a convolution reads dx as it
+/// loads dy (simd::batch_norm_gradient_map; winograd::conv2d_backward's dymap): one pass that wrote
+/// dx and one that read it back fewer. With relu, dy is masked by the ReLU of a forward that saved
+/// mask_from_input. x, dy and X, the storage type dx stands for, load into registers; the map keeps
+/// pointers to x and saved.
+template <Storage X, Compute C, Storage T, Storage D, Storage W>
+[[nodiscard]] simd::batch_norm_gradient_map<C, T> batch_norm_backward_map(const T* x, const D* dy, std::size_t rows,
+                                                                        std::size_t channels, const W* gamma,
+                                                                        batch_norm_saved<C>& saved, C* dgamma, C* dbeta,
+                                                                        workspace<C>& ws, parallelism par, bool relu) {
+    static_assert(simd::in_register<C, T> && simd::in_register<C, D> && std::is_same_v<T, X>,
+                  "tessera::kernels::batch_norm_backward_map: x and dy load into registers, and dx is stored as x is");
+    if (relu && (!saved.mask_from_input || saved.scale.size() != channels))
+        throw std::logic_error("tessera::kernels::batch_norm_backward_map: the forward did not save its map for " +
+                               std::to_string(channels) + " channels");
+    saved.gradient.resize(4 * channels);
+    C* co = saved.gradient.data();
+    if (relu) {
+        saved.gradient_mask = relu_of_saved<X>(saved);
+        detail::gradient_coefficients(x, dy, rows, channels, gamma, saved, co, dgamma, dbeta, ws, par, &saved.gradient_mask);
+    } else {
+        detail::gradient_coefficients(x, dy, rows, channels, gamma, saved, co, dgamma, dbeta, ws, par,
+                                      static_cast<const void*>(nullptr));
+    }
+    return {x, saved.mean.data(), co + 2 * channels, co + 3 * channels, co, relu ? &saved.gradient_mask : nullptr};
 }
 
 /// Backward of the training forward: dx (overwritten), dgamma and dbeta (accumulated).

@@ -74,6 +74,15 @@ void check_no_map(const kernels::simd::relu_of_affine<C>* map, const char* funct
                                     ": an input given through a batch norm's map needs a Winograd layer (3x3, stride 1)");
 }
 
+/// An output gradient given through a batch norm's map (simd::batch_norm_gradient_map) runs by
+/// Winograd only, whose output-gradient transform applies it.
+template <class C, class D>
+void check_no_gradient_map(const kernels::simd::batch_norm_gradient_map<C, D>* map, const char* function) {
+    if (map != nullptr)
+        throw std::invalid_argument(std::string("tessera::kernels::") + function +
+                                    ": an output gradient given through a batch norm's map needs a Winograd layer (3x3, stride 1)");
+}
+
 /// f(std::integral_constant<std::size_t, m>{}) for a Winograd tile m of 2 or 4.
 template <class F>
 decltype(auto) with_winograd_tile(std::size_t m, F&& f) {
@@ -212,11 +221,13 @@ template <Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g,
                           X* dx, workspace<C>& ws, gemm_options opt = {},
                           conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {},
-                          const X* addend = nullptr, const X* mask = nullptr) {
+                          const X* addend = nullptr, const X* mask = nullptr,
+                          const simd::batch_norm_gradient_map<C, D>* dymap = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(m, [&](auto tile) {
-            winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding, addend, mask);
+            winograd::conv2d_backward_data<tile()>(dy, in, w, cout, g, dx, ws, opt, rounding, addend, mask, dymap);
         });
+    detail::check_no_gradient_map(dymap, "conv2d_backward_data");
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels();
     if (g.is_pointwise()) {
@@ -264,11 +275,13 @@ template <Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g,
                             C* dw, workspace<C>& ws, gemm_options opt = {},
                             conv_algorithm algorithm = conv_algorithm::automatic,
-                            const simd::relu_of_affine<C>* map = nullptr) {
+                            const simd::relu_of_affine<C>* map = nullptr,
+                            const simd::batch_norm_gradient_map<C, D>* dymap = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(
-            m, [&](auto tile) { winograd::conv2d_backward_weight<tile()>(x, in, dy, cout, g, dw, ws, opt, map); });
+            m, [&](auto tile) { winograd::conv2d_backward_weight<tile()>(x, in, dy, cout, g, dw, ws, opt, map, dymap); });
     detail::check_no_map(map, "conv2d_backward_weight");
+    detail::check_no_gradient_map(dymap, "conv2d_backward_weight");
     if (uses_direct<C>(algorithm, in, cout, g)) return direct::conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt);
     const tensor::shape out = g.output(in, cout);
     const std::size_t rows = out.pixels(), size = g.kh * g.kw * in.c * cout;
@@ -299,17 +312,21 @@ void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, st
 
 /// dw += conv_backward_weight(x, dy) and, when dx is not null, dx = conv_backward_data(dy, w) (plus
 /// addend and kept where mask is positive, as conv2d_backward_data adds and masks): both gradients
-/// of a layer in one call (Winograd transforms each output gradient once for both).
+/// of a layer in one call (Winograd transforms each output gradient once for both). With dymap (a
+/// Winograd layer), dy is a batch norm's output gradient and the layer's own the batch norm's input
+/// gradient read through the map (kernels::batch_norm_backward_map).
 template <Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {},
                      conv_algorithm algorithm = conv_algorithm::automatic, const tensor::rounding& rounding = {},
-                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr, const X* mask = nullptr) {
+                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr, const X* mask = nullptr,
+                     const simd::batch_norm_gradient_map<C, D>* dymap = nullptr) {
     if (const std::size_t m = winograd_tile(algorithm, in, cout, g))
         return detail::with_winograd_tile(m, [&](auto tile) {
-            winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding, map, addend, mask);
+            winograd::conv2d_backward<tile()>(x, in, dy, w, cout, g, dw, dx, ws, opt, rounding, map, addend, mask, dymap);
         });
     detail::check_no_map(map, "conv2d_backward");
+    detail::check_no_gradient_map(dymap, "conv2d_backward");
     // The weight gradient as conv2d_backward_weight computes it (directly where that fits), the input
     // gradient by im2col + GEMM: the same bits as the two calls, whichever halves a caller asks for.
     conv2d_backward_weight(x, in, dy, cout, g, dw, ws, opt, algorithm);

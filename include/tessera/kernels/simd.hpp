@@ -430,6 +430,23 @@ inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::s
         });
 }
 
+/// A batch norm's input gradient at channels [c, c + width) from its (masked) output gradient g and
+/// input xv: k1·(g − mdy − (xv − mean)·k2), the multiply-adds fused explicitly, so that every pass
+/// that computes it (batch_norm_dx_rows, a convolution reading it through batch_norm_gradient_map)
+/// gets the same bits at every optimisation level.
+template <class C>
+[[nodiscard]] inline batch<C> batch_norm_gradient(const batch<C>& g, const batch<C>& xv, const C* mean, const C* k1,
+                                                  const C* k2, const C* mdy, std::size_t c) noexcept {
+    const auto xm = xv - batch<C>::load_unaligned(mean + c);
+    const auto t = fused_multiply_add(-xm, batch<C>::load_unaligned(k2 + c), g - batch<C>::load_unaligned(mdy + c));
+    return batch<C>::load_unaligned(k1 + c) * t;
+}
+template <class C>
+[[nodiscard]] inline C batch_norm_gradient(C g, C xv, const C* mean, const C* k1, const C* k2, const C* mdy,
+                                           std::size_t c) noexcept {
+    return k1[c] * std::fma(-(xv - mean[c]), k2[c], g - mdy[c]);
+}
+
 /// out[r, c] = k1[c]·(dy[r, c] − mdy[c] − (x[r, c] − mean[c])·k2[c]); dy masked as in column_grad_sums.
 template <class C, class TM = void, class TX, class TD, class TO>
 inline void batch_norm_dx_rows(const TX* x, const TD* dy, std::size_t rows, std::size_t channels, const C* mean,
@@ -443,15 +460,45 @@ inline void batch_norm_dx_rows(const TX* x, const TD* dy, std::size_t rows, std:
         std::size_t c = 0;
         for (; c + w <= channels; c += w) {
             const auto xv = load<C>(xr + c);
-            const auto xm = xv - batch<C>::load_unaligned(mean + c);
-            const auto t = masked<C>(mr, gr, c, xv) - batch<C>::load_unaligned(mdy + c) - xm * batch<C>::load_unaligned(k2 + c);
-            store<C>(o + c, batch<C>::load_unaligned(k1 + c) * t);
+            store<C>(o + c, batch_norm_gradient<C>(masked<C>(mr, gr, c, xv), xv, mean, k1, k2, mdy, c));
         }
         for (; c < channels; ++c) {
             const C xv = get<C>(xr[c]);
-            o[c] = put<TO>(k1[c] * (masked_one<C>(mr, gr, c, xv) - mdy[c] - (xv - mean[c]) * k2[c]));
+            o[c] = put<TO>(batch_norm_gradient<C>(masked_one<C>(mr, gr, c, xv), xv, mean, k1, k2, mdy, c));
         }
     }
+}
+
+/// A batch norm's input gradient that is not stored: the layer after the batch norm in backward (the
+/// convolution before it in forward) reads it through this map from the batch norm's output gradient
+/// dy and input x, element for element (batch_norm_gradient), dy masked by the ReLU after the batch
+/// norm given by its input and map (relu_mask; null: no ReLU), each value rounded to nearest through T
+/// as the batch norm's backward would have stored it.
+template <class C, class T>
+struct batch_norm_gradient_map {
+    const T* x;
+    const C* mean;
+    const C* k1;
+    const C* k2;
+    const C* mdy;
+    const relu_of_affine<C>* relu_mask;
+};
+/// The gradient at element `at` of dy (channels [c, c + width) of a row), through the map f.
+template <class T, class C, class TD>
+[[nodiscard]] inline batch<C> batch_norm_gradient_value(const batch_norm_gradient_map<C, T>& f, const TD* dy,
+                                                        std::size_t at, std::size_t c) noexcept {
+    const auto xv = load<C>(f.x + at);
+    const TD* row = dy + (at - c);
+    const auto g = f.relu_mask != nullptr ? masked<C>(f.relu_mask, row, c, xv) : masked<C, void>(nullptr, row, c, xv);
+    return round_through<C, T>(batch_norm_gradient<C>(g, xv, f.mean, f.k1, f.k2, f.mdy, c));
+}
+template <class T, class C, class TD>
+[[nodiscard]] inline C batch_norm_gradient_value_one(const batch_norm_gradient_map<C, T>& f, const TD* dy, std::size_t at,
+                                                     std::size_t c) noexcept {
+    const C xv = get<C>(f.x[at]);
+    const TD* row = dy + (at - c);
+    const C g = f.relu_mask != nullptr ? masked_one<C>(f.relu_mask, row, c, xv) : masked_one<C, void>(nullptr, row, c, xv);
+    return get<C>(put<T>(batch_norm_gradient<C>(g, xv, f.mean, f.k1, f.k2, f.mdy, c)));
 }
 
 }  // namespace tessera::kernels::simd

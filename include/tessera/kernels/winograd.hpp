@@ -213,6 +213,16 @@ void check_map(const simd::relu_of_affine<C>* map) {
                                         "stored in a type that loads into registers");
 }
 
+/// A map from a batch norm's output gradient (simd::batch_norm_gradient_map) stands for its input
+/// gradient as stored: dy must load into registers as it is stored.
+template <class C, class D>
+void check_gradient_map(const simd::batch_norm_gradient_map<C, D>* map) {
+    if constexpr (!simd::in_register<C, D>)
+        if (map != nullptr)
+            throw std::invalid_argument("tessera::kernels::winograd: an output gradient given through a batch norm's map "
+                                        "must be stored in a type that loads into registers");
+}
+
 /// What the drivers share: the tiling, the chunks of whole images and their per-thread buffers.
 template <std::size_t M, class C>
 struct plan {
@@ -348,7 +358,9 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
 template <std::size_t M, Compute C, Storage D, Storage W, Storage X>
 void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std::size_t cout, const window& g, X* dx,
                           workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
-                          const X* addend = nullptr, const X* mask = nullptr) {
+                          const X* addend = nullptr, const X* mask = nullptr,
+                          const simd::batch_norm_gradient_map<C, D>* dymap = nullptr) {
+    detail::check_gradient_map(dymap);
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* dys = detail::registers_view<C>(dy, g.output(in, cout).size(), ws.b, par);
@@ -364,7 +376,7 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
     kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
         const auto [t0, t1] = p.range(c);
         const auto [v, m] = p.buffers(ws, t);
-        detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
+        detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m, dymap);
         const gemm_options o = kernels::detail::chunk_gemm(opt, threads, ws, t);
         C* part = p.template dx_part<X>(ws, t, c, acc, image);
         p.input_gradient(in, g, t0, t1, m, ut, v, part, o, t0);
@@ -380,8 +392,10 @@ void conv2d_backward_data(const D* dy, const tensor::shape& in, const W* w, std:
 template <std::size_t M, Compute C, Storage T, Storage D, Storage W, Storage X>
 void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* w, std::size_t cout, const window& g,
                      C* dw, X* dx, workspace<C>& ws, gemm_options opt = {}, const tensor::rounding& rounding = {},
-                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr, const X* mask = nullptr) {
+                     const simd::relu_of_affine<C>* map = nullptr, const X* addend = nullptr, const X* mask = nullptr,
+                     const simd::batch_norm_gradient_map<C, D>* dymap = nullptr) {
     detail::check_map<C, T>(map);
+    detail::check_gradient_map(dymap);
     const detail::plan<M, C> p(in, cout, g);
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
@@ -418,7 +432,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
             for (std::size_t b0 = t0; b0 < t1; b0 += p.sum_block) {
                 const std::size_t b1 = std::min(t1, b0 + p.sum_block), nb = b1 - b0;
                 detail::transform_input(xs, in, g, p.tl, b0, b1, v, map);
-                detail::transform_output_gradient(dys, p.tl, cout, b0, b1, detail::strip_width<C>(cout), m);
+                detail::transform_output_gradient(dys, p.tl, cout, b0, b1, detail::strip_width<C>(cout), m, dymap);
                 detail::block_weight_gemms<M>(nb, p.cin, cout, v, m, b0 == t0 ? beta : C(1), target);
                 if (!dst) continue;
                 detail::block_data_gemms<M>(nb, 0, nb, p.cin, cout, m, ut, v);
@@ -428,7 +442,7 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
             return;
         }
         detail::transform_input(xs, in, g, p.tl, t0, t1, v, map);
-        detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m);
+        detail::transform_output_gradient(dys, p.tl, cout, t0, t1, detail::strip_width<C>(cout), m, dymap);
         detail::weight_gemms<M>(t1 - t0, p.cin, cout, v, m, beta, target, o, p.sum_block);
         if (!dst) return;
         p.input_gradient(in, g, t0, t1, m, ut, v, part, o, t0);  // V is no longer needed: dV takes its place
@@ -440,9 +454,10 @@ void conv2d_backward(const T* x, const tensor::shape& in, const D* dy, const W* 
 /// dw += the gradient of conv2d_forward with respect to its weights ([3][3][cin][cout], in C).
 template <std::size_t M, Compute C, Storage T, Storage D>
 void conv2d_backward_weight(const T* x, const tensor::shape& in, const D* dy, std::size_t cout, const window& g, C* dw,
-                            workspace<C>& ws, gemm_options opt = {}, const simd::relu_of_affine<C>* map = nullptr) {
+                            workspace<C>& ws, gemm_options opt = {}, const simd::relu_of_affine<C>* map = nullptr,
+                            const simd::batch_norm_gradient_map<C, D>* dymap = nullptr) {
     winograd::conv2d_backward<M>(x, in, dy, static_cast<const C*>(nullptr), cout, g, dw, static_cast<C*>(nullptr), ws, opt,
-                                 {}, map);
+                                 {}, map, static_cast<const C*>(nullptr), static_cast<const C*>(nullptr), dymap);
 }
 
 }  // namespace tessera::kernels::winograd

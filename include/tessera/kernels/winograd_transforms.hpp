@@ -522,22 +522,36 @@ void transform_output(const C* m, const tiling<M>& tl, std::size_t cout, std::si
 
 /// dM = A dY Aᵀ for tiles [t0, t1): dm[ξ] an nt × cout matrix in strips of `width` columns (a multiple
 /// of the SIMD width, or cout), positions position_stride(nt, cout) apart; zeros past the output's edge.
-template <std::size_t M, class C, class S>
+/// With `map` (not void), dY is not dy but the input gradient of the batch norm whose output gradient
+/// dy is, computed as each pixel loads (simd::batch_norm_gradient_value: a batch norm after this
+/// convolution in forward, whose backward then writes no input gradient).
+template <std::size_t M, class C, class S, class Map = void>
 void transform_output_gradient(const S* dy, const tiling<M>& tl, std::size_t cout, std::size_t t0, std::size_t t1,
-                               std::size_t width, C* dm) {
+                               std::size_t width, C* dm, const Map* map = nullptr) {
+    if constexpr (!std::is_void_v<Map>)
+        if (map == nullptr) return transform_output_gradient<M, C, S, void>(dy, tl, cout, t0, t1, width, dm);
     constexpr std::size_t p = patch<M>;
     const std::size_t nt = t1 - t0, stride = position_stride<C>(nt, cout);
     for_each_tile(tl, t0, t1, [&](const tile_cursor& at, std::size_t i) {
         const S* px[M][M];
         block(dy, tl, cout, at, px);
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
+            // Channels [co, co + width) of the pixel at q.
+            const auto load = [&](const S* q) __attribute__((always_inline)) {
+                if constexpr (std::is_void_v<Map>)
+                    return load_lanes<V, C>(q + co);
+                else if constexpr (std::is_arithmetic_v<V>)
+                    return simd::batch_norm_gradient_value_one(*map, dy, static_cast<std::size_t>(q - dy) + co, co);
+                else
+                    return simd::batch_norm_gradient_value(*map, dy, static_cast<std::size_t>(q - dy) + co, co);
+            };
             C* dst = dm + strip_index(i, co, nt, width) - co;  // + co below: vectors never straddle strips
             V e[p][M];  // A·dY down each column
 #pragma GCC unroll 4
             for (std::size_t q = 0; q < M; ++q) {
                 V column[M], out[p];
 #pragma GCC unroll 4
-                for (std::size_t r = 0; r < M; ++r) column[r] = px[r][q] ? load_lanes<V, C>(px[r][q] + co) : V(C(0));
+                for (std::size_t r = 0; r < M; ++r) column[r] = px[r][q] ? load(px[r][q]) : V(C(0));
                 output_1d_adjoint<M>(column, out);
 #pragma GCC unroll 8
                 for (std::size_t r = 0; r < p; ++r) e[r][q] = out[r];

@@ -129,6 +129,39 @@ public:
             return {};
     }
 
+    /// Whether backward can hand the layer before it a map instead of an input gradient
+    /// (backward_map): training, a gradient rounded to nearest into a type that loads into registers,
+    /// and with the ReLU, a forward that saved its mask from the input (forward_map's or
+    /// forward's to nearest).
+    [[nodiscard]] bool maps_gradient(const state& st, const context& ctx) const noexcept {
+        if constexpr (kernels::simd::in_register<C, T>)
+            return ctx.mode == mode::train && st.input != nullptr &&
+                   !kernels::rounds_stochastically<C, T>(ctx.backward_rounding()) && (!Relu || st.saved.mask_from_input);
+        else
+            return false;
+    }
+
+    /// backward without writing its input gradient: dgamma and dbeta accumulated, and the map through
+    /// which the convolution before this layer reads the input gradient as it loads dy
+    /// (conv2d::backward_mapped): one pass that wrote the gradient and one that read it back fewer,
+    /// the same bits. dy and this state must stay alive while the map is read. Needs maps_gradient.
+    [[nodiscard]] kernels::simd::batch_norm_gradient_map<C, T> backward_map(const activation<P>& dy, state& st,
+                                                                           const context& ctx) {
+        if (!maps_gradient(st, ctx))
+            throw std::logic_error("tessera::nn::batch_norm::backward_map: needs training, a gradient rounded to nearest "
+                                   "into a type that loads into registers and, with the ReLU, its mask saved from the input");
+        const tensor::shape s = tensor::shape_of(*st.input);
+        if (tensor::shape_of(dy) != s)
+            throw tensor::shape_error("tessera::nn::batch_norm::backward_map: an output gradient of " +
+                                      tensor::shape_of(dy).str() + " for an input of " + s.str());
+        if constexpr (kernels::simd::in_register<C, T>)
+            return kernels::batch_norm_backward_map<T>(st.input->data(), dy.data(), s.pixels(), m_channels, m_gamma.data(),
+                                                       st.saved, m_dgamma.data(), m_dbeta.data(), ws(ctx), ctx.parallel(),
+                                                       Relu);
+        else
+            return {};
+    }
+
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
         const tensor::shape s = tensor::shape_of(*st.input);
         detail::ensure_shape(st.grad_input, s);

@@ -23,12 +23,17 @@ public:
     using T = typename P::data_type;
     using W = typename P::weight_type;
     using C = typename P::accumulate_type;
+    /// A batch norm's input gradient read through its map (batch_norm::backward_map).
+    using gradient_map = kernels::simd::batch_norm_gradient_map<C, T>;
     struct state {
         const activation<P>* input = nullptr;
         const activation<P>* grad_output = nullptr;  ///< between backward_input and backward_weights
         activation<P> output, grad_input;
         /// forward_mapped's map: the layer's input is the ReLU of *input's affine map (null: *input).
         std::optional<kernels::simd::relu_of_affine<C>> input_map;
+        /// backward_input_mapped's map, for backward_weights: the output gradient is the batch norm's
+        /// input gradient through it, from *grad_output.
+        std::optional<gradient_map> grad_map;
     };
 
     conv2d(std::size_t in_channels, std::size_t out_channels, const kernels::window& g)
@@ -97,12 +102,7 @@ public:
     }
 
     const activation<P>& backward(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
-        const tensor::shape s = tensor::shape_of(*st.input);
-        if (want_dx) detail::ensure_shape(st.grad_input, s);
-        kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
-                                 want_dx ? st.grad_input.data() : nullptr, ws(ctx), ctx.gemm(), algorithm(ctx),
-                                 ctx.backward_rounding(), input_map(st));
-        return st.grad_input;
+        return backward_from(dy, nullptr, st, ctx, want_dx, nullptr, false);
     }
 
     /// backward, its input gradient plus `addend` (a residual block's shortcut gradient, the input's
@@ -114,42 +114,58 @@ public:
     /// pass of its own.
     const activation<P>& backward_adding(const activation<P>& dy, const activation<P>& addend, state& st,
                                          const context& ctx, bool through_input_relu = false) {
-        const tensor::shape s = addend_shape(addend, st);
-        detail::ensure_shape(st.grad_input, s);
-        kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
-                                 st.grad_input.data(), ws(ctx), ctx.gemm(), algorithm(ctx), ctx.backward_rounding(),
-                                 input_map(st), addend.data(), relu_mask(st, through_input_relu));
-        return st.grad_input;
+        return backward_from(dy, nullptr, st, ctx, true, &addend, through_input_relu);
+    }
+
+    /// Whether backward_mapped can read an output gradient through a batch norm's map, for an input of
+    /// shape `in`: the layer runs by Winograd, whose output-gradient transform applies the map.
+    [[nodiscard]] bool takes_mapped_gradient(const tensor::shape& in, const context& ctx) const {
+        return takes_mapped_input(in, ctx);
+    }
+    /// backward where the output gradient is the input gradient of the batch norm after this layer,
+    /// read through its map from dy, that batch norm's output gradient (batch_norm::backward_map): the
+    /// bits of backward on the gradient the batch norm's backward would have stored, which is never
+    /// written. dy and the batch norm's state must stay alive as the map needs them. Needs
+    /// takes_mapped_gradient. The _adding form adds and masks as backward_adding does.
+    const activation<P>& backward_mapped(const activation<P>& dy, const gradient_map& map, state& st, const context& ctx,
+                                         bool want_dx) {
+        return backward_from(dy, &map, st, ctx, want_dx, nullptr, false);
+    }
+    const activation<P>& backward_adding_mapped(const activation<P>& dy, const gradient_map& map,
+                                                const activation<P>& addend, state& st, const context& ctx,
+                                                bool through_input_relu = false) {
+        return backward_from(dy, &map, st, ctx, true, &addend, through_input_relu);
     }
 
     /// The input gradient alone (SplitBackwardLayer); `dy` must stay alive until backward_weights.
     const activation<P>& backward_input(const activation<P>& dy, state& st, const context& ctx, bool want_dx) {
-        const tensor::shape s = tensor::shape_of(*st.input);
-        st.grad_output = &dy;
-        if (!want_dx) return st.grad_input;
-        detail::ensure_shape(st.grad_input, s);
-        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), ws(ctx),
-                                      ctx.gemm(), algorithm(ctx), ctx.backward_rounding());
-        return st.grad_input;
+        return backward_input_from(dy, nullptr, st, ctx, want_dx, nullptr, false);
     }
     /// backward_input plus `addend`, as backward_adding adds (and masks) it.
     const activation<P>& backward_input_adding(const activation<P>& dy, const activation<P>& addend, state& st,
                                                const context& ctx, bool through_input_relu = false) {
-        const tensor::shape s = addend_shape(addend, st);
-        const T* mask = relu_mask(st, through_input_relu);
-        st.grad_output = &dy;
-        detail::ensure_shape(st.grad_input, s);
-        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), ws(ctx),
-                                      ctx.gemm(), algorithm(ctx), ctx.backward_rounding(), addend.data(), mask);
-        return st.grad_input;
+        return backward_input_from(dy, nullptr, st, ctx, true, &addend, through_input_relu);
+    }
+    /// backward_input and backward_input_adding through a batch norm's map, as backward_mapped reads
+    /// it; backward_weights reads it so too (dy, the map and what it points to must stay alive until then).
+    const activation<P>& backward_input_mapped(const activation<P>& dy, const gradient_map& map, state& st,
+                                               const context& ctx, bool want_dx) {
+        return backward_input_from(dy, &map, st, ctx, want_dx, nullptr, false);
+    }
+    const activation<P>& backward_input_adding_mapped(const activation<P>& dy, const gradient_map& map,
+                                                      const activation<P>& addend, state& st, const context& ctx,
+                                                      bool through_input_relu = false) {
+        return backward_input_from(dy, &map, st, ctx, true, &addend, through_input_relu);
     }
     /// The weight gradient of the micro-batch backward_input saw (accumulated, +=).
     void backward_weights(state& st, const context& ctx) {
         if (st.grad_output == nullptr)
             throw std::logic_error("tessera::nn::conv2d::backward_weights: no backward_input before it");
         kernels::conv2d_backward_weight(st.input->data(), tensor::shape_of(*st.input), st.grad_output->data(), m_out,
-                                        m_window, m_grad.data(), ws(ctx), ctx.gemm(), algorithm(ctx), input_map(st));
+                                        m_window, m_grad.data(), ws(ctx), ctx.gemm(), algorithm(ctx), input_map(st),
+                                        st.grad_map ? &*st.grad_map : nullptr);
         st.grad_output = nullptr;
+        st.grad_map.reset();
     }
 
     template <class F>
@@ -181,6 +197,44 @@ private:
     }
     [[nodiscard]] static const kernels::simd::relu_of_affine<C>* input_map(const state& st) noexcept {
         return st.input_map ? &*st.input_map : nullptr;
+    }
+    // Both gradients (the input's when want_dx), dy through `map` when given, plus `addend` and masked
+    // by the input when given.
+    const activation<P>& backward_from(const activation<P>& dy, const gradient_map* map, state& st, const context& ctx,
+                                       bool want_dx, const activation<P>* addend, bool through_input_relu) {
+        const tensor::shape s = addend != nullptr ? addend_shape(*addend, st) : tensor::shape_of(*st.input);
+        check_gradient_map(map, s, ctx);
+        const T* mask = relu_mask(st, through_input_relu);
+        if (want_dx) detail::ensure_shape(st.grad_input, s);
+        kernels::conv2d_backward(st.input->data(), s, dy.data(), m_weight.data(), m_out, m_window, m_grad.data(),
+                                 want_dx ? st.grad_input.data() : nullptr, ws(ctx), ctx.gemm(), algorithm(ctx),
+                                 ctx.backward_rounding(), input_map(st), addend != nullptr ? addend->data() : nullptr, mask,
+                                 map);
+        return st.grad_input;
+    }
+    // The input gradient alone, keeping dy (and the map) for backward_weights.
+    const activation<P>& backward_input_from(const activation<P>& dy, const gradient_map* map, state& st,
+                                             const context& ctx, bool want_dx, const activation<P>* addend,
+                                             bool through_input_relu) {
+        const tensor::shape s = addend != nullptr ? addend_shape(*addend, st) : tensor::shape_of(*st.input);
+        check_gradient_map(map, s, ctx);
+        const T* mask = relu_mask(st, through_input_relu);
+        st.grad_output = &dy;
+        if (map != nullptr)
+            st.grad_map = *map;
+        else
+            st.grad_map.reset();
+        if (!want_dx) return st.grad_input;
+        detail::ensure_shape(st.grad_input, s);
+        kernels::conv2d_backward_data(dy.data(), s, m_weight.data(), m_out, m_window, st.grad_input.data(), ws(ctx),
+                                      ctx.gemm(), algorithm(ctx), ctx.backward_rounding(),
+                                      addend != nullptr ? addend->data() : nullptr, mask, map);
+        return st.grad_input;
+    }
+    void check_gradient_map(const gradient_map* map, const tensor::shape& in, const context& ctx) const {
+        if (map != nullptr && !takes_mapped_gradient(in, ctx))
+            throw std::logic_error("tessera::nn::conv2d: an output gradient through a batch norm's map needs a layer "
+                                   "that runs by Winograd, not on " + in.str());
     }
     // The input as the mask of the ReLU whose output it is (null when not asked): an input read
     // through a map is not stored, so it cannot be one.

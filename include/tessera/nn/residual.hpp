@@ -92,6 +92,22 @@ concept starts_with_adding_layer = requires(Main& m, const activation<typename M
     m.template get<0>().backward_input_adding(g, g, st, ctx);
 };
 
+/// Whether a residual's main branch starts with an adding layer and a layer that can hand it a map
+/// in backward (gradient_maps_into: the basic and bottleneck blocks' conv1 and bn1): its first layer
+/// then reads the second's input gradient through the map as it adds the shortcut's.
+template <class Main>
+concept starts_with_mapped_pair =
+    starts_with_adding_layer<Main> && Main::size >= 2 &&
+    gradient_maps_into<std::remove_cvref_t<decltype(std::declval<Main&>().template get<0>())>,
+                       std::remove_cvref_t<decltype(std::declval<Main&>().template get<1>())>> &&
+    requires(Main& m, const activation<typename Main::precision>& g,
+             std::remove_cvref_t<decltype(std::get<0>(std::declval<typename Main::state&>().parts))>& st,
+             const typename std::remove_cvref_t<decltype(std::declval<Main&>().template get<0>())>::gradient_map& map,
+             const context& ctx) {
+        m.template get<0>().backward_adding_mapped(g, map, g, st, ctx);
+        m.template get<0>().backward_input_adding_mapped(g, map, g, st, ctx);
+    };
+
 }  // namespace detail
 
 /// The shortcut branch of a residual block.
@@ -361,16 +377,38 @@ private:
                 // shortcut's to its input gradient as it computes it: no pass of its own for the sum.
                 const context main_ctx = ctx.child(0);
                 const auto& db = nn::backward_part<InputOnly>(m_skip, dsum, st.skip, ctx.child(1), true);
-                const auto& d1 = [&]() -> const activation<P>& {  // the gradient of the first layer's output
-                    if constexpr (Main::size == 1)
-                        return dsum;
-                    else if constexpr (InputOnly)
-                        return m_main.backward_units_input(1, Main::size, dsum, st.main, main_ctx, true);
-                    else
-                        return m_main.backward_units(1, Main::size, dsum, st.main, main_ctx, true);
-                }();
                 auto& first = m_main.template get<0>();
                 auto& first_state = std::get<0>(st.main.parts);
+                // The gradient of the output of unit u of the main branch (u >= 1), its units after u run.
+                const auto after = [&](std::size_t u) -> const activation<P>& {
+                    if (u == Main::size) return dsum;
+                    if constexpr (InputOnly)
+                        return m_main.backward_units_input(u, Main::size, dsum, st.main, main_ctx, true);
+                    else
+                        return m_main.backward_units(u, Main::size, dsum, st.main, main_ctx, true);
+                };
+                if constexpr (detail::starts_with_mapped_pair<Main>) {
+                    // The second layer (bn1) hands the first its map where both can: its input
+                    // gradient is never written.
+                    const auto& d2 = after(2);
+                    auto& second = m_main.template get<1>();
+                    auto& second_state = std::get<1>(st.main.parts);
+                    const context c0 = main_ctx.child(0), c1 = main_ctx.child(1);
+                    if (second.maps_gradient(second_state, c1) &&
+                        first.takes_mapped_gradient(tensor::shape_of(*first_state.input), c0)) {
+                        const auto map = second.backward_map(d2, second_state, c1);
+                        if constexpr (InputOnly)
+                            return first.backward_input_adding_mapped(d2, map, db, first_state, c0, mask_input);
+                        else
+                            return first.backward_adding_mapped(d2, map, db, first_state, c0, mask_input);
+                    }
+                    const auto& d1 = nn::backward_part<InputOnly>(second, d2, second_state, c1, true);
+                    if constexpr (InputOnly)
+                        return first.backward_input_adding(d1, db, first_state, c0, mask_input);
+                    else
+                        return first.backward_adding(d1, db, first_state, c0, mask_input);
+                }
+                const auto& d1 = after(1);  // the gradient of the first layer's output
                 if constexpr (InputOnly)
                     return first.backward_input_adding(d1, db, first_state, main_ctx.child(0), mask_input);
                 else

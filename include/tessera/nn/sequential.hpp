@@ -30,6 +30,37 @@ concept maps_into = requires(A& a, B& b, const activation<typename A::precision>
     b.forward_mapped(x, a.forward_map(x, sa, ctx), sb, ctx);
 };
 
+/// Whether layer B, after layer A in forward, can hand A in backward a map instead of its input
+/// gradient (a batch norm after a convolution: B::backward_map, A::backward_mapped): that gradient is
+/// then never written, nor read back. Where b.maps_gradient(...) and a.takes_mapped_gradient(...) say
+/// so at run time, sequential runs the two so in backward, as residual does a block's first two.
+template <class A, class B>
+concept gradient_maps_into =
+    requires(A& a, B& b, const activation<typename A::precision>& dy, typename A::state& sa, typename B::state& sb,
+             const context& ctx, const tensor::shape& s) {
+        { b.maps_gradient(sb, ctx) } -> std::same_as<bool>;
+        { a.takes_mapped_gradient(s, ctx) } -> std::same_as<bool>;
+        a.backward_mapped(dy, b.backward_map(dy, sb, ctx), sa, ctx, true);
+        a.backward_input_mapped(dy, b.backward_map(dy, sb, ctx), sa, ctx, true);
+        { sa.input } -> std::convertible_to<const activation<typename A::precision>*>;
+    };
+
+/// Backward through layer a (unit J of a network) and layer b after it (unit J + 1), b handing a its
+/// map (gradient_maps_into), each with the context it has alone; null where they cannot at run time
+/// (then each runs alone). InputOnly: a's input-gradient half.
+template <bool InputOnly, class A, class B>
+const activation<typename A::precision>* backward_mapped_pair(A& a, B& b, const activation<typename A::precision>& dy,
+                                                              typename A::state& sa, typename B::state& sb,
+                                                              const context& ca, const context& cb, bool want_dx) {
+    if (sa.input == nullptr || !b.maps_gradient(sb, cb) || !a.takes_mapped_gradient(tensor::shape_of(*sa.input), ca))
+        return nullptr;
+    const auto map = b.backward_map(dy, sb, cb);
+    if constexpr (InputOnly)
+        return &a.backward_input_mapped(dy, map, sa, ca, want_dx);
+    else
+        return &a.backward_mapped(dy, map, sa, ca, want_dx);
+}
+
 }  // namespace detail
 
 /// Composition of layers with one precision policy. Parameter names are "<index>.<name>" unless
@@ -206,7 +237,9 @@ private:
         std::string_view, std::span<typename precision::weight_type>, std::span<typename precision::accumulate_type>)>;
     using buffer_visitor = tessera::detail::function_ref<void(std::string_view, std::span<typename precision::accumulate_type>)>;
 
-    // Backward through units [first, last): each layer whole, or only its input-gradient half (InputOnly).
+    // Backward through units [first, last): each layer whole, or only its input-gradient half (InputOnly);
+    // a batch norm hands the convolution before it its map where both are in the range and can
+    // (detail::gradient_maps_into).
     template <bool InputOnly>
     const activation<precision>& backward_units_pass(std::size_t first, std::size_t last, const activation<precision>& dy,
                                                      state& st, const context& ctx, bool want_dx) {
@@ -214,8 +247,19 @@ private:
         const activation<precision>* cur = &dy;
         for (std::size_t u = last; u-- > first;)
             at_unit(u, [&](auto& layer, auto i) {
-                cur = &nn::backward_part<InputOnly>(layer, *cur, std::get<decltype(i)::value>(st.parts), ctx.child(u),
-                                                    u > first || want_dx);
+                constexpr std::size_t I = decltype(i)::value;
+                if constexpr (gradient_pairs_at<I>()) {
+                    if (u > first) {  // the layer before is in the range: its input gradient is asked for
+                        if (const auto* g = detail::backward_mapped_pair<InputOnly>(
+                                std::get<I - 1>(m_layers), layer, *cur, std::get<I - 1>(st.parts), std::get<I>(st.parts),
+                                ctx.child(u - 1), ctx.child(u), u - 1 > first || want_dx)) {
+                            cur = g;
+                            --u;
+                            return;
+                        }
+                    }
+                }
+                cur = &nn::backward_part<InputOnly>(layer, *cur, std::get<I>(st.parts), ctx.child(u), u > first || want_dx);
             });
         return *cur;
     }
@@ -262,6 +306,14 @@ private:
 
     template <std::size_t I>
     using layer_type = std::tuple_element_t<I, std::tuple<Ls...>>;
+    // Whether units I - 1 and I exist and can run as a pair in backward (detail::gradient_maps_into).
+    template <std::size_t I>
+    static constexpr bool gradient_pairs_at() noexcept {
+        if constexpr (I >= 1 && I < size)
+            return detail::gradient_maps_into<layer_type<I - 1>, layer_type<I>>;
+        else
+            return false;
+    }
     // Whether units I and I + 1 exist and can run as a pair (detail::maps_into).
     template <std::size_t I>
     static constexpr bool pairs_at() noexcept {
@@ -302,6 +354,16 @@ private:
     template <std::size_t I>
     const activation<precision>& backward_from(const activation<precision>& dy, state& st, const context& ctx,
                                                bool want_dx) {
+        if constexpr (gradient_pairs_at<I>()) {
+            if (const auto* g = detail::backward_mapped_pair<false>(std::get<I - 1>(m_layers), std::get<I>(m_layers), dy,
+                                                                    std::get<I - 1>(st.parts), std::get<I>(st.parts),
+                                                                    ctx.child(I - 1), ctx.child(I), I > 1 || want_dx)) {
+                if constexpr (I == 1)
+                    return *g;
+                else
+                    return backward_from<I - 2>(*g, st, ctx, want_dx);
+            }
+        }
         const auto& dx = std::get<I>(m_layers).backward(dy, std::get<I>(st.parts), ctx.child(I), I > 0 || want_dx);
         if constexpr (I == 0)
             return dx;
