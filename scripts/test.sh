@@ -18,10 +18,19 @@ scripts/install-deps.sh
 
 jobs=${TESSERA_JOBS:-$(nproc)}
 passed=0
+# Ninja: a suite's files compile while the kernels' instances do (make waits for every target a target
+# depends on before compiling any of its files): the ASan + UBSan stage's build in 325 s instead of
+# 384 s (2-vCPU AMD EPYC). A build directory of test.sh's made by another generator is made again.
+configure() {  # <build dir> <cmake args...>
+  local dir=$1; shift
+  if [[ -f "$dir/CMakeCache.txt" ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$dir/CMakeCache.txt"; then
+    rm -rf "$dir"
+  fi
+  cmake -G Ninja -S . -B "$dir" "$@" >/dev/null
+}
 run_suite() {  # <build dir> <optimisation> <extra cmake args...>
   local dir=$1 opt=$2 start=$SECONDS; shift 2
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="$opt" \
-        -DTESSERA_BUILD_EXAMPLES=ON "$@" >/dev/null
+  configure "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="$opt" -DTESSERA_BUILD_EXAMPLES=ON "$@"
   cmake --build "$dir" -j "$jobs"
   ctest --test-dir "$dir" -j "$jobs" --output-on-failure --timeout 600 | tee "$dir/ctest.log"
   # ctest exits non-zero on any failure (and set -e stops here); count what passed for the summary.
@@ -34,9 +43,8 @@ run_suite() {  # <build dir> <optimisation> <extra cmake args...>
 if [[ "${1:-}" == "--stress" ]]; then
   # The threaded suites under ThreadSanitizer, each test repeated until it fails (N times at most):
   # a race that shows once in many runs shows here. Not part of CI (about 10 minutes for N = 10).
-  cmake -S . -B build/test-tsan -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DTESSERA_SANITIZE=thread \
-        -DTESSERA_TESTS_FLAGS=-O0 \
-        -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF >/dev/null
+  configure build/test-tsan -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DTESSERA_SANITIZE=thread \
+        -DTESSERA_TESTS_FLAGS=-O0 -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
   cmake --build build/test-tsan -j "$jobs"
   exec ctest --test-dir build/test-tsan -j "$jobs" --output-on-failure --timeout 600 --repeat "until-fail:${2:-20}"
 fi

@@ -1,7 +1,8 @@
 #pragma once
 // The heavy kernels compiled once: explicit instantiations of the convolutions, batch norm and the
-// fully connected layer for every storage tessera's precisions use (float and half data and weights
-// computed in float, and double), and of the initial weights' draws for each weight type.
+// fully connected layer for every storage tessera's precisions use (float data and weights, half data
+// with float or half weights, computed in float, and double), and of the initial weights' draws for
+// each weight type.
 //
 // A header-only library compiles its kernels in every translation unit that trains a network: at
 // -O2 that is most of such a unit's time. A project of several translation units can compile them
@@ -52,7 +53,6 @@
     TESSERA_KERNEL_DATA_INSTANCES(prefix, float, tensor::half)               \
     TESSERA_KERNEL_DATA_INSTANCES(prefix, double, double)                    \
     TESSERA_KERNEL_INSTANCES(prefix, float, float, float)                    \
-    TESSERA_KERNEL_INSTANCES(prefix, float, float, tensor::half)             \
     TESSERA_KERNEL_INSTANCES(prefix, float, tensor::half, float)             \
     TESSERA_KERNEL_INSTANCES(prefix, float, tensor::half, tensor::half)      \
     TESSERA_KERNEL_INSTANCES(prefix, double, double, double)
