@@ -234,15 +234,20 @@ private:
                 g = m_claimed++;
                 p = producer(lock, m_first + g / m_batches);
             }
+            // The reference to the epoch's producer is dropped under the lock, after the batch is in the
+            // ring: whichever thread frees the producer (the caller erasing a finished epoch or its last
+            // worker) does so after every other worker's fill, by the mutex as well as by the count.
             try {
                 auto lease = m_ctx->pool.acquire();
                 p->fill(lease, g % m_batches, scratch);
                 std::lock_guard lock(m_mutex);
                 m_ring[g % m_ring.size()].emplace(std::move(lease));
+                p.reset();
             } catch (...) {
                 {
                     std::lock_guard lock(m_mutex);
                     if (!m_error) m_error = std::current_exception();
+                    p.reset();
                 }
                 m_space.notify_all();
             }
