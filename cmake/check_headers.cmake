@@ -1,5 +1,6 @@
 # Compiles every header under INCLUDE/tessera/LAYER on its own, so each includes what it uses.
-# Inputs: CXX, INCLUDE, LAYER, FLAGS (a ;-list).
+# Inputs: CXX, INCLUDE, LAYER, FLAGS (a ;-list), MPI_INCLUDES and PCH_DIR (optional, below).
+cmake_minimum_required(VERSION 3.20)
 file(GLOB_RECURSE headers ${INCLUDE}/tessera/${LAYER}/*.hpp)
 # tessera::dist's headers need MPI's (MPI_INCLUDES: its include directories, |-separated); without
 # MPI they are not part of the library and are skipped.
@@ -12,9 +13,51 @@ if(MPI_INCLUDES)
 else()
   list(FILTER headers EXCLUDE REGEX "/tessera/dist(/|\\.hpp$)")
 endif()
+
+# The external headers that `header` reaches through its own #include lines, followed through
+# tessera's headers (none of which includes another conditionally).
+function(reached_externals header out)
+  set(todo ${header})
+  set(seen "")
+  set(externals "")
+  while(todo)
+    list(POP_FRONT todo h)
+    if(h IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${h})
+    file(STRINGS ${h} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]+)[>\"].*" "\\1" name "${line}")
+      if(name MATCHES "^tessera/" AND EXISTS ${INCLUDE}/${name})
+        list(APPEND todo ${INCLUDE}/${name})
+      else()
+        list(APPEND externals ${name})
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} ${externals} PARENT_SCOPE)
+endfunction()
+
+# PCH_DIR (optional) holds xsimd.hpp and xsimd_xtensor.hpp precompiled: a header that reaches
+# xsimd (and xtensor) by its own includes is checked after the precompiled one, which then adds
+# nothing it would not include itself; any other header is checked alone.
 set(failed "")
+set(precompiled 0)
 foreach(header IN LISTS headers)
-  execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only ${FLAGS} ${mpi_flags} -I${INCLUDE} -include ${header} -x c++ /dev/null
+  set(pch "")
+  if(PCH_DIR)
+    reached_externals(${header} externals)
+    if("xsimd/xsimd.hpp" IN_LIST externals AND "xtensor/xtensor.hpp" IN_LIST externals)
+      set(pch -include ${PCH_DIR}/xsimd_xtensor.hpp)
+    elseif("xsimd/xsimd.hpp" IN_LIST externals)
+      set(pch -include ${PCH_DIR}/xsimd.hpp)
+    endif()
+    if(pch)
+      math(EXPR precompiled "${precompiled} + 1")
+    endif()
+  endif()
+  execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only ${FLAGS} ${mpi_flags} -I${INCLUDE} ${pch} -include ${header} -x c++ /dev/null
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   if(NOT rc EQUAL 0)
     string(APPEND failed "\n${header}:\n${out}")
@@ -24,4 +67,4 @@ list(LENGTH headers n)
 if(failed)
   message(FATAL_ERROR "headers that do not compile on their own:${failed}")
 endif()
-message(STATUS "${n} headers of ${LAYER} compile on their own")
+message(STATUS "${n} headers of ${LAYER} compile on their own (${precompiled} after xsimd precompiled)")

@@ -6,7 +6,8 @@
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (the BUILD_LEVEL suites at -Og;
 # the kernels' instances at -O1 without ASan's stack redzones, TESSERA_KERNELS_FLAGS: about 50 s more
 # to compile than at -Og, where xsimd's operators stay calls, and the suites' tests run in half the
-# time; the other suites at -O0, which compiles them in about 30 % less time than -Og, for tests
+# time; nor UBSan's alignment and null checks there, 156 -> 112 s to compile on a 2-vCPU AMD EPYC:
+# ASan still stops at a null dereference, and every other UBSan check stays on; the other suites at -O0, which compiles them in about 30 % less time than -Og, for tests
 # that run a little slower), then the threaded tests under ThreadSanitizer (the kernels and the
 # BUILD_LEVEL suites at -O1, the others at -O0), then the libFuzzer targets of the file readers, each
 # for a bounded time (TESSERA_FUZZ_SECONDS, 12 by default).
@@ -55,7 +56,7 @@ run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
   run_suite build/test-asan -Og -DTESSERA_SANITIZE=address,undefined -DTESSERA_TESTS_FLAGS=-O0 \
-    "-DTESSERA_KERNELS_FLAGS=-O1;--param=asan-stack=0" \
+    "-DTESSERA_KERNELS_FLAGS=-O1;--param=asan-stack=0;-fno-sanitize=alignment,null" \
     -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_PROGRAMS=OFF
   echo "== tessera tests: ThreadSanitizer (threaded suites)"
   run_suite build/test-tsan -O1 -DTESSERA_SANITIZE=thread -DTESSERA_TESTS_FLAGS=-O0 \
