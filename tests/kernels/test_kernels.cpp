@@ -571,10 +571,10 @@ TEST_CASE("a convolution reading its output gradient through a batch norm's map 
                     std::invalid_argument);
 }
 
-TEST_CASE("a convolution's input gradient masked by its input as it commits: the bits of a ReLU's backward after it",
-          "[kernels][conv][threads][half]") {
-    // The input is a ReLU's output (zeros in a third of it); the input gradient, plus an addend, kept
-    // only where the input is positive, by every path that commits an input gradient.
+// The cases of the tests of how a convolution commits its input gradient: 3×3 windows of stride 1
+// and 2 and a 1×1 one, by im2col and both Winograds where they fit, on one and two threads.
+template <class F>
+void for_each_input_gradient_case(F&& f) {
     struct layer {
         shape in;
         std::size_t cout;
@@ -586,73 +586,72 @@ TEST_CASE("a convolution's input gradient masked by its input as it commits: the
             if (algorithm != k::conv_algorithm::im2col && !k::winograd::fits(g)) continue;
             for (const std::size_t threads : {1u, 2u}) {
                 CAPTURE(in.str(), cout, g.kh, g.stride, static_cast<int>(algorithm), threads);
-                const auto run = [&]<class T>(T) {
-                    auto x = random_vector<T>(in.size(), 160, -0.5, 1);
-                    for (auto& v : x) v = k::detail::load_as<float>(v) < 0 ? k::detail::store_as<T>(0.0) : v;
-                    const auto add = random_vector<T>(in.size(), 161), dy = random_vector<T>(g.output(in, cout).size(), 162);
-                    const auto w = random_vector<T>(g.kh * g.kw * in.c * cout, 163);
-                    k::workspace<float> ws;
-                    std::vector<T> dx(in.size()), masked(in.size()), expected(in.size()), both(in.size());
-                    std::vector<float> dw1(w.size(), 0.0f), dw2(w.size(), 0.0f);
-                    k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads}, algorithm, {}, add.data());
-                    k::relu_backward(x.data(), dx.data(), dx.size(), expected.data(), ws);
-                    k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, masked.data(), ws, {threads}, algorithm, {},
-                                            add.data(), static_cast<const T*>(x.data()));
-                    k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), both.data(), ws, {threads},
-                                       algorithm, {}, static_cast<const k::simd::relu_of_affine<float>*>(nullptr),
-                                       add.data(), static_cast<const T*>(x.data()));
-                    const auto same = [](const std::vector<T>& a, const std::vector<T>& b) {
-                        return std::equal(a.begin(), a.end(), b.begin(), [](T p, T q) { return std::memcmp(&p, &q, sizeof(T)) == 0; });
-                    };
-                    CHECK(same(masked, expected));
-                    CHECK(same(both, expected));
-                    CHECK(std::count(masked.begin(), masked.end(), k::detail::store_as<T>(0.0)) > static_cast<std::ptrdiff_t>(in.size() / 4));
-                };
-                run(0.0f);
-                run(half(0.0f));
+                f(in, cout, g, algorithm, threads);
             }
         }
     }
 }
 
+TEST_CASE("a convolution's input gradient masked by its input as it commits: the bits of a ReLU's backward after it",
+          "[kernels][conv][threads][half]") {
+    // The input is a ReLU's output (zeros in a third of it); the input gradient, plus an addend, kept
+    // only where the input is positive, by every path that commits an input gradient.
+    for_each_input_gradient_case([](const shape& in, std::size_t cout, const k::window& g, k::conv_algorithm algorithm,
+                                    std::size_t threads) {
+        const auto run = [&]<class T>(T) {
+            auto x = random_vector<T>(in.size(), 160, -0.5, 1);
+            for (auto& v : x) v = k::detail::load_as<float>(v) < 0 ? k::detail::store_as<T>(0.0) : v;
+            const auto add = random_vector<T>(in.size(), 161), dy = random_vector<T>(g.output(in, cout).size(), 162);
+            const auto w = random_vector<T>(g.kh * g.kw * in.c * cout, 163);
+            k::workspace<float> ws;
+            std::vector<T> dx(in.size()), masked(in.size()), expected(in.size()), both(in.size());
+            std::vector<float> dw1(w.size(), 0.0f), dw2(w.size(), 0.0f);
+            k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, dx.data(), ws, {threads}, algorithm, {}, add.data());
+            k::relu_backward(x.data(), dx.data(), dx.size(), expected.data(), ws);
+            k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, masked.data(), ws, {threads}, algorithm, {},
+                                    add.data(), static_cast<const T*>(x.data()));
+            k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), both.data(), ws, {threads},
+                               algorithm, {}, static_cast<const k::simd::relu_of_affine<float>*>(nullptr),
+                               add.data(), static_cast<const T*>(x.data()));
+            const auto same = [](const std::vector<T>& a, const std::vector<T>& b) {
+                return std::equal(a.begin(), a.end(), b.begin(), [](T p, T q) { return std::memcmp(&p, &q, sizeof(T)) == 0; });
+            };
+            CHECK(same(masked, expected));
+            CHECK(same(both, expected));
+            CHECK(std::count(masked.begin(), masked.end(), k::detail::store_as<T>(0.0)) > static_cast<std::ptrdiff_t>(in.size() / 4));
+        };
+        run(0.0f);
+        run(half(0.0f));
+    });
+}
+
 TEST_CASE("a convolution's input gradient plus an addend: in fp32 the bits of an add after it, in half one rounding",
           "[kernels][conv][threads][half]") {
-    struct layer {
-        shape in;
-        std::size_t cout;
-        k::window g;
-    };
-    for (const auto& [in, cout, g] : {layer{{5, 9, 11, 19}, 24, {3, 3, 1, 1}}, layer{{5, 9, 11, 12}, 16, {3, 3, 2, 1}},
-                                      layer{{3, 5, 5, 12}, 8, {1, 1, 1, 0}}}) {
-        for (const auto algorithm : {k::conv_algorithm::im2col, k::conv_algorithm::winograd, k::conv_algorithm::winograd_4x4}) {
-            if (algorithm != k::conv_algorithm::im2col && !k::winograd::fits(g)) continue;
-            for (const std::size_t threads : {1u, 2u}) {
-                CAPTURE(in.str(), cout, g.kh, g.stride, static_cast<int>(algorithm), threads);
-                const auto xh = random_vector<half>(in.size(), 150), addh = random_vector<half>(in.size(), 151);
-                const auto wh = random_vector<half>(g.kh * g.kw * in.c * cout, 152);
-                const auto dyh = random_vector<half>(g.output(in, cout).size(), 153);
-                const std::vector<float> x(xh.begin(), xh.end()), add(addh.begin(), addh.end()), w(wh.begin(), wh.end()),
-                    dy(dyh.begin(), dyh.end());
-                k::workspace<float> ws;
-                // fp32: the gradient, then the add, against both calls that add as they go.
-                std::vector<float> dx(in.size()), with(in.size()), both(in.size()), dw1(w.size(), 0.0f), dw2(w.size(), 0.0f);
-                k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw1.data(), dx.data(), ws, {threads}, algorithm);
-                for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = dx[i] + add[i];
-                k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, with.data(), ws, {threads}, algorithm, {}, add.data());
-                k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), both.data(), ws, {threads}, algorithm,
-                                   {}, static_cast<const k::simd::relu_of_affine<float>*>(nullptr), add.data());
-                CHECK(with == dx);
-                CHECK(both == dx);
-                CHECK(dw2 == dw1);
-                // half storage: the fp32 sum on the same values, rounded once.
-                std::vector<half> dxh(in.size());
-                k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxh.data(), ws, {threads}, algorithm, {}, addh.data());
-                std::size_t differing = 0;
-                for (std::size_t i = 0; i < dx.size(); ++i) differing += dxh[i].bits() != half(dx[i]).bits();
-                CHECK(differing == 0);
-            }
-        }
-    }
+    for_each_input_gradient_case([](const shape& in, std::size_t cout, const k::window& g, k::conv_algorithm algorithm,
+                                    std::size_t threads) {
+        const auto xh = random_vector<half>(in.size(), 150), addh = random_vector<half>(in.size(), 151);
+        const auto wh = random_vector<half>(g.kh * g.kw * in.c * cout, 152);
+        const auto dyh = random_vector<half>(g.output(in, cout).size(), 153);
+        const std::vector<float> x(xh.begin(), xh.end()), add(addh.begin(), addh.end()), w(wh.begin(), wh.end()),
+            dy(dyh.begin(), dyh.end());
+        k::workspace<float> ws;
+        // fp32: the gradient, then the add, against both calls that add as they go.
+        std::vector<float> dx(in.size()), with(in.size()), both(in.size()), dw1(w.size(), 0.0f), dw2(w.size(), 0.0f);
+        k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw1.data(), dx.data(), ws, {threads}, algorithm);
+        for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = dx[i] + add[i];
+        k::conv2d_backward_data(dy.data(), in, w.data(), cout, g, with.data(), ws, {threads}, algorithm, {}, add.data());
+        k::conv2d_backward(x.data(), in, dy.data(), w.data(), cout, g, dw2.data(), both.data(), ws, {threads}, algorithm,
+                           {}, static_cast<const k::simd::relu_of_affine<float>*>(nullptr), add.data());
+        CHECK(with == dx);
+        CHECK(both == dx);
+        CHECK(dw2 == dw1);
+        // half storage: the fp32 sum on the same values, rounded once.
+        std::vector<half> dxh(in.size());
+        k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxh.data(), ws, {threads}, algorithm, {}, addh.data());
+        std::size_t differing = 0;
+        for (std::size_t i = 0; i < dx.size(); ++i) differing += dxh[i].bits() != half(dx[i]).bits();
+        CHECK(differing == 0);
+    });
 }
 
 TEST_CASE("conv2d on an empty batch writes nothing and adds nothing to the weight gradient", "[kernels][conv]") {
