@@ -3,9 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/config.hpp"
@@ -25,6 +30,30 @@ tessera::nn::activation<P> random_activation(const tessera::tensor::shape& s, st
     auto a = tessera::tensor::make_nhwc<typename P::data_type>(s);
     for (auto& v : a) v = tessera::kernels::detail::store_as<typename P::data_type>(dist(rng));
     return a;
+}
+
+/// The bits of every element of `a` as stored (a float's two 16-bit halves, a half's one): two
+/// activations compare bit for bit, whatever their storage type.
+template <class A>
+std::vector<std::uint16_t> storage_bits(const A& a) {
+    using T = std::remove_cvref_t<decltype(*std::begin(a))>;
+    static_assert(sizeof(T) % 2 == 0, "storage_bits: a storage type of whole 16-bit halves");
+    std::vector<std::uint16_t> bits;
+    bits.reserve(a.size() * (sizeof(T) / 2));
+    for (const auto& e : a) {
+        std::uint16_t h[sizeof(T) / 2];
+        std::memcpy(h, &e, sizeof(T));
+        bits.insert(bits.end(), h, h + sizeof(T) / 2);
+    }
+    return bits;
+}
+
+/// Every parameter's gradient of `model`, one after another in the order it visits them.
+template <class M>
+std::vector<float> parameter_gradients(M& model) {
+    std::vector<float> g;
+    model.visit_parameters([&](std::string_view, auto, std::span<float> v) { g.insert(g.end(), v.begin(), v.end()); });
+    return g;
 }
 
 template <class A, class B>

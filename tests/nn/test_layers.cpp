@@ -385,22 +385,8 @@ TEMPLATE_TEST_CASE("a sequential hands a batch norm's input and map to the convo
     using T = typename P::data_type;
     STATIC_REQUIRE(nn::detail::maps_into<nn::batch_norm_relu<P>, nn::conv2d<P>>);
     STATIC_REQUIRE_FALSE(nn::detail::maps_into<nn::conv2d<P>, nn::batch_norm_relu<P>>);
-    const auto bits = [](const nn::activation<P>& a) {
-        std::vector<std::uint16_t> halves;
-        std::vector<float> floats;
-        for (const auto& v : a) {
-            if constexpr (std::is_same_v<T, float>)
-                floats.push_back(v);
-            else
-                halves.push_back(v.bits());
-        }
-        return std::make_pair(floats, halves);
-    };
-    const auto grads = [](auto& model) {
-        std::vector<float> g;
-        model.visit_parameters([&](std::string_view, auto, std::span<float> v) { g.insert(g.end(), v.begin(), v.end()); });
-        return g;
-    };
+    const auto bits = [](const nn::activation<P>& a) { return storage_bits(a); };
+    const auto grads = [](auto& model) { return parameter_gradients(model); };
     const shape s{4, 9, 9, 16};
     const auto x = random_activation<P>(s, 140);
     for (const std::size_t threads : {1u, 2u}) {
@@ -468,18 +454,10 @@ TEMPLATE_TEST_CASE("a batch norm hands the convolution before it its map in back
     STATIC_REQUIRE(nn::detail::gradient_maps_into<nn::conv2d<P>, nn::batch_norm_relu<P>>);
     STATIC_REQUIRE_FALSE(nn::detail::gradient_maps_into<nn::batch_norm<P>, nn::conv2d<P>>);
     STATIC_REQUIRE(nn::detail::starts_with_mapped_pair<nn::detail::basic_main<P>>);
-    const auto bits = [](const nn::activation<P>& a) {
-        std::vector<std::uint16_t> v;
-        for (const auto& e : a) {
-            std::uint16_t h[sizeof(T) / 2];
-            std::memcpy(h, &e, sizeof(T));
-            v.insert(v.end(), h, h + sizeof(T) / 2);
-        }
-        return v;
-    };
+    const auto bits = [](const nn::activation<P>& a) { return storage_bits(a); };
+    // The gradients, then zeroed for the next backward to accumulate from nothing.
     const auto grads = [](auto& model) {
-        std::vector<float> g;
-        model.visit_parameters([&](std::string_view, auto, std::span<float> v) { g.insert(g.end(), v.begin(), v.end()); });
+        auto g = parameter_gradients(model);
         model.visit_parameters([](std::string_view, auto, std::span<float> v) { std::ranges::fill(v, 0.0f); });
         return g;
     };
