@@ -271,14 +271,26 @@ inline constexpr bool is_relu_of_affine = false;
 template <class C>
 inline constexpr bool is_relu_of_affine<relu_of_affine<C>> = true;
 
+/// A relu_of_affine's scale and shift for channels [c, c + width), loaded once for the many pixels a
+/// convolution's input transform reads through the map; value<T>(xv) is relu_of_affine_value's.
+template <class C>
+struct relu_of_affine_lanes {
+    batch<C> scale, shift;
+    relu_of_affine_lanes(const relu_of_affine<C>& f, std::size_t c) noexcept
+        : scale(batch<C>::load_unaligned(f.scale + c)), shift(batch<C>::load_unaligned(f.shift + c)) {}
+    template <class T>
+    [[nodiscard]] batch<C> value(const batch<C>& xv) const noexcept {
+        const batch<C> zero(C(0));
+        const auto v = fused_multiply_add(xv, scale, shift);
+        return round_through<C, T>(xsimd::select(v > zero, v, zero));
+    }
+};
 /// The ReLU's output itself, as the unfused pass would have stored it as T and a kernel loaded it
 /// back: max(x·scale[c] + shift[c], 0) (the same fused multiply-add), rounded to nearest through T.
 /// What a convolution reads when the batch norm and ReLU before it hand it their input and map.
 template <class T, class C>
 [[nodiscard]] inline batch<C> relu_of_affine_value(const relu_of_affine<C>& f, const batch<C>& xv, std::size_t c) noexcept {
-    const batch<C> zero(C(0));
-    const auto v = fused_multiply_add(xv, batch<C>::load_unaligned(f.scale + c), batch<C>::load_unaligned(f.shift + c));
-    return round_through<C, T>(xsimd::select(v > zero, v, zero));
+    return relu_of_affine_lanes<C>(f, c).template value<T>(xv);
 }
 template <class T, class C>
 [[nodiscard]] inline C relu_of_affine_value(const relu_of_affine<C>& f, C xv, std::size_t c) noexcept {
@@ -483,15 +495,36 @@ struct batch_norm_gradient_map {
     const C* mdy;
     const relu_of_affine<C>* relu_mask;
 };
-/// The gradient at element `at` of dy (channels [c, c + width) of a row), through the map f.
-template <class T, class C, class TD>
-[[nodiscard]] inline batch<C> batch_norm_gradient_value(const batch_norm_gradient_map<C, T>& f, const TD* dy,
-                                                        std::size_t at, std::size_t c) noexcept {
-    const auto xv = load<C>(f.x + at);
-    const TD* row = dy + (at - c);
-    const auto g = f.relu_mask != nullptr ? masked<C>(f.relu_mask, row, c, xv) : masked<C, void>(nullptr, row, c, xv);
-    return round_through<C, T>(batch_norm_gradient<C>(g, xv, f.mean, f.k1, f.k2, f.mdy, c));
-}
+/// The per-channel operands of a batch_norm_gradient_map for channels [c, c + width), loaded once for
+/// the many pixels a convolution's transform reads through the map; (x, dy) at a pixel's channel c
+/// gives the batch norm's input gradient there, batch_norm_dx_rows' operations on the same values. Loaded
+/// from the map at every pixel (their stores to the transformed tiles could alias them, for all the
+/// compiler knows), they were 6 of the 8 loads a pixel.
+template <class C, class T>
+struct batch_norm_gradient_lanes {
+    batch<C> mean, k1, k2, mdy, scale = batch<C>(C(0)), shift = batch<C>(C(0)), above = batch<C>(C(0));
+    bool relu;
+    batch_norm_gradient_lanes(const batch_norm_gradient_map<C, T>& f, std::size_t c) noexcept
+        : mean(batch<C>::load_unaligned(f.mean + c)), k1(batch<C>::load_unaligned(f.k1 + c)),
+          k2(batch<C>::load_unaligned(f.k2 + c)), mdy(batch<C>::load_unaligned(f.mdy + c)), relu(f.relu_mask != nullptr) {
+        if (relu) {
+            scale = batch<C>::load_unaligned(f.relu_mask->scale + c);
+            shift = batch<C>::load_unaligned(f.relu_mask->shift + c);
+            above = batch<C>(f.relu_mask->above);
+        }
+    }
+    /// The gradient at x's and dy's pixel: dy masked as masked() masks it, then batch_norm_gradient.
+    template <class TD>
+    [[nodiscard]] batch<C> operator()(const T* x, const TD* dy) const noexcept {
+        const auto xv = load<C>(x);
+        auto g = load<C>(dy);
+        if (relu) g = xsimd::select(fused_multiply_add(xv, scale, shift) > above, g, batch<C>(C(0)));
+        const auto t = fused_multiply_add(-(xv - mean), k2, g - mdy);
+        return round_through<C, T>(k1 * t);
+    }
+};
+
+/// The gradient at element `at` of dy (a scalar channel c), through the map f.
 template <class T, class C, class TD>
 [[nodiscard]] inline C batch_norm_gradient_value_one(const batch_norm_gradient_map<C, T>& f, const TD* dy, std::size_t at,
                                                      std::size_t c) noexcept {

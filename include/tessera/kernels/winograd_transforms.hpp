@@ -430,13 +430,22 @@ void transform_input_as(const S* x, const tensor::shape& in, const window& g, co
         C* dst = v + i * c;
         with_patch<M>(x, in, g, at, [&](auto pixel, auto inside) {
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
+                // The map's scale and shift for channels [ci, ci + width), loaded once a tile (batches only).
+                const auto lanes = [&] {
+                    if constexpr (Mapped && !std::is_arithmetic_v<V>)
+                        return simd::relu_of_affine_lanes<C>(*map, ci);
+                    else
+                        return nullptr;
+                }();
                 V d[patch<M>][patch<M>];
                 if constexpr (!decltype(inside)::value)  // the padding reads as zeros
                     for (auto& row : d)
                         for (auto& e : row) e = V(C(0));
                 for_each_patch_pixel<M, const S>(pixel, inside, in, ci, [&](const S* p, std::size_t r, std::size_t q) {
-                    if constexpr (Mapped)
+                    if constexpr (Mapped && std::is_arithmetic_v<V>)
                         d[r][q] = simd::relu_of_affine_value<S>(*map, load_lanes<V, C>(p), ci);
+                    else if constexpr (Mapped)
+                        d[r][q] = lanes.template value<S>(load_lanes<V, C>(p));
                     else
                         d[r][q] = load_lanes<V, C>(p);
                 });
@@ -523,7 +532,7 @@ void transform_output(const C* m, const tiling<M>& tl, std::size_t cout, std::si
 /// dM = A dY Aᵀ for tiles [t0, t1): dm[ξ] an nt × cout matrix in strips of `width` columns (a multiple
 /// of the SIMD width, or cout), positions position_stride(nt, cout) apart; zeros past the output's edge.
 /// With `map` (not void), dY is not dy but the input gradient of the batch norm whose output gradient
-/// dy is, computed as each pixel loads (simd::batch_norm_gradient_value: a batch norm after this
+/// dy is, computed as each pixel loads (simd::batch_norm_gradient_lanes: a batch norm after this
 /// convolution in forward, whose backward then writes no input gradient).
 template <std::size_t M, class C, class S, class Map = void>
 void transform_output_gradient(const S* dy, const tiling<M>& tl, std::size_t cout, std::size_t t0, std::size_t t1,
@@ -536,6 +545,13 @@ void transform_output_gradient(const S* dy, const tiling<M>& tl, std::size_t cou
         const S* px[M][M];
         block(dy, tl, cout, at, px);
         over_channels<C>(cout, [&]<class V>(std::size_t co) {
+            // The map's operands for channels [co, co + width), loaded once a tile (batches only).
+            const auto lanes = [&] {
+                if constexpr (!std::is_void_v<Map> && !std::is_arithmetic_v<V>)
+                    return simd::batch_norm_gradient_lanes(*map, co);
+                else
+                    return nullptr;
+            }();
             // Channels [co, co + width) of the pixel at q.
             const auto load = [&](const S* q) __attribute__((always_inline)) {
                 if constexpr (std::is_void_v<Map>)
@@ -543,7 +559,7 @@ void transform_output_gradient(const S* dy, const tiling<M>& tl, std::size_t cou
                 else if constexpr (std::is_arithmetic_v<V>)
                     return simd::batch_norm_gradient_value_one(*map, dy, static_cast<std::size_t>(q - dy) + co, co);
                 else
-                    return simd::batch_norm_gradient_value(*map, dy, static_cast<std::size_t>(q - dy) + co, co);
+                    return lanes(map->x + (q - dy) + co, q + co);
             };
             C* dst = dm + strip_index(i, co, nt, width) - co;  // + co below: vectors never straddle strips
             V e[p][M];  // A·dY down each column
