@@ -7,12 +7,14 @@
 #include <xtensor/xtensor.hpp>
 
 #include "tessera/tensor/half.hpp"
+#include "tessera/tensor/page_allocator.hpp"
 
 namespace tessera::tensor {
 
-/// A row-major dense tensor of rank N (xtensor container; works with float, double, half, bfloat16).
+/// A row-major dense tensor of rank N (xtensor container; works with float, double, half, bfloat16),
+/// its buffer from page_allocator.
 template <class T, std::size_t N>
-using dense = xt::xtensor<T, N, xt::layout_type::row_major>;
+using dense = xt::xtensor<T, N, xt::layout_type::row_major, page_allocator<T>>;
 
 /// Activation shape, NHWC: batch, height, width, channels. Feature vectors are n × 1 × 1 × c.
 /// Why NHWC: a convolution over a whole micro-batch is one GEMM with M = n·h·w (tall, so the blocked
