@@ -82,6 +82,9 @@ TEST_CASE("page_allocator's buffers are aligned, usable to their last element, a
 #endif
         alloc.deallocate(p, n);
     }
+    float* empty = alloc.allocate(0);  // a buffer of its own: std::allocator's contract allows 0
+    CHECK(empty != nullptr);
+    alloc.deallocate(empty, 0);
     CHECK_THROWS_AS(alloc.allocate(std::size_t(-1) / 2), std::bad_array_new_length);
     CHECK(tt::page_allocator<float>{} == tt::page_allocator<double>{});
 }
