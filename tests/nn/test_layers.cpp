@@ -385,8 +385,6 @@ TEMPLATE_TEST_CASE("a sequential hands a batch norm's input and map to the convo
     using T = typename P::data_type;
     STATIC_REQUIRE(nn::detail::maps_into<nn::batch_norm_relu<P>, nn::conv2d<P>>);
     STATIC_REQUIRE_FALSE(nn::detail::maps_into<nn::conv2d<P>, nn::batch_norm_relu<P>>);
-    const auto bits = [](const nn::activation<P>& a) { return storage_bits(a); };
-    const auto grads = [](auto& model) { return parameter_gradients(model); };
     const shape s{4, 9, 9, 16};
     const auto x = random_activation<P>(s, 140);
     for (const std::size_t threads : {1u, 2u}) {
@@ -401,23 +399,23 @@ TEMPLATE_TEST_CASE("a sequential hands a batch norm's input and map to the convo
         const auto& a1 = apart.template get<1>().forward(a0, std::get<1>(as.parts), ctx.child(1));
         const auto& a2 = apart.template get<2>().forward(a1, std::get<2>(as.parts), ctx.child(2));
         const auto& a3 = apart.template get<3>().forward(a2, std::get<3>(as.parts), ctx.child(3));
-        REQUIRE(bits(y) == bits(a3));
+        REQUIRE(storage_bits(y) == storage_bits(a3));
         // The batch norm wrote no output; the convolution after it reads the batch norm's input.
         CHECK(std::get<1>(fs.parts).output.size() == 0);
         CHECK(std::get<2>(fs.parts).input == &std::get<0>(fs.parts).output);
         CHECK(std::get<2>(fs.parts).input_map.has_value());
         CHECK(std::get<1>(as.parts).output.size() == a0.size());
         const auto dy = random_activation<P>(tensor::shape_of(y), 141);
-        const auto dx = bits(net.backward(dy, fs, ctx, true));
-        CHECK(dx == bits(apart.backward(dy, as, ctx, true)));
-        const auto g = grads(net);
-        CHECK(g == grads(apart));
+        const auto dx = storage_bits(net.backward(dy, fs, ctx, true));
+        CHECK(dx == storage_bits(apart.backward(dy, as, ctx, true)));
+        const auto g = parameter_gradients(net);
+        CHECK(g == parameter_gradients(apart));
         CHECK(std::any_of(g.begin(), g.end(), [](float v) { return v != 0.0f; }));
         // A range that ends between the two runs them apart: the batch norm's output is the range's.
         typename decltype(net)::state cut;
         const auto& head = net.forward_units(0, 2, x, cut, ctx);
         CHECK(&head == &std::get<1>(cut.parts).output);
-        CHECK(bits(net.forward_units(2, 4, head, cut, ctx)) == bits(y));
+        CHECK(storage_bits(net.forward_units(2, 4, head, cut, ctx)) == storage_bits(y));
         // Evaluation runs each layer alone.
         typename decltype(net)::state ev;
         (void)net.forward(x, ev, nn::context{nn::mode::eval, threads});
@@ -454,7 +452,6 @@ TEMPLATE_TEST_CASE("a batch norm hands the convolution before it its map in back
     STATIC_REQUIRE(nn::detail::gradient_maps_into<nn::conv2d<P>, nn::batch_norm_relu<P>>);
     STATIC_REQUIRE_FALSE(nn::detail::gradient_maps_into<nn::batch_norm<P>, nn::conv2d<P>>);
     STATIC_REQUIRE(nn::detail::starts_with_mapped_pair<nn::detail::basic_main<P>>);
-    const auto bits = [](const nn::activation<P>& a) { return storage_bits(a); };
     // The gradients, then zeroed for the next backward to accumulate from nothing.
     const auto grads = [](auto& model) {
         auto g = parameter_gradients(model);
@@ -473,12 +470,12 @@ TEMPLATE_TEST_CASE("a batch norm hands the convolution before it its map in back
             typename decltype(net)::state st;
             const auto& y = net.forward(x, st, ctx);
             const auto dy = random_activation<P>(tensor::shape_of(y), 171);
-            const auto dx = bits(net.backward(dy, st, ctx, true));
+            const auto dx = storage_bits(net.backward(dy, st, ctx, true));
             // Written only where the pairs could not run (the stochastic rounding of a 16-bit gradient).
             CHECK((std::get<1>(st.parts).grad_input.size() == 0) == !stochastic);
             CHECK((std::get<3>(st.parts).grad_input.size() == 0) == !stochastic);
             const auto g = grads(net);
-            const auto dx_split = bits(net.backward_input(dy, st, ctx, true));
+            const auto dx_split = storage_bits(net.backward_input(dy, st, ctx, true));
             net.backward_weights(st, ctx);
             CHECK(dx_split == dx);
             CHECK(grads(net) == g);
@@ -488,7 +485,7 @@ TEMPLATE_TEST_CASE("a batch norm hands the convolution before it its map in back
                 [&]<std::size_t... I>(std::index_sequence<I...>) {
                     ((I == u ? (cur = &net.template get<I>().backward(*cur, std::get<I>(st.parts), ctx.child(I), true), 0) : 0), ...);
                 }(std::make_index_sequence<4>{});
-            CHECK(bits(*cur) == dx);
+            CHECK(storage_bits(*cur) == dx);
             CHECK(grads(net) == g);
             CHECK(std::any_of(g.begin(), g.end(), [](float v) { return v != 0.0f; }));
 
@@ -500,7 +497,7 @@ TEMPLATE_TEST_CASE("a batch norm hands the convolution before it its map in back
                 typename nn::basic_block<P>::state bst;
                 const auto& by = block.forward(x, bst, ctx);
                 const auto bdy = random_activation<P>(tensor::shape_of(by), 172);
-                const auto bdx = bits(block.backward(bdy, bst, ctx, true));
+                const auto bdx = storage_bits(block.backward(bdy, bst, ctx, true));
                 const auto bg = grads(block);
                 // Apart: the ReLU's backward, the main branch's layers one by one, the shortcut, the add.
                 nn::relu<P> relu;
@@ -513,7 +510,7 @@ TEMPLATE_TEST_CASE("a batch norm hands the convolution before it its map in back
                 const auto& d1 = main.template get<1>().backward(d2, std::get<1>(parts), m.child(1), true);
                 const auto& db = block.skip_branch().backward(dsum, bst.skip, ctx.child(1), true);
                 const auto& d0 = main.template get<0>().backward_adding(d1, db, std::get<0>(parts), m.child(0));
-                CHECK(bits(d0) == bdx);
+                CHECK(storage_bits(d0) == bdx);
                 CHECK(grads(block) == bg);
             }
         }

@@ -307,6 +307,14 @@ template <class TM>
         return mask + r * channels;
 }
 
+/// g where the ReLU after x's affine map passes (x·scale + shift, one fused multiply-add, above
+/// `above`), else 0: the gradient through that ReLU.
+template <class C>
+[[nodiscard]] inline batch<C> through_relu_of_affine(const batch<C>& g, const batch<C>& xv, const batch<C>& scale,
+                                                     const batch<C>& shift, const batch<C>& above) noexcept {
+    return xsimd::select(fused_multiply_add(xv, scale, shift) > above, g, batch<C>(C(0)));
+}
+
 /// dy[i] where the mask is positive at channel i of a row (mask[i], a ReLU's output, or the
 /// relu_of_affine of xv, the row's x at i), else 0; dy[i] itself without a mask (TM void).
 template <class C, class TM, class TD>
@@ -316,8 +324,8 @@ template <class C, class TM, class TD>
         (void)xv;
         return load<C>(dy + i);
     } else if constexpr (is_relu_of_affine<TM>) {
-        const auto v = fused_multiply_add(xv, batch<C>::load_unaligned(mask->scale + i), batch<C>::load_unaligned(mask->shift + i));
-        return xsimd::select(v > batch<C>(mask->above), load<C>(dy + i), zero);
+        return through_relu_of_affine(load<C>(dy + i), xv, batch<C>::load_unaligned(mask->scale + i),
+                                      batch<C>::load_unaligned(mask->shift + i), batch<C>(mask->above));
     } else {
         (void)xv;
         return xsimd::select(load<C>(mask + i) > zero, load<C>(dy + i), zero);
@@ -446,12 +454,19 @@ inline void column_grad_sums(const TX* x, const TD* dy, std::size_t rows, std::s
 /// input xv: k1·(g − mdy − (xv − mean)·k2), the multiply-adds fused explicitly, so that every pass
 /// that computes it (batch_norm_dx_rows, a convolution reading it through batch_norm_gradient_map)
 /// gets the same bits at every optimisation level.
+/// The per-channel operands as vectors (batch_norm_gradient_lanes holds them), or read at channel c.
+template <class C>
+[[nodiscard]] inline batch<C> batch_norm_gradient(const batch<C>& g, const batch<C>& xv, const batch<C>& mean,
+                                                  const batch<C>& k1, const batch<C>& k2, const batch<C>& mdy) noexcept {
+    const auto xm = xv - mean;
+    const auto t = fused_multiply_add(-xm, k2, g - mdy);
+    return k1 * t;
+}
 template <class C>
 [[nodiscard]] inline batch<C> batch_norm_gradient(const batch<C>& g, const batch<C>& xv, const C* mean, const C* k1,
                                                   const C* k2, const C* mdy, std::size_t c) noexcept {
-    const auto xm = xv - batch<C>::load_unaligned(mean + c);
-    const auto t = fused_multiply_add(-xm, batch<C>::load_unaligned(k2 + c), g - batch<C>::load_unaligned(mdy + c));
-    return batch<C>::load_unaligned(k1 + c) * t;
+    return batch_norm_gradient(g, xv, batch<C>::load_unaligned(mean + c), batch<C>::load_unaligned(k1 + c),
+                               batch<C>::load_unaligned(k2 + c), batch<C>::load_unaligned(mdy + c));
 }
 template <class C>
 [[nodiscard]] inline C batch_norm_gradient(C g, C xv, const C* mean, const C* k1, const C* k2, const C* mdy,
@@ -517,10 +532,8 @@ struct batch_norm_gradient_lanes {
     template <class TD>
     [[nodiscard]] batch<C> operator()(const T* x, const TD* dy) const noexcept {
         const auto xv = load<C>(x);
-        auto g = load<C>(dy);
-        if (relu) g = xsimd::select(fused_multiply_add(xv, scale, shift) > above, g, batch<C>(C(0)));
-        const auto t = fused_multiply_add(-(xv - mean), k2, g - mdy);
-        return round_through<C, T>(k1 * t);
+        const auto g = relu ? through_relu_of_affine(load<C>(dy), xv, scale, shift, above) : load<C>(dy);
+        return round_through<C, T>(batch_norm_gradient(g, xv, mean, k1, k2, mdy));
     }
 };
 
