@@ -5,6 +5,7 @@
 // winograd::detail::fused_block_tiles. Both make the same sums; the baseline is the unfused pass in
 // the same run. Counters: milliseconds of each (the best of 40 rounds), block/unfused for the
 // plan's block, and for blocks of 1, 2 and 4 strips of the register tile's rows.
+// forward_pieces: the same blocks handed to the threads by chunks or one at a time (see there).
 //   bench_winograd_blocks [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -81,7 +82,71 @@ void blocks(benchmark::State& state) {
     state.counters["4strips_vs_unfused"] = four / unfused;
 }
 
+/// The fused forward's blocks handed to the threads in chunks of whole images (as a forward that
+/// commits each chunk's images runs them) against one block at a time over the whole batch (as
+/// conv2d_forward runs them where nothing is committed): F(4×4, 3×3), batch 32, one and two threads
+/// of a pool, the two taking turns, best of 400 rounds each. The tiles' outputs are the same either
+/// way; a chunk of whole images ends in a short block where its tiles are no multiple of the block
+/// (ResNet-20's 28 × 28 layers: 98 tiles, blocks of 32).
+void forward_pieces(benchmark::State& state) {
+    const auto c = static_cast<std::size_t>(state.range(0)), hw = static_cast<std::size_t>(state.range(1));
+    const auto threads = static_cast<std::size_t>(state.range(2));
+    const tessera::tensor::shape in{32, hw, hw, c};
+    const k::window g{3, 3, 1, 1};
+    std::vector<float> x(in.size()), w(9 * c * c), y(g.output(in, c).size());
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    for (auto& v : x) v = normal(rng);
+    for (auto& v : w) v = 0.1f * normal(rng);
+    const wd::plan<4, float> p(in, c, g);
+    k::thread_pool pool(threads);
+    const k::gemm_options opt{threads, nullptr, &pool};
+    k::workspace<float> ws;
+    const float* u = p.weights(w.data(), false, ws, {threads, &pool});
+    p.reserve(ws, threads, opt);
+    const auto block = [&](std::size_t t, std::size_t b0, std::size_t b1) {
+        const auto [v, m] = p.buffers(ws, t);
+        wd::transform_input(x.data(), in, g, p.tl, b0, b1, v);
+        wd::block_gemms<4>(b1 - b0, c, c, v, u, m);
+        wd::transform_output(m, p.tl, c, b0, b1, y.data());
+    };
+    const auto chunks = [&] {
+        k::detail::for_each_chunk(p.chunks, k::detail::chunk_threads(opt, p.chunks), &pool, [&](std::size_t t, std::size_t ch) {
+            const auto [t0, t1] = p.range(ch);
+            for (std::size_t b0 = t0; b0 < t1; b0 += p.block) block(t, b0, std::min(t1, b0 + p.block));
+        });
+        benchmark::DoNotOptimize(y.data());
+    };
+    const std::size_t blocks = (p.tiles + p.block - 1) / p.block;
+    const auto whole = [&] {
+        k::detail::for_each_chunk(blocks, std::min(threads, blocks), &pool, [&](std::size_t t, std::size_t b) {
+            block(t, b * p.block, std::min(p.tiles, (b + 1) * p.block));
+        });
+        benchmark::DoNotOptimize(y.data());
+    };
+    double best[2] = {1e300, 1e300};
+    for (auto _ : state)
+        for (int round = 0; round < 400; ++round)
+            for (int i = 0; i < 2; ++i) {
+                const auto t0 = std::chrono::steady_clock::now();
+                if (i == 0) chunks(); else whole();
+                best[i] = std::min(best[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            }
+    state.SetLabel(std::to_string(p.chunks) + " chunks of " + std::to_string(p.chunk) + " tiles, blocks of " + std::to_string(p.block));
+    state.counters["chunks_ms"] = best[0] * 1e3;
+    state.counters["blocks_ms"] = best[1] * 1e3;
+    state.counters["blocks_vs_chunks"] = best[1] / best[0];
+}
+
 }  // namespace
+
+BENCHMARK(forward_pieces)
+    ->ArgNames({"c", "hw", "threads"})
+    ->ArgsProduct({{16}, {28}, {1, 2}})
+    ->ArgsProduct({{32}, {14}, {1, 2}})
+    ->ArgsProduct({{64}, {7}, {1, 2}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 // {channels, image side}: ResNet-20's three widths on 1×28×28 inputs, then wider layers on small images
 // (torchvision's ResNet-18 on 3×32×32). Above gemm's kc (256 channels) the plan has no block.
