@@ -24,20 +24,31 @@ namespace wd = tessera::kernels::winograd::detail;
 
 namespace {
 
+/// A layer of batch 32 with c channels in and out on hw × hw images (the benchmark's first two
+/// arguments), 3×3 at stride 1 with padding 1, and its input and weights drawn the same every run.
+struct layer {
+    std::size_t c, hw;
+    tessera::tensor::shape in;
+    k::window g{3, 3, 1, 1};
+    std::vector<float> x, w, y;
+    explicit layer(const benchmark::State& state)
+        : c(static_cast<std::size_t>(state.range(0))), hw(static_cast<std::size_t>(state.range(1))), in{32, hw, hw, c},
+          x(in.size()), w(9 * c * c), y(g.output(in, c).size()) {
+        std::mt19937 rng(1);
+        std::normal_distribution<float> normal;
+        for (auto& v : x) v = normal(rng);
+        for (auto& v : w) v = 0.1f * normal(rng);
+    }
+};
+
 void blocks(benchmark::State& state) {
-    const auto c = static_cast<std::size_t>(state.range(0)), hw = static_cast<std::size_t>(state.range(1));
-    const tessera::tensor::shape in{32, hw, hw, c};
-    const k::window g{3, 3, 1, 1};
-    std::vector<float> x(in.size()), w(9 * c * c), y(g.output(in, c).size());
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal;
-    for (auto& v : x) v = normal(rng);
-    for (auto& v : w) v = 0.1f * normal(rng);
-    const wd::plan<2, float> p(in, c, g);
+    layer l(state);
+    const std::size_t c = l.c;
+    const wd::plan<2, float> p(l.in, c, l.g);
     std::size_t mr = 0;
     wd::with_strip_tile<float>(wd::strip_width<float>(c), [&]<class Tile>(Tile) { mr = Tile::mr; });
     k::aligned_vector<float> rows(wd::positions<2> * wd::plane_stride<float>(c, c)), u(wd::positions<2> * wd::plane_stride<float>(c, c));
-    wd::transform_weights<2>(w.data(), c, c, false, rows.data(), u.data(), {});
+    wd::transform_weights<2>(l.w.data(), c, c, false, rows.data(), u.data(), {});
     const std::size_t most = std::max({p.chunk, p.block, 4 * mr});
     k::aligned_vector<float> v(wd::positions<2> * wd::position_stride<float>(most, c)),
         m(wd::positions<2> * wd::position_stride<float>(most, c));
@@ -45,20 +56,20 @@ void blocks(benchmark::State& state) {
     const auto fused = [&](std::size_t nb) {
         for (std::size_t b0 = 0; b0 < p.tiles; b0 += nb) {
             const std::size_t b1 = std::min(p.tiles, b0 + nb);
-            wd::transform_input(x.data(), in, g, p.tl, b0, b1, v.data());
+            wd::transform_input(l.x.data(), l.in, l.g, p.tl, b0, b1, v.data());
             wd::block_gemms<2>(b1 - b0, c, c, v.data(), u.data(), m.data());
-            wd::transform_output(m.data(), p.tl, c, b0, b1, y.data());
+            wd::transform_output(m.data(), p.tl, c, b0, b1, l.y.data());
         }
-        benchmark::DoNotOptimize(y.data());
+        benchmark::DoNotOptimize(l.y.data());
     };
     const auto unfused_pass = [&] {
         for (std::size_t c0 = 0; c0 < p.chunks; ++c0) {
             const auto [t0, t1] = p.range(c0);
-            wd::transform_input(x.data(), in, g, p.tl, t0, t1, v.data());
+            wd::transform_input(l.x.data(), l.in, l.g, p.tl, t0, t1, v.data());
             wd::forward_gemms<2>(t1 - t0, c, c, v.data(), u.data(), m.data(), {1, &buffers});
-            wd::transform_output(m.data(), p.tl, c, t0, t1, y.data());
+            wd::transform_output(m.data(), p.tl, c, t0, t1, l.y.data());
         }
-        benchmark::DoNotOptimize(y.data());
+        benchmark::DoNotOptimize(l.y.data());
     };
     // The variants take turns, each timed once a round, and each keeps its best round: a shared
     // machine's slow spells then fall on all of them alike, and the best rounds are the quiet ones.
@@ -89,40 +100,33 @@ void blocks(benchmark::State& state) {
 /// way; a chunk of whole images ends in a short block where its tiles are no multiple of the block
 /// (ResNet-20's 28 × 28 layers: 98 tiles, blocks of 32).
 void forward_pieces(benchmark::State& state) {
-    const auto c = static_cast<std::size_t>(state.range(0)), hw = static_cast<std::size_t>(state.range(1));
-    const auto threads = static_cast<std::size_t>(state.range(2));
-    const tessera::tensor::shape in{32, hw, hw, c};
-    const k::window g{3, 3, 1, 1};
-    std::vector<float> x(in.size()), w(9 * c * c), y(g.output(in, c).size());
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal;
-    for (auto& v : x) v = normal(rng);
-    for (auto& v : w) v = 0.1f * normal(rng);
-    const wd::plan<4, float> p(in, c, g);
+    layer l(state);
+    const std::size_t c = l.c, threads = static_cast<std::size_t>(state.range(2));
+    const wd::plan<4, float> p(l.in, c, l.g);
     k::thread_pool pool(threads);
     const k::gemm_options opt{threads, nullptr, &pool};
     k::workspace<float> ws;
-    const float* u = p.weights(w.data(), false, ws, {threads, &pool});
+    const float* u = p.weights(l.w.data(), false, ws, {threads, &pool});
     p.reserve(ws, threads, opt);
     const auto block = [&](std::size_t t, std::size_t b0, std::size_t b1) {
         const auto [v, m] = p.buffers(ws, t);
-        wd::transform_input(x.data(), in, g, p.tl, b0, b1, v);
+        wd::transform_input(l.x.data(), l.in, l.g, p.tl, b0, b1, v);
         wd::block_gemms<4>(b1 - b0, c, c, v, u, m);
-        wd::transform_output(m, p.tl, c, b0, b1, y.data());
+        wd::transform_output(m, p.tl, c, b0, b1, l.y.data());
     };
     const auto chunks = [&] {
         k::detail::for_each_chunk(p.chunks, k::detail::chunk_threads(opt, p.chunks), &pool, [&](std::size_t t, std::size_t ch) {
             const auto [t0, t1] = p.range(ch);
             for (std::size_t b0 = t0; b0 < t1; b0 += p.block) block(t, b0, std::min(t1, b0 + p.block));
         });
-        benchmark::DoNotOptimize(y.data());
+        benchmark::DoNotOptimize(l.y.data());
     };
     const std::size_t blocks = (p.tiles + p.block - 1) / p.block;
     const auto whole = [&] {
         k::detail::for_each_chunk(blocks, std::min(threads, blocks), &pool, [&](std::size_t t, std::size_t b) {
             block(t, b * p.block, std::min(p.tiles, (b + 1) * p.block));
         });
-        benchmark::DoNotOptimize(y.data());
+        benchmark::DoNotOptimize(l.y.data());
     };
     double best[2] = {1e300, 1e300};
     for (auto _ : state)
