@@ -318,8 +318,6 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     const parallelism par{opt.threads, opt.pool};
     const auto* xs = detail::registers_view<C>(x, in.size(), ws.a, par);
     const C* u = p.weights(w, false, ws, par);
-    const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
-    p.reserve(ws, threads, opt);
     // Transforms tiles [b0, b1), multiplies and transforms back into out, a block with v and m in L1.
     const auto fused_block = [&](C* v, C* m, std::size_t b0, std::size_t b1, auto* out) {
         detail::transform_input(xs, in, g, p.tl, b0, b1, v, map);
@@ -328,6 +326,8 @@ void conv2d_forward(const T* x, const tensor::shape& in, const W* w, std::size_t
     };
     // Runs the chunks into out (y itself, or C scratch), then done(chunk, its gemm_options).
     const auto run = [&](auto* out, auto&& done) {
+        const std::size_t threads = kernels::detail::chunk_threads(opt, p.chunks);
+        p.reserve(ws, threads, opt);
         kernels::detail::for_each_chunk(p.chunks, threads, opt.pool, [&](std::size_t t, std::size_t c) {
             const auto [t0, t1] = p.range(c);
             const auto [v, m] = p.buffers(ws, t);
