@@ -110,6 +110,43 @@ TEST_CASE("gemm reads half operands and accumulates in fp32", "[kernels][gemm][h
     REQUIRE(max_rel_error(c, ref) < 1e-5);
 }
 
+TEST_CASE("gemm on half operands gives the bits of gemm on fp32 operands holding the same values", "[kernels][gemm][half]") {
+    // A half A is widened into a copy read in place, a half B packed with vector conversions: every
+    // element must still be the same sum in the same order. Odd shapes, k over the kc block, m over
+    // the mc block, a few rows (short tiles), leading dimensions of 4 KiB (A's, and m = 1024 rows
+    // widened transposed: the copy's padded runs), 1 and 2 threads.
+    struct dims {
+        std::size_t m, n, k, extra;  // extra: added to the leading dimensions
+    };
+    const std::vector<dims> cases{{1, 1, 1, 0},   {13, 37, 29, 3}, {31, 33, 300, 1}, {16, 32, 520, 0},
+                                  {64, 16, 70, 0}, {28, 16, 33, 2}, {2000, 16, 32, 0}, {1024, 16, 40, 0}, {45, 50, 300, 1024}};
+    k::thread_pool pool(2);
+    std::vector<k::gemm_buffers> buffers(2);
+    for (const std::size_t threads : {1u, 2u})
+        for (const auto [m, n, kk, extra] : cases)
+            for (const auto ta : {k::trans::no, k::trans::yes})
+                for (const auto tb : {k::trans::no, k::trans::yes})
+                    for (const float beta : {0.0f, 1.0f}) {
+                        CAPTURE(m, n, kk, extra, ta == k::trans::yes, tb == k::trans::yes, beta, threads);
+                        const std::size_t lda = extra == 1024 ? 1024 : (ta == k::trans::no ? kk : m) + extra;
+                        const std::size_t ldb = (tb == k::trans::no ? n : kk) + extra % 1024;
+                        const auto ah = random_vector<half>((ta == k::trans::no ? m : kk) * lda, 11);
+                        const auto bh = random_vector<half>((tb == k::trans::no ? kk : n) * ldb, 12);
+                        const std::vector<float> af(ah.begin(), ah.end()), bf(bh.begin(), bh.end());
+                        const auto c0 = random_vector<float>(m * n, 13);
+                        const k::gemm_options o{threads, buffers.data(), &pool};
+                        auto want = c0;
+                        k::gemm(ta, tb, m, n, kk, 1.0f, af.data(), lda, bf.data(), ldb, beta, want.data(), n, o);
+                        auto hh = c0, hf = c0, fh = c0;
+                        k::gemm(ta, tb, m, n, kk, 1.0f, ah.data(), lda, bh.data(), ldb, beta, hh.data(), n, o);
+                        k::gemm(ta, tb, m, n, kk, 1.0f, ah.data(), lda, bf.data(), ldb, beta, hf.data(), n, o);
+                        k::gemm(ta, tb, m, n, kk, 1.0f, af.data(), lda, bh.data(), ldb, beta, fh.data(), n, o);
+                        REQUIRE(hh == want);
+                        REQUIRE(hf == want);
+                        REQUIRE(fh == want);
+                    }
+}
+
 TEST_CASE("gemm packs A whose leading dimension is a multiple of 4 KiB, transposed or not", "[kernels][gemm]") {
     const std::size_t m = 45, n = 50, kk = 300, lda = 1024, ldb = 64;
     for (const auto ta : {k::trans::no, k::trans::yes}) {

@@ -83,6 +83,11 @@ template <class T, class C>
         return T(static_cast<float>(v));
 }
 
+/// Whether an operand stored as T (not C) loads into registers as C (half for float, with F16C):
+/// gemm then widens its runs with vector conversions (simd::copy) instead of element by element.
+template <class C, class T>
+inline constexpr bool widens = !std::is_same_v<C, T> && kernels::simd::in_register<C, T>;
+
 /// Packs rows [i0, i0+mc) × columns [p0, p0+kc) of op(A) into strips of mr rows: strip s holds
 /// element (i, p) at s·mr·kc + p·mr + i. Rows past the matrix are zero.
 template <class Tile, class C, class TA>
@@ -122,7 +127,10 @@ void pack_b(trans tb, const TB* b, std::size_t ldb, std::size_t p0, std::size_t 
             for (std::size_t p = 0; p < kc; ++p) {
                 const TB* src = b + (p0 + p) * ldb + j0 + s;
                 C* row = dst + p * nr;
-                for (std::size_t j = 0; j < cols; ++j) row[j] = load_as<C>(src[j]);
+                if constexpr (widens<C, TB>)
+                    kernels::simd::copy(src, row, cols);  // a row's run in vector conversions
+                else
+                    for (std::size_t j = 0; j < cols; ++j) row[j] = load_as<C>(src[j]);
                 for (std::size_t j = cols; j < nr; ++j) row[j] = C(0);
             }
         } else {
@@ -294,12 +302,15 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
     const std::size_t nc_max = std::min(tl::nc, (std::min(n, split.cols_per_thread) + tl::nr - 1) / tl::nr * tl::nr);
     const std::size_t kc_max = std::min(tl::kc, k);
     const std::size_t mc_max = std::min(tl::mc, split.rows_per_thread);
-    // A is read in place (its rows or columns straight from memory, no copy) unless it must be
-    // converted, or its leading dimension is a multiple of 4 KiB: then every row of a strip maps to
-    // the same L1 set and packing into a contiguous panel avoids the conflict misses. Measured: in
-    // place is 5-50 % faster up to 512² and on every ResNet-20 shape, where packing costs as much
-    // as the arithmetic (n = 16..64 reuses each A element only n times).
-    const bool pack_a_block = !std::is_same_v<TA, C> || (lda * sizeof(C)) % 4096 == 0;
+    // A is read in place (its rows or columns straight from memory, no copy) unless its leading
+    // dimension is a multiple of 4 KiB: then every row of a strip maps to the same L1 set and packing
+    // into a contiguous panel avoids the conflict misses. Measured: in place is 5-50 % faster up to
+    // 512² and on every ResNet-20 shape, where packing costs as much as the arithmetic (n = 16..64
+    // reuses each A element only n times). An A stored as a type that widens in registers (half) is
+    // first copied block by block, widened, in the layout it is stored in (whole runs in vector
+    // conversions) and read in place from that copy; other stored types are packed element by element.
+    constexpr bool widen_a = widens<C, TA>;
+    const bool pack_a_block = !widen_a && (!std::is_same_v<TA, C> || (lda * sizeof(C)) % 4096 == 0);
     // A row-major B exactly one tile wide (n == ldb == nr: 16 or 32 channels in fp32) is already laid out
     // as its packed panel: the kernel reads it in place.
     const bool b_in_place = std::is_same_v<TB, C> && tb == trans::no && n == tl::nr && ldb == tl::nr;
@@ -311,7 +322,10 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
         const std::size_t col_begin = split.by_columns ? std::min(n, t * split.cols_per_thread) : 0;
         const std::size_t col_end = std::min(n, col_begin + split.cols_per_thread);
         if (row_begin >= row_end || col_begin >= col_end) return;
-        const std::size_t a_size = pack_a_block ? mc_max * kc_max : kc_max * tl::mr, b_size = kc_max * nc_max;
+        const std::size_t a_size = widen_a        ? (mc_max + tl::width) * (kc_max + tl::width)
+                                   : pack_a_block ? mc_max * kc_max
+                                                  : kc_max * tl::mr;
+        const std::size_t b_size = kc_max * nc_max;
         std::optional<scratch<C>> own_a, own_b;
         C* a_buf = nullptr;
         C* b_buf = nullptr;
@@ -333,14 +347,36 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
                 if (!b_in_place) pack_b<tl>(tb, b, ldb, pc, kc, jc, nc, bpack.data());
                 for (std::size_t ic = row_begin; ic < row_end; ic += tl::mc) {
                     const std::size_t mc = std::min(tl::mc, row_end - ic);
-                    const std::size_t full = pack_a_block ? 0 : mc / tl::mr * tl::mr;  // strips read in place
-                    if (full < mc) pack_a<tl>(ta, a, lda, ic + full, mc - full, pc, kc, apack.data());
+                    // The widened block: mc rows of kc (trans::no) or kc runs of mc (trans::yes), a
+                    // run padded where its length is a multiple of 4 KiB (the L1 conflicts above).
+                    const std::size_t run = ta == trans::no ? kc : mc;
+                    const std::size_t ldw = (run * sizeof(C)) % 4096 == 0 ? run + tl::width : run;
+                    if constexpr (widen_a) {
+                        if (ta == trans::no)
+                            for (std::size_t i = 0; i < mc; ++i)
+                                kernels::simd::copy(a + (ic + i) * lda + pc, apack.data() + i * ldw, kc);
+                        else
+                            for (std::size_t p = 0; p < kc; ++p)
+                                kernels::simd::copy(a + (pc + p) * lda + ic, apack.data() + p * ldw, mc);
+                    }
+                    const std::size_t full = pack_a_block || widen_a ? 0 : mc / tl::mr * tl::mr;  // strips read in place
+                    if (!widen_a && full < mc) pack_a<tl>(ta, a, lda, ic + full, mc - full, pc, kc, apack.data());
                     for (std::size_t jr = 0; jr < nc; jr += tl::nr) {
                         const std::size_t cols = std::min(tl::nr, nc - jr);
                         const C* bp = b_in_place ? reinterpret_cast<const C*>(b) + pc * ldb : bpack.data() + jr * kc;
                         for (std::size_t ir = 0; ir < mc; ir += tl::mr) {
                             C* cp = c + (ic + ir) * ldc + jc + jr;
                             const std::size_t rows = std::min(tl::mr, mc - ir);
+                            if constexpr (widen_a) {  // in place from the widened block; a short strip padded
+                                const C* aw = apack.data();
+                                if (ta == trans::no)
+                                    strip_kernel<tl, a_layout::row_strided>(kc, aw + ir * ldw, ldw, bp, cp, ldc, rows,
+                                                                           cols, alpha, beta_block);
+                                else
+                                    strip_kernel<tl, a_layout::k_strided>(kc, aw + ir, ldw, bp, cp, ldc, rows, cols,
+                                                                         alpha, beta_block);
+                                continue;
+                            }
                             if constexpr (std::is_same_v<TA, C>) {
                                 if (ir < full) {
                                     if (ta == trans::no)
@@ -401,8 +437,9 @@ void gemm(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t k, C alp
         detail::gemm_blocked<Tile>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, options.threads, options.buffers,
                                    options.pool);
     };
-    // Short tiles only where A is read in place (stored as C): they exist to avoid packing A.
-    constexpr bool may_shorten = std::is_same_v<TA, C> && std::is_same_v<TB, C>;
+    // Short tiles only where A is read in place (stored as C, or widened into a copy read in place):
+    // they exist to avoid packing A. B is packed or read in place either way.
+    constexpr bool may_shorten = std::is_same_v<TA, C> || detail::widens<C, TA>;
     if (n <= detail::tile<C, 1>::nr) {
         if constexpr (may_shorten)
             if (detail::short_rows<C, 1>(m)) return run(detail::tile<C, 1, detail::short_mr<C, 1>>{});
