@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/affine_map.hpp"
+#include "tessera/kernels/batch_norm_rows.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 

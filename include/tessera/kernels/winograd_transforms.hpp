@@ -12,6 +12,8 @@
 
 #include "tessera/kernels/conv_chunks.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/affine_map.hpp"
+#include "tessera/kernels/batch_norm_rows.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 #include "tessera/tensor/dense.hpp"
