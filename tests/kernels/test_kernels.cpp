@@ -46,6 +46,14 @@ double max_rel_error(const A& a, const B& b) {
     return e;
 }
 
+/// The value type of a register tile.
+template <class Tile>
+struct tile_value;
+template <class C, std::size_t NV, std::size_t MR>
+struct tile_value<k::detail::tile<C, NV, MR>> {
+    using type = C;
+};
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("gemm matches the triple loop on odd shapes, every transpose, alpha and beta", "[kernels][gemm]",
@@ -145,6 +153,38 @@ TEST_CASE("gemm on half operands gives the bits of gemm on fp32 operands holding
                         REQUIRE(hf == want);
                         REQUIRE(fh == want);
                     }
+}
+
+TEMPLATE_TEST_CASE("a strip cut short gives the bits of the whole register tile over its rows padded with zeros",
+                   "[kernels][gemm]", (k::detail::tile<float, 1>), (k::detail::tile<float, 2>),
+                   (k::detail::tile<float, 1, k::detail::short_mr<float, 1>>),
+                   (k::detail::tile<float, 2, k::detail::short_mr<float, 2>>), (k::detail::tile<double, 2>)) {
+    // strip_kernel runs a strip of at most a quarter or a half of mr rows in a tile of that many rows;
+    // the reference is the whole tile on a packed panel whose rows past the strip are zeros.
+    using Tile = TestType;
+    using C = typename tile_value<Tile>::type;
+    constexpr std::size_t mr = Tile::mr, nr = Tile::nr, kk = 37, lda = kk + 3;
+    const auto a = random_vector<C>(mr * lda, 21), b = random_vector<C>(kk * nr, 22), c0 = random_vector<C>(mr * nr, 23);
+    for (std::size_t rows = 1; rows <= mr; ++rows)
+        for (const C beta : {C(0), C(1)}) {
+            CAPTURE(mr, nr, rows, beta);
+            std::vector<C> panel(kk * mr, C(0));  // packed: kk runs of mr, the strip's rows then zeros
+            for (std::size_t p = 0; p < kk; ++p)
+                for (std::size_t i = 0; i < rows; ++i) panel[p * mr + i] = a[i * lda + p];
+            auto want = c0;
+            k::detail::micro_kernel<Tile>(kk, panel.data(), 0, b.data(), want.data(), nr, rows, nr, C(1), beta);
+            auto row_strided = c0;
+            k::detail::strip_kernel<Tile, k::detail::a_layout::row_strided>(kk, a.data(), lda, b.data(), row_strided.data(),
+                                                                           nr, rows, nr, C(1), beta);
+            REQUIRE(row_strided == want);
+            std::vector<C> at(kk * lda, C(0));  // the same rows transposed: k-strided
+            for (std::size_t p = 0; p < kk; ++p)
+                for (std::size_t i = 0; i < rows; ++i) at[p * lda + i] = a[i * lda + p];
+            auto k_strided = c0;
+            k::detail::strip_kernel<Tile, k::detail::a_layout::k_strided>(kk, at.data(), lda, b.data(), k_strided.data(),
+                                                                         nr, rows, nr, C(1), beta);
+            REQUIRE(k_strided == want);
+        }
 }
 
 TEST_CASE("gemm packs A whose leading dimension is a multiple of 4 KiB, transposed or not", "[kernels][gemm]") {

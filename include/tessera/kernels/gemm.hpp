@@ -217,19 +217,25 @@ void row_strided_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b,
     }
 }
 
-/// micro_kernel on the first `rows` rows of an mr-row strip of an A read in place (row- or
-/// k-strided), for callers that hand it strips cut short: such a strip is first copied, its rows
-/// (row-strided) or its runs of rows (k-strided) whole, into a small panel padded with zero rows,
-/// because the register tile reads all mr rows and in place that would read past the strip's last
-/// row. The same values, so the same sums. kc at most Tile::kc.
-template <class Tile, a_layout AL, class C>
-void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c, std::size_t ldc, std::size_t rows,
+/// micro_kernel on the first `rows` rows (at most mr) of a strip of an A read in place (row- or
+/// k-strided): in place where they are mr rows; else the rows (row-strided) or the runs of rows
+/// (k-strided) are first copied into a small panel padded with zero rows, because the register tile
+/// reads all mr rows and in place that would read past the strip's last row. Constant leading
+/// dimensions (row_strided_kernel) unless Cut: a tile of a few rows keeps a pointer per row anyway,
+/// and each constant is one more instantiation of the kernel.
+template <class Tile, a_layout AL, bool Cut = false, class C>
+void padded_strip(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c, std::size_t ldc, std::size_t rows,
                   std::size_t cols, C alpha, C beta) noexcept {
-    static_assert(AL != a_layout::packed, "tessera::kernels::detail::strip_kernel: A is read in place");
     constexpr std::size_t mr = Tile::mr;
+    const auto row_strided = [&](const C* from, std::size_t ld) {
+        if constexpr (Cut)
+            micro_kernel<Tile, a_layout::row_strided>(kc, from, ld, b, c, ldc, rows, cols, alpha, beta);
+        else
+            row_strided_kernel<Tile>(kc, from, ld, b, c, ldc, rows, cols, alpha, beta);
+    };
     if (rows == mr) {
         if constexpr (AL == a_layout::row_strided)
-            row_strided_kernel<Tile>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+            row_strided(a, lda);
         else
             micro_kernel<Tile, AL>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
         return;
@@ -241,7 +247,7 @@ void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c,
                 std::copy_n(a + i * lda, kc, panel + i * kc);
             else
                 std::fill_n(panel + i * kc, kc, C(0));
-        row_strided_kernel<Tile>(kc, panel, kc, b, c, ldc, rows, cols, alpha, beta);
+        row_strided(panel, kc);
     } else {  // packed: kc runs of mr, each the strip's rows then zeros
         for (std::size_t p = 0; p < kc; ++p) {
             std::copy_n(a + p * lda, rows, panel + p * mr);
@@ -249,6 +255,26 @@ void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c,
         }
         micro_kernel<Tile>(kc, panel, 0, b, c, ldc, rows, cols, alpha, beta);
     }
+}
+
+/// micro_kernel on the first `rows` rows of an mr-row strip of an A read in place (row- or
+/// k-strided), for callers that hand it strips cut short. A strip cut to at most a quarter or a half
+/// of mr rows (the last of a block or chunk whose rows are no multiple of mr: 98 tiles in blocks of
+/// 16 leave 2) runs in a tile of that many rows, padded (padded_strip), instead of padding it to mr:
+/// each element is the same chain of multiply-adds whichever tile computes it, so the same sums.
+/// kc at most Tile::kc.
+template <class Tile, a_layout AL, class C>
+void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c, std::size_t ldc, std::size_t rows,
+                  std::size_t cols, C alpha, C beta) noexcept {
+    static_assert(AL != a_layout::packed, "tessera::kernels::detail::strip_kernel: A is read in place");
+    constexpr std::size_t mr = Tile::mr;
+    if constexpr (mr / 4 >= 2) {
+        if (rows <= mr / 4)
+            return padded_strip<tile<C, Tile::nv, mr / 4>, AL, true>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+        if (rows <= mr / 2)
+            return padded_strip<tile<C, Tile::nv, mr / 2>, AL, true>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+    }
+    padded_strip<Tile, AL>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
 }
 
 /// An uninitialised 64-byte aligned buffer (packing overwrites it; zero-filling would cost as much).
