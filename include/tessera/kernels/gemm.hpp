@@ -220,18 +220,19 @@ void row_strided_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b,
 /// micro_kernel on the first `rows` rows (at most mr) of a strip of an A read in place (row- or
 /// k-strided): in place where they are mr rows; else the rows (row-strided) or the runs of rows
 /// (k-strided) are first copied into a small panel padded with zero rows, because the register tile
-/// reads all mr rows and in place that would read past the strip's last row. Constant leading
-/// dimensions (row_strided_kernel) unless Cut: a tile of a few rows keeps a pointer per row anyway,
-/// and each constant is one more instantiation of the kernel.
-template <class Tile, a_layout AL, bool Cut = false, class C>
+/// reads all mr rows and in place that would read past the strip's last row. A row-strided A's
+/// leading dimension is a constant where it is 16, 32 or 64 (row_strided_kernel) when ConstantLd, else
+/// read at run time: each constant is one more instantiation of the kernel, which the tiles of a few
+/// rows (strip_kernel's cut ones) and gemm's widened 16-bit operands do without.
+template <class Tile, a_layout AL, bool ConstantLd = true, class C>
 void padded_strip(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c, std::size_t ldc, std::size_t rows,
                   std::size_t cols, C alpha, C beta) noexcept {
     constexpr std::size_t mr = Tile::mr;
     const auto row_strided = [&](const C* from, std::size_t ld) {
-        if constexpr (Cut)
-            micro_kernel<Tile, a_layout::row_strided>(kc, from, ld, b, c, ldc, rows, cols, alpha, beta);
-        else
+        if constexpr (ConstantLd)
             row_strided_kernel<Tile>(kc, from, ld, b, c, ldc, rows, cols, alpha, beta);
+        else
+            micro_kernel<Tile, a_layout::row_strided>(kc, from, ld, b, c, ldc, rows, cols, alpha, beta);
     };
     if (rows == mr) {
         if constexpr (AL == a_layout::row_strided)
@@ -270,9 +271,9 @@ void strip_kernel(std::size_t kc, const C* a, std::size_t lda, const C* b, C* c,
     constexpr std::size_t mr = Tile::mr;
     if constexpr (mr / 4 >= 2) {
         if (rows <= mr / 4)
-            return padded_strip<tile<C, Tile::nv, mr / 4>, AL, true>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+            return padded_strip<tile<C, Tile::nv, mr / 4>, AL, false>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
         if (rows <= mr / 2)
-            return padded_strip<tile<C, Tile::nv, mr / 2>, AL, true>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
+            return padded_strip<tile<C, Tile::nv, mr / 2>, AL, false>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
     }
     padded_strip<Tile, AL>(kc, a, lda, b, c, ldc, rows, cols, alpha, beta);
 }
@@ -393,14 +394,18 @@ void gemm_blocked(trans ta, trans tb, std::size_t m, std::size_t n, std::size_t 
                         for (std::size_t ir = 0; ir < mc; ir += tl::mr) {
                             C* cp = c + (ic + ir) * ldc + jc + jr;
                             const std::size_t rows = std::min(tl::mr, mc - ir);
-                            if constexpr (widen_a) {  // in place from the widened block; a short strip padded
+                            if constexpr (widen_a) {
+                                // In place from the widened block, a short strip padded; one kernel a
+                                // layout (the leading dimension read at run time): a kernel for each
+                                // constant in every 16-bit GEMM cost programs/train_half.cpp 36.0 s to
+                                // compile against 33.5 s.
                                 const C* aw = apack.data();
                                 if (ta == trans::no)
-                                    strip_kernel<tl, a_layout::row_strided>(kc, aw + ir * ldw, ldw, bp, cp, ldc, rows,
-                                                                           cols, alpha, beta_block);
+                                    padded_strip<tl, a_layout::row_strided, false>(kc, aw + ir * ldw, ldw, bp, cp, ldc,
+                                                                                  rows, cols, alpha, beta_block);
                                 else
-                                    strip_kernel<tl, a_layout::k_strided>(kc, aw + ir, ldw, bp, cp, ldc, rows, cols,
-                                                                         alpha, beta_block);
+                                    padded_strip<tl, a_layout::k_strided, false>(kc, aw + ir, ldw, bp, cp, ldc, rows,
+                                                                                cols, alpha, beta_block);
                                 continue;
                             }
                             if constexpr (std::is_same_v<TA, C>) {
