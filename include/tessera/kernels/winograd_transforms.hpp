@@ -440,9 +440,14 @@ void transform_input_as(const S* x, const tensor::shape& in, const window& g, co
                         return nullptr;
                 }();
                 V d[patch<M>][patch<M>];
-                if constexpr (!decltype(inside)::value)  // the padding reads as zeros
-                    for (auto& row : d)
-                        for (auto& e : row) e = V(C(0));
+                if constexpr (!decltype(inside)::value) {  // the padding reads as zeros
+                    // Unrolled, so that -O2 stores the zeros from a register instead of calling memset
+                    // for the 36 vectors (1.2 % of a ResNet-20 step in a -O2 build under perf).
+#pragma GCC unroll 8
+                    for (std::size_t r = 0; r < patch<M>; ++r)
+#pragma GCC unroll 8
+                        for (std::size_t q = 0; q < patch<M>; ++q) d[r][q] = V(C(0));
+                }
                 for_each_patch_pixel<M, const S>(pixel, inside, in, ci, [&](const S* p, std::size_t r, std::size_t q) {
                     if constexpr (Mapped && std::is_arithmetic_v<V>)
                         d[r][q] = simd::relu_of_affine_value<S>(*map, load_lanes<V, C>(p), ci);
