@@ -66,5 +66,9 @@ BENCHMARK(conv)
     ->ArgsProduct({{2}, {256}, {256}, {1}, {1, 2}, {0, 1, 2, 3}}) // layer3
     ->ArgsProduct({{2}, {256}, {512}, {2}, {1, 2}, {0}})      // layer4[0].conv1
     ->ArgsProduct({{1}, {512}, {512}, {1}, {1, 2}, {0, 1}})   // layer4
+    // a ResNet on 224×224 images, its layer2 (28 × 28, 128 channels) and layer3 (14 × 14, 256): where
+    // F(4×4, 3×3) pays past 64 channels
+    ->ArgsProduct({{28}, {128}, {128}, {1}, {1}, {1, 2, 3}})
+    ->ArgsProduct({{14}, {256}, {256}, {1}, {1}, {1, 2, 3}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -437,13 +437,15 @@ TEST_CASE("conv2d gives bit-identical results on 1, 2 and 3 threads, chunks take
 TEST_CASE("conv2d chooses Winograd for 3x3 stride-1 windows between 8 or more channels, and refuses it elsewhere",
           "[kernels][conv]") {
     const auto automatic = k::conv_algorithm::automatic;
-    // F(4×4, 3×3) where it multiplies less than F(2×2, 3×3), up to 64 channels a side: ResNet-20's 28×28
+    // F(4×4, 3×3) where it multiplies less than F(2×2, 3×3), up to 128 channels a side: ResNet-20's 28×28
     // (7×7 tiles against 14×14: 1764 multiplies against 3136), 14×14 (4×4 tiles: 576 against 784) and
     // 7×7 layers (2×2 tiles: 144 against 256).
     CHECK(k::winograd_tile(automatic, {32, 28, 28, 16}, 16, {3, 3, 1, 1}) == 4);
     CHECK(k::winograd_tile(automatic, {32, 14, 14, 32}, 32, {3, 3, 1, 1}) == 4);
     CHECK(k::winograd_tile(automatic, {32, 7, 7, 64}, 64, {3, 3, 1, 1}) == 4);
-    CHECK(k::winograd_tile(automatic, {32, 8, 8, 128}, 128, {3, 3, 1, 1}) == 2);  // past 64 channels
+    CHECK(k::winograd_tile(automatic, {32, 8, 8, 128}, 128, {3, 3, 1, 1}) == 4);
+    CHECK(k::winograd_tile(automatic, {32, 8, 8, 128}, 256, {3, 3, 1, 1}) == 2);  // past 128 channels
+    CHECK(k::winograd_tile(automatic, {32, 8, 8, 256}, 128, {3, 3, 1, 1}) == 2);
     CHECK(k::winograd_tile(automatic, {32, 2, 2, 64}, 64, {3, 3, 1, 1}) == 2);    // a 2×2 image: 36 against 16
     CHECK(k::winograd_tile(automatic, {32, 2, 2, 16}, 16, {3, 3, 1, 1}) == 2);
     CHECK(k::winograd_tile(k::conv_algorithm::winograd, {32, 28, 28, 16}, 16, {3, 3, 1, 1}) == 2);

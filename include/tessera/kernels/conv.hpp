@@ -32,10 +32,13 @@ namespace tessera::kernels {
 /// 9 per output pixel: a 1×1 image (ResNet-18's last stage on 32×32 inputs) fills a quarter of a 2×2
 /// tile, 16 multiplies against 9. Of the two tiles it takes F(4×4, 3×3) where it does fewer
 /// multiplies than F(2×2, 3×3) (36 per 4×4 tile against 16 per 2×2, counting the tiles the output's
-/// edge cuts off) and both sides have at most winograd_4x4_channels channels: past that it measured
-/// no faster, with transformed weights 2.25× F(2×2, 3×3)'s (ResNet-18's 4×4 layer of 128 channels,
-/// forward and both gradients: 2.07 against 1.99 ms on a 2-vCPU Intel Xeon, bench_conv).
-inline constexpr std::size_t winograd_4x4_channels = 64;
+/// edge cuts off) and both sides have at most winograd_4x4_channels channels. bench_conv, forward and
+/// both gradients, one thread, F(4×4, 3×3) against F(2×2, 3×3): 128 channels on 28 × 28 77-79 against
+/// 117-129 ms and on 4 × 4 (ResNet-18's on 32 × 32 inputs) 1.9-2.1 against 2.5-2.6 ms on a 2-vCPU AMD
+/// EPYC (Zen 4), where a 2-vCPU Intel Xeon had measured the 4 × 4 layer 2.07 against 1.99 ms; 256
+/// channels on 14 × 14 111-144 against 140-151 ms on the EPYC, not a clear gain for transformed
+/// weights of 9 MiB. The choice changes the results' bits, so it cannot follow the CPU it runs on.
+inline constexpr std::size_t winograd_4x4_channels = 128;
 [[nodiscard]] inline std::size_t winograd_tile(conv_algorithm a, const tensor::shape& in, std::size_t cout, const window& g) {
     if ((a == conv_algorithm::winograd || a == conv_algorithm::winograd_4x4) && !winograd::fits(g))
         throw tensor::shape_error(std::string("tessera::kernels: Winograd ") +
