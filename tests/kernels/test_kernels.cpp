@@ -270,6 +270,7 @@ const std::vector<conv_case> conv_cases{
     {{2, 5, 9, 9}, 20, {3, 3, 1, 2}},  // Winograd: padding 2, channels not a multiple of the SIMD width
     {{3, 8, 8, 35}, 8, {3, 3, 1, 1}},  // Winograd: more input than output channels
     {{2, 8, 7, 16}, 16, {3, 3, 1, 0}}, // Winograd without padding: even and odd outputs, every pixel written once first
+    {{1, 4, 4, 128}, 128, {3, 3, 1, 1}}, // Winograd at 128 channels a side (automatic: F(4x4, 3x3) at its widest)
     {{3, 1, 1, 8}, 16, {3, 3, 1, 1}},  // 1x1 image: only the centre tap reads it (im2col over one tap)
     {{2, 2, 2, 9}, 8, {3, 3, 2, 1}},   // 2x2 image at stride 2: kernel rows and columns 1-2 live, one GEMM per row
     {{2, 1, 4, 3}, 5, {3, 5, 1, 1}},   // every kernel column live, rows 1 only: one block of whole rows
