@@ -20,6 +20,7 @@ namespace tt = tessera::tensor;
 
 [[nodiscard]] std::uintptr_t address(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // used only where no sanitizer maps the memory
 /// The "THPeligible" value of the mapping that holds p in /proc/self/smaps: "1" where the kernel may
 /// back it with huge pages; empty where the kernel does not report it.
 std::string huge_page_eligible(const void* p) {
@@ -51,6 +52,7 @@ bool huge_pages_on_request() {
     std::getline(enabled, modes);
     return modes.find("[always]") != std::string::npos || modes.find("[madvise]") != std::string::npos;
 }
+#endif
 
 }  // namespace
 
