@@ -89,6 +89,19 @@ TEMPLATE_TEST_CASE("gemm matches the triple loop on odd shapes, every transpose,
                 k::gemm_reference(ta, tb, m, n, kk, C(1), a.data(), lda, b.data(), ldb, C(0), ref.data(), ldc);
                 for (std::size_t i = 0; i < m; ++i)
                     for (std::size_t j = 0; j < n; ++j) REQUIRE(std::abs(c[i * ldc + j] - ref[i * ldc + j]) < 1e-4);
+                // alpha 1 and beta 1 add the product to C with one rounding: the bits of the product
+                // (beta 0, just computed) plus C's old value, where one kc block holds the whole sum.
+                if (kk <= k::detail::tile<C, 1>::kc) {
+                    const auto c0 = random_vector<C>(m * ldc, 4);
+                    auto sum = c0;
+                    k::gemm(ta, tb, m, n, kk, C(1), a.data(), lda, b.data(), ldb, C(1), sum.data(), ldc,
+                            {static_cast<std::size_t>(threads)});
+                    for (std::size_t i = 0; i < m; ++i)
+                        for (std::size_t j = 0; j < n; ++j) {
+                            const C want = c0[i * ldc + j] + c[i * ldc + j];
+                            REQUIRE(sum[i * ldc + j] == want);
+                        }
+                }
             }
 }
 
