@@ -253,8 +253,8 @@ void for_each_tile(const tiling<M>& tl, std::size_t t0, std::size_t t1, F&& f) {
     for (std::size_t i = 0; i < t1 - t0; ++i, at.next(tl.th, tl.tw)) f(at, i);
 }
 
-/// Tiles ahead of the one being transformed whose pixels the transforms ask the memory system for
-/// (prefetch_patch, prefetch_block). A transform of a 16-channel tile takes about as long as a line
+/// Tiles ahead of the one being transformed whose pixels the input transform asks the memory system
+/// for (prefetch_patch). A transform of a 16-channel tile takes about as long as a line
 /// takes to arrive from memory, and a block's or chunk's transforms alternate with GEMMs that read
 /// no activations, so the hardware's own prefetchers, which follow a running stream, start each block
 /// from memory.
@@ -284,14 +284,6 @@ void prefetch_patch(const S* x, const tensor::shape& in, const window& g, const 
     for (std::ptrdiff_t r = r0; r < r1; ++r)
         prefetch_span<Write>(x + ((at.n * in.h + static_cast<std::size_t>(r)) * in.w + static_cast<std::size_t>(q0)) * in.c,
                              static_cast<std::size_t>(q1 - q0) * in.c * sizeof(S));
-}
-
-/// Prefetches the m × m output block of the tile at `at` (its pixels in the output, cout channels).
-template <bool Write, std::size_t M, class S>
-void prefetch_block(const S* y, const tiling<M>& tl, std::size_t cout, const tile_cursor& at) noexcept {
-    const std::size_t r1 = std::min(tl.oh, M * at.y + M), q0 = M * at.x, q1 = std::min(tl.ow, q0 + M);
-    for (std::size_t r = M * at.y; r < r1; ++r)
-        prefetch_span<Write>(y + ((at.n * tl.oh + r) * tl.ow + q0) * cout, (q1 - q0) * cout * sizeof(S));
 }
 
 /// Runs f(at, i) for tiles t0 + i in [t0, t1), and ahead(cursor) for the tile prefetch_tiles ahead
