@@ -184,34 +184,28 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda_run_tim
     }
     const B va(alpha), vb(beta);
     if (rows == mr && cols == nr) {
-        // alpha 1 (every Winograd GEMM's) stores the sums as they are, and beta 1 adds C to them: the
-        // bits of the general forms (x·1 is x; fma(x, 1, y·1) is x + y rounded once), without their
-        // multiplies, which take the FMA ports for mr·nv of every kc·mr·nv operations (1/16 at kc 16).
-        if (alpha == C(1) && (beta == C(0) || beta == C(1))) {
+        // The whole tile, each vector through value(sums, its place in C), unrolled as above.
+        const auto store_tile = [&](auto&& value) [[gnu::always_inline]] {
 #pragma GCC unroll 32
-            for (std::size_t i = 0; i < mr; ++i) {
+            for (std::size_t i = 0; i < mr; ++i)
 #pragma GCC unroll 2
                 for (std::size_t v = 0; v < nv; ++v) {
                     C* ci = c + i * ldc + v * w;
-                    if (beta == C(0))
-                        acc[i][v].store_unaligned(ci);
-                    else
-                        (acc[i][v] + B::load_unaligned(ci)).store_unaligned(ci);
+                    value(acc[i][v], ci).store_unaligned(ci);
                 }
-            }
-            return;
-        }
-#pragma GCC unroll 32
-        for (std::size_t i = 0; i < mr; ++i) {
-#pragma GCC unroll 2
-            for (std::size_t v = 0; v < nv; ++v) {
-                C* ci = c + i * ldc + v * w;
-                if (beta == C(0))
-                    (acc[i][v] * va).store_unaligned(ci);
-                else
-                    xsimd::fma(acc[i][v], va, B::load_unaligned(ci) * vb).store_unaligned(ci);
-            }
-        }
+        };
+        // alpha 1 (every Winograd GEMM's) stores the sums as they are, and beta 1 adds C to them: the
+        // bits of the general forms (x·1 is x; fma(x, 1, y·1) is x + y rounded once), without their
+        // multiplies, which take the FMA ports for mr·nv of every kc·mr·nv operations (1/16 at kc 16).
+        if (alpha == C(1) && beta == C(0))
+            store_tile([](const B& sums, const C*) [[gnu::always_inline]] { return sums; });
+        else if (alpha == C(1) && beta == C(1))
+            store_tile([](const B& sums, const C* ci) [[gnu::always_inline]] { return sums + B::load_unaligned(ci); });
+        else if (beta == C(0))
+            store_tile([&](const B& sums, const C*) [[gnu::always_inline]] { return sums * va; });
+        else
+            store_tile([&](const B& sums, const C* ci)
+                           [[gnu::always_inline]] { return xsimd::fma(sums, va, B::load_unaligned(ci) * vb); });
         return;
     }
     alignas(64) C buf[mr * nr];
