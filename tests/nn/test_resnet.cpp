@@ -297,6 +297,82 @@ TEMPLATE_TEST_CASE("a ResNet's backward masks each block's input gradient in the
     CHECK_THROWS_AS(block.backward_chained(y, st, nn::context{}, false, false, true), std::logic_error);
 }
 
+TEMPLATE_TEST_CASE("a ResNet's backward on a state that ran before gives the bits of one on a fresh state: the blocks "
+                   "write their gradients into buffers the blocks after them wrote and the call consumed",
+                   "[nn][resnet]", config::fp32, config::half) {
+    // gradient_recycler swaps a block's gradient buffers with those of blocks whose gradients the
+    // call no longer reads. A buffer swapped in while still read would change the gradients; a
+    // fresh state swaps nothing (its buffers have no shape until its blocks run).
+    using P = TestType;
+    using T = typename P::data_type;
+    const shape in{4, 12, 12, 1};
+    const std::vector<std::int32_t> labels{1, 7, 3, 0};
+    const auto same = [](const auto& a, const auto& b) {
+        return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& p, const auto& q) {
+            return std::memcmp(&p, &q, sizeof(p)) == 0;
+        });
+    };
+    struct outcome {
+        std::vector<T> dx;
+        std::vector<std::vector<float>> grads;
+    };
+    // One step of `model` on the k-th input through `st`: its input gradient and parameter gradients.
+    const auto step = [&]<class Model>(Model& model, typename Model::state& st, std::uint64_t k) {
+        const auto x32 = random_activation<config::fp32>(in, 70 + k);
+        auto x = tensor::make_nhwc<T>(in);
+        std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
+        const nn::context ctx{.mode = nn::mode::train};
+        nn::softmax_cross_entropy<P> loss;
+        (void)loss(model.forward(x, st, ctx), labels, 64.0);
+        const auto& dx = model.backward(loss.gradient(), st, ctx, true);
+        outcome o{std::vector<T>(dx.begin(), dx.end()), {}};
+        model.visit_parameters([&](std::string_view, auto, std::span<float> g) {
+            o.grads.emplace_back(g.begin(), g.end());
+            std::ranges::fill(g, 0.0f);
+        });
+        return o;
+    };
+    // Where each block's gradient buffers are, in the order the blocks and their states list them.
+    const auto buffers = [](auto& st) {
+        std::vector<const void*> at;
+        for (auto& b : st.blocks)
+            nn::detail::for_each_gradient_buffer(b, [&](auto& g) {
+                if (g.size() != 0) at.push_back(g.data());
+            });
+        return at;
+    };
+    const auto check = [&]<class Model>(Model reused_model) {
+        Model fresh_model = reused_model;  // the same parameters, trained alike
+        typename Model::state reused;
+        std::vector<const void*> first_at;
+        for (std::uint64_t k = 0; k < 3; ++k) {
+            CAPTURE(k);
+            typename Model::state fresh;
+            const outcome a = step(reused_model, reused, k), b = step(fresh_model, fresh, k);
+            CHECK(same(a.dx, b.dx));
+            REQUIRE(a.grads.size() == b.grads.size());
+            for (std::size_t t = 0; t < a.grads.size(); ++t) {
+                CAPTURE(t);
+                CHECK(same(a.grads[t], b.grads[t]));
+            }
+            const auto at = buffers(reused);
+            if (k == 0) {
+                first_at = at;
+                continue;
+            }
+            // The buffers moved between blocks, and none was allocated or freed.
+            CHECK(at != first_at);
+            auto sorted = at, first_sorted = first_at;
+            std::ranges::sort(sorted);
+            std::ranges::sort(first_sorted);
+            CHECK(sorted == first_sorted);
+        }
+    };
+    check(nn::resnet20<P>(1, 10));  // padding shortcuts
+    check(nn::resnet<nn::basic_block<P, nn::projection_shortcut>, nn::cifar_stem<P>, 2, 2, 2>(1, 10));
+    check(nn::resnet_family<nn::bottleneck<P>, nn::cifar_stem<P>>(1, 10, {2, 2}));
+}
+
 TEST_CASE("the context chooses how convolutions are computed: every choice gives the same gradients within rounding",
           "[nn][resnet]") {
     const shape in{4, 28, 28, 1};

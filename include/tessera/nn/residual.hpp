@@ -123,6 +123,13 @@ public:
         typename batch_norm<P>::state bn;
         tensor::shape in;
         activation<P> output, grad_input;
+        /// The input-gradient buffers, in the order backward writes them.
+        template <class F>
+        void for_each_gradient_buffer(F&& f) {
+            detail::for_each_gradient_buffer(bn, f);
+            detail::for_each_gradient_buffer(conv, f);
+            f(grad_input);
+        }
     };
 
     shortcut(std::size_t in_channels, std::size_t out_channels, std::size_t stride, bool projects)
@@ -250,6 +257,14 @@ public:
         typename shortcut<P>::state skip;
         activation<P> grad_input;
         typename relu<P>::state out;  // its output: relu(main + shortcut), written by the fused add
+        /// The input-gradient buffers, in the order backward writes them (gradient_recycler).
+        template <class F>
+        void for_each_gradient_buffer(F&& f) {
+            detail::for_each_gradient_buffer(out, f);
+            detail::for_each_gradient_buffer(skip, f);
+            detail::for_each_gradient_buffer(main, f);
+            f(grad_input);
+        }
     };
 
     residual(Main main, shortcut<P> skip) : m_main(std::move(main)), m_skip(std::move(skip)) {}

@@ -329,22 +329,33 @@ private:
         check_range(first, last);
         const activation<P>* cur = &dy;
         bool sum_gradient = false;  // cur is the gradient of the sum of the block it goes to (already masked)
+        // Whole backward: each block writes its gradients into the buffers the blocks after it wrote
+        // and the call has consumed, still in cache (gradient_recycler). Not in the split backward,
+        // whose layers keep their output gradients for the weight half.
+        [[maybe_unused]] gradient_recycler<activation<P>> recycler;
         for (std::size_t u = last; u-- > first;) {
             const bool dx = u > first || want_dx;
             if (u == 0) {
                 cur = &nn::backward_part<InputOnly>(m_stem, *cur, st.stem, ctx.child(u), dx);
-            } else if (u == units() - 1) {
+                continue;
+            }
+            if (u == units() - 1) {
                 cur = &nn::backward_part<InputOnly>(m_head, *cur, st.head, ctx.child(u), dx);
-            } else if constexpr (ChainedBlock<B>) {
+                continue;
+            }
+            auto& block_state = st.blocks[u - 1];
+            if constexpr (!InputOnly) recycler.refresh(block_state);
+            if constexpr (ChainedBlock<B>) {
                 const bool mask = u > first && u >= 2;  // its input is block u - 2's output, in the range
                 if constexpr (InputOnly)
-                    cur = &m_blocks[u - 1].backward_input_chained(*cur, st.blocks[u - 1], ctx.child(u), dx, sum_gradient, mask);
+                    cur = &m_blocks[u - 1].backward_input_chained(*cur, block_state, ctx.child(u), dx, sum_gradient, mask);
                 else
-                    cur = &m_blocks[u - 1].backward_chained(*cur, st.blocks[u - 1], ctx.child(u), dx, sum_gradient, mask);
+                    cur = &m_blocks[u - 1].backward_chained(*cur, block_state, ctx.child(u), dx, sum_gradient, mask);
                 sum_gradient = mask;
             } else {
-                cur = &nn::backward_part<InputOnly>(m_blocks[u - 1], *cur, st.blocks[u - 1], ctx.child(u), dx);
+                cur = &nn::backward_part<InputOnly>(m_blocks[u - 1], *cur, block_state, ctx.child(u), dx);
             }
+            if constexpr (!InputOnly) recycler.retire(block_state, cur);
         }
         return *cur;
     }

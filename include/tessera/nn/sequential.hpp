@@ -12,6 +12,7 @@
 
 #include "tessera/config/error.hpp"
 #include "tessera/detail/function_ref.hpp"
+#include "tessera/nn/gradient_buffers.hpp"
 #include "tessera/nn/layer.hpp"
 
 namespace tessera::nn {
@@ -80,6 +81,13 @@ public:
     static constexpr std::size_t size = sizeof...(Ls);
     struct state {
         std::tuple<typename Ls::state...> parts;
+        /// The parts' input-gradient buffers, the last part's first (the order backward writes them).
+        template <class F>
+        void for_each_gradient_buffer(F&& f) {
+            [&]<std::size_t... I>(std::index_sequence<I...>) {
+                (detail::for_each_gradient_buffer(std::get<sizeof...(Ls) - 1 - I>(parts), f), ...);
+            }(std::index_sequence_for<Ls...>{});
+        }
     };
 
     explicit sequential(Ls... layers) : m_layers(std::move(layers)...) {
