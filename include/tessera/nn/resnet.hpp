@@ -16,7 +16,8 @@
 namespace tessera::nn {
 
 /// A residual block type: a Layer built from (in channels, width, stride) whose output has
-/// width × expansion channels.
+/// width × expansion channels. Its whole backward reads its output gradient only while it runs
+/// (resnet then hands that buffer to a block whose backward runs later: gradient_recycler).
 template <class B>
 concept Block = Layer<B> && std::constructible_from<B, std::size_t, std::size_t, std::size_t> &&
                 requires { { B::expansion } -> std::convertible_to<std::size_t>; };
