@@ -16,6 +16,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "tessera/kernels/inline_lambda.hpp"
 #include "tessera/kernels/storage.hpp"
 #include "tessera/kernels/thread_pool.hpp"
 
@@ -185,7 +186,7 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda_run_tim
     const B va(alpha), vb(beta);
     if (rows == mr && cols == nr) {
         // The whole tile, each vector through value(sums, its place in C), unrolled as above.
-        const auto store_tile = [&](auto&& value) [[gnu::always_inline]] {
+        const auto store_tile = [&](auto&& value) TESSERA_INLINE_LAMBDA {
 #pragma GCC unroll 32
             for (std::size_t i = 0; i < mr; ++i)
 #pragma GCC unroll 2
@@ -198,14 +199,14 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda_run_tim
         // bits of the general forms (x·1 is x; fma(x, 1, y·1) is x + y rounded once), without their
         // multiplies, which take the FMA ports for mr·nv of every kc·mr·nv operations (1/16 at kc 16).
         if (alpha == C(1) && beta == C(0))
-            store_tile([](const B& sums, const C*) [[gnu::always_inline]] { return sums; });
+            store_tile([](const B& sums, const C*) TESSERA_INLINE_LAMBDA { return sums; });
         else if (alpha == C(1) && beta == C(1))
-            store_tile([](const B& sums, const C* ci) [[gnu::always_inline]] { return sums + B::load_unaligned(ci); });
+            store_tile([](const B& sums, const C* ci) TESSERA_INLINE_LAMBDA { return sums + B::load_unaligned(ci); });
         else if (beta == C(0))
-            store_tile([&](const B& sums, const C*) [[gnu::always_inline]] { return sums * va; });
+            store_tile([&](const B& sums, const C*) TESSERA_INLINE_LAMBDA { return sums * va; });
         else
             store_tile([&](const B& sums, const C* ci)
-                           [[gnu::always_inline]] { return xsimd::fma(sums, va, B::load_unaligned(ci) * vb); });
+                           TESSERA_INLINE_LAMBDA { return xsimd::fma(sums, va, B::load_unaligned(ci) * vb); });
         return;
     }
     alignas(64) C buf[mr * nr];

@@ -12,6 +12,7 @@
 
 #include "tessera/kernels/conv_chunks.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/inline_lambda.hpp"
 #include "tessera/kernels/affine_map.hpp"
 #include "tessera/kernels/batch_norm_rows.hpp"
 #include "tessera/kernels/simd.hpp"
@@ -448,7 +449,7 @@ void transform_input_as(const S* x, const tensor::shape& in, const window& g, co
                     else
                         d[r][q] = load_lanes<V, C>(p);
                 });
-                transform_2d(d, [](V(&values)[patch<M>]) [[gnu::always_inline]] { input_1d<M>(values); });
+                transform_2d(d, [](V(&values)[patch<M>]) TESSERA_INLINE_LAMBDA { input_1d<M>(values); });
                 store_positions(dst + ci, stride, d);
             });
         });
@@ -486,7 +487,7 @@ void add_input_gradient(const C* dv, const tensor::shape& in, const window& g, c
             over_channels<C>(c, [&]<class V>(std::size_t ci) {
                 V d[patch<M>][patch<M>];
                 load_positions(src + ci, stride, d);
-                transform_2d(d, [](V(&values)[patch<M>]) [[gnu::always_inline]] { input_1d_adjoint<M>(values); });
+                transform_2d(d, [](V(&values)[patch<M>]) TESSERA_INLINE_LAMBDA { input_1d_adjoint<M>(values); });
                 for_each_patch_pixel<M, C>(pixel, inside, in, ci, [&](C* p, std::size_t r, std::size_t q) { put(p, r, q, d[r][q]); });
             });
         });
