@@ -36,6 +36,22 @@ std::size_t cifar_count(std::size_t n, std::size_t in_channels, std::size_t clas
     return total + 64 * classes + classes;
 }
 
+/// An input of shape s in P's storage type: random_activation's fp32 draw (seed), stored as P stores it.
+template <class P>
+nn::activation<P> random_input(const shape& s, std::uint64_t seed) {
+    using T = typename P::data_type;
+    const auto x32 = random_activation<config::fp32>(s, seed);
+    auto x = tensor::make_nhwc<T>(s);
+    std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
+    return x;
+}
+
+/// Whether a and b hold the same bits, element by element.
+bool same_bits(const auto& a, const auto& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const auto& p, const auto& q) { return std::memcmp(&p, &q, sizeof(p)) == 0; });
+}
+
 }  // namespace
 
 // Single-threaded checks whose cost is in building large networks or many passes (44 and 47 s under
@@ -185,11 +201,8 @@ TEMPLATE_TEST_CASE("a ResNet-20 step gives bit-identical outputs, gradients and 
     // Convolutions add per-chunk partial sums in chunk order and batch norm adds per-block column sums
     // in block order, so the thread count never changes a rounding.
     using P = TestType;
-    using T = typename P::data_type;
     const shape in{12, 28, 28, 1};  // 9408 rows: sixteen batch-norm blocks in the first stage, 12 conv chunks
-    const auto x32 = random_activation<config::fp32>(in, 60);
-    auto x = tensor::make_nhwc<T>(in);
-    std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
+    const auto x = random_input<P>(in, 60);
     const std::vector<std::int32_t> labels{1, 7, 3, 3, 0, 9, 2, 5, 5, 8, 4, 6};
     struct outcome {
         float loss;
@@ -238,15 +251,8 @@ TEMPLATE_TEST_CASE("a ResNet's backward masks each block's input gradient in the
     using P = TestType;
     using T = typename P::data_type;
     const shape in{4, 12, 12, 1};
-    const auto x32 = random_activation<config::fp32>(in, 61);
-    auto x = tensor::make_nhwc<T>(in);
-    std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
+    const auto x = random_input<P>(in, 61);
     const std::vector<std::int32_t> labels{1, 7, 3, 0};
-    const auto same = [](const auto& a, const auto& b) {
-        return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& p, const auto& q) {
-            return std::memcmp(&p, &q, sizeof(p)) == 0;
-        });
-    };
     const auto check = [&]<class Model>(Model model, bool split, bool stochastic) {
         CAPTURE(split, stochastic);
         nn::context ctx{.mode = nn::mode::train};
@@ -276,12 +282,12 @@ TEMPLATE_TEST_CASE("a ResNet's backward masks each block's input gradient in the
                 cur = &model.backward_units(u, u + 1, *cur, st, ctx, true);
             }
         }
-        CHECK(same(dx_a, std::vector<T>(cur->begin(), cur->end())));
+        CHECK(same_bits(dx_a, std::vector<T>(cur->begin(), cur->end())));
         const auto g_b = gradients();
         REQUIRE(g_a.size() == g_b.size());
         for (std::size_t t = 0; t < g_a.size(); ++t) {
             CAPTURE(t);
-            CHECK(same(g_a[t], g_b[t]));
+            CHECK(same_bits(g_a[t], g_b[t]));
         }
     };
     for (const bool split : {false, true})
@@ -307,20 +313,13 @@ TEMPLATE_TEST_CASE("a ResNet's backward on a state that ran before gives the bit
     using T = typename P::data_type;
     const shape in{4, 12, 12, 1};
     const std::vector<std::int32_t> labels{1, 7, 3, 0};
-    const auto same = [](const auto& a, const auto& b) {
-        return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& p, const auto& q) {
-            return std::memcmp(&p, &q, sizeof(p)) == 0;
-        });
-    };
     struct outcome {
         std::vector<T> dx;
         std::vector<std::vector<float>> grads;
     };
     // One step of `model` on the k-th input through `st`: its input gradient and parameter gradients.
     const auto step = [&]<class Model>(Model& model, typename Model::state& st, std::uint64_t k) {
-        const auto x32 = random_activation<config::fp32>(in, 70 + k);
-        auto x = tensor::make_nhwc<T>(in);
-        std::ranges::transform(x32, x.begin(), [](float f) { return kernels::detail::store_as<T>(f); });
+        const auto x = random_input<P>(in, 70 + k);
         const nn::context ctx{.mode = nn::mode::train};
         nn::softmax_cross_entropy<P> loss;
         (void)loss(model.forward(x, st, ctx), labels, 64.0);
@@ -349,11 +348,11 @@ TEMPLATE_TEST_CASE("a ResNet's backward on a state that ran before gives the bit
             CAPTURE(k);
             typename Model::state fresh;
             const outcome a = step(reused_model, reused, k), b = step(fresh_model, fresh, k);
-            CHECK(same(a.dx, b.dx));
+            CHECK(same_bits(a.dx, b.dx));
             REQUIRE(a.grads.size() == b.grads.size());
             for (std::size_t t = 0; t < a.grads.size(); ++t) {
                 CAPTURE(t);
-                CHECK(same(a.grads[t], b.grads[t]));
+                CHECK(same_bits(a.grads[t], b.grads[t]));
             }
             const auto at = buffers(reused);
             if (k == 0) {
