@@ -81,8 +81,8 @@ void column_mean_and_deviations(const TX* x, std::size_t rows, std::size_t chann
         const C* block_m2 = block_mean + channels;
         for (std::size_t c = 0; c < channels; ++c) {
             const C delta = block_mean[c] - mean[c];
-            mean[c] += delta * (n / total);
-            m2[c] += block_m2[c] + delta * delta * (seen * n / total);
+            mean[c] = std::fma(delta, n / total, mean[c]);
+            m2[c] += std::fma(delta * delta, seen * n / total, block_m2[c]);
         }
     }
 }
@@ -141,14 +141,17 @@ std::pair<const C*, const C*> training_affine(const TX* xc, std::size_t rows, st
     saved.shift.resize(channels);
     C* scale = saved.scale.data();
     C* shift = saved.shift.data();
+    // Every product that feeds a sum is fused explicitly (std::fma): GCC fuses a * b + c where it
+    // chooses (-ffp-contract=fast, its default), and chose differently for two callers of this one
+    // function on one CPU (an AMD EPYC, Zen 5), which then saved statistics a bit apart.
     for (std::size_t c = 0; c < channels; ++c) {
         const C v = var[c] * inv_rows;
         const C unbiased = rows > 1 ? var[c] / static_cast<C>(rows - 1) : v;
-        if (running_mean != nullptr) running_mean[c] = (C(1) - momentum) * running_mean[c] + momentum * mean[c];
-        if (running_var != nullptr) running_var[c] = (C(1) - momentum) * running_var[c] + momentum * unbiased;
-        var[c] = C(1) / std::sqrt(v + eps);  // now inv_std
+        if (running_mean != nullptr) running_mean[c] = std::fma(momentum, mean[c], (C(1) - momentum) * running_mean[c]);
+        if (running_var != nullptr) running_var[c] = std::fma(momentum, unbiased, (C(1) - momentum) * running_var[c]);
+        var[c] = C(1) / std::sqrt(std::fma(var[c], inv_rows, eps));  // now inv_std
         scale[c] = load_as<C>(gamma[c]) * var[c];
-        shift[c] = load_as<C>(beta[c]) - mean[c] * scale[c];
+        shift[c] = std::fma(-mean[c], scale[c], load_as<C>(beta[c]));
     }
     return {scale, shift};
 }
@@ -208,7 +211,7 @@ void batch_norm_forward_eval(const T* x, std::size_t rows, std::size_t channels,
     C* shift = ws.b.data() + channels;
     for (std::size_t c = 0; c < channels; ++c) {
         scale[c] = detail::load_as<C>(gamma[c]) / std::sqrt(running_var[c] + eps);
-        shift[c] = detail::load_as<C>(beta[c]) - running_mean[c] * scale[c];
+        shift[c] = std::fma(-running_mean[c], scale[c], detail::load_as<C>(beta[c]));  // as training_affine
     }
     store_compute<C, Y> dst(y, rows * channels, ws.c, {}, rounding);
     detail::normalise_rows(relu, xc, rows, channels, scale, shift, dst.target());

@@ -66,7 +66,7 @@ inline void column_square_deviations(const TX* x, std::size_t rows, std::size_t 
             for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t v = 0; v < NV; ++v) {
                     const auto d = load<C>(x + r * channels + c0 + v * w) - m[v];
-                    acc[v] = xsimd::fma(d, d, acc[v]);
+                    acc[v] = fused_multiply_add(d, d, acc[v]);
                 }
             for (std::size_t v = 0; v < NV; ++v) acc[v].store_unaligned(var + c0 + v * w);
         },
@@ -74,7 +74,7 @@ inline void column_square_deviations(const TX* x, std::size_t rows, std::size_t 
             C s = var[c];
             for (std::size_t r = 0; r < rows; ++r) {
                 const C d = get<C>(x[r * channels + c]) - mean[c];
-                s += d * d;
+                s = std::fma(d, d, s);
             }
             var[c] = s;
         });
