@@ -1105,6 +1105,15 @@ TEST_CASE("kernels writing half activations or gradients round them stochastical
                                k::conv_algorithm::automatic, r);
             k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxf.data(), ws, {2});
             CHECK(rounded_stochastically(dxh, dxf, r) == "");
+            // Plus an addend, kept where a ReLU's output (x) is positive: that fp32 sum, rounded once.
+            const auto addh = random_vector<half>(in.size(), 23);
+            std::vector<half> dxm(in.size());
+            std::vector<float> summed(in.size());
+            for (std::size_t i = 0; i < summed.size(); ++i)
+                summed[i] = static_cast<float>(xh[i]) > 0.0f ? dxf[i] + static_cast<float>(addh[i]) : 0.0f;
+            k::conv2d_backward_data(dyh.data(), in, wh.data(), cout, g, dxm.data(), ws, {2}, k::conv_algorithm::automatic,
+                                    r, addh.data(), xh.data());
+            CHECK(rounded_stochastically(dxm, summed, r) == "");
             // Rounded to nearest, chunk by chunk as each is final: every element is the fp32 value rounded once.
             std::vector<half> yn(out.size()), dxn(in.size()), dxb(in.size());
             k::conv2d_forward(xh.data(), in, wh.data(), cout, g, yn.data(), ws, {2});

@@ -175,25 +175,28 @@ inline void add_to(const T* x, C* y, std::size_t n) noexcept {
 }
 
 /// out[i] = y[i] + x[i] (x not null; else y[i]), kept only where mask[i] > 0 (mask not null; else
-/// 0), computed in C and stored as T, rounded to nearest: add_to, relu_backward and a conversion in
-/// one pass, the same operations on each element (y in C; x, mask and out stored as T, C or an
-/// in_register type).
-template <class C, class T>
-inline void add_mask_store(const C* y, const T* x, const T* mask, T* out, std::size_t n) noexcept {
-    constexpr std::size_t w = batch<C>::size;
-    const batch<C> zero(C(0));
+/// 0), computed in C and stored as O, rounded to nearest: add_to, relu_backward and a conversion in
+/// one pass, the same operations on each element. y in C; x and mask stored as T; out as T, or as C
+/// (out may be y: the add and the mask in place). In registers where T and O load into them
+/// (in_register), else element by element.
+template <class C, class T, class O = T>
+inline void add_mask_store(const C* y, const T* x, const T* mask, O* out, std::size_t n) noexcept {
     std::size_t i = 0;
-    for (; i + w <= n; i += w) {
-        auto v = batch<C>::load_unaligned(y + i);
-        if (x != nullptr) v = v + load<C>(x + i);
-        if (mask != nullptr) v = xsimd::select(load<C>(mask + i) > zero, v, zero);
-        store<C>(out + i, v);
+    if constexpr (in_register<C, T> && in_register<C, O>) {
+        constexpr std::size_t w = batch<C>::size;
+        const batch<C> zero(C(0));
+        for (; i + w <= n; i += w) {
+            auto v = batch<C>::load_unaligned(y + i);
+            if (x != nullptr) v = v + load<C>(x + i);
+            if (mask != nullptr) v = xsimd::select(load<C>(mask + i) > zero, v, zero);
+            store<C>(out + i, v);
+        }
     }
     for (; i < n; ++i) {
         C v = y[i];
         if (x != nullptr) v += get<C>(x[i]);
         if (mask != nullptr) v = get<C>(mask[i]) > C(0) ? v : C(0);
-        out[i] = put<T>(v);
+        out[i] = put<O>(v);
     }
 }
 

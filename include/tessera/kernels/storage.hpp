@@ -86,34 +86,22 @@ namespace detail {
 template <Compute C, Storage T>
 void commit_into(C* from, T* to, std::size_t index0, std::size_t n, parallelism par, const tensor::rounding& rounding,
                  const T* addend, const T* mask = nullptr) {
-    if constexpr (!std::is_same_v<C, T> && simd::in_register<C, T>) {
-        if ((addend != nullptr || mask != nullptr) && !rounds_stochastically<C, T>(rounding)) {
-            // The add, the mask and the conversion in one pass rather than three over each range
-            // (16.16's input gradients with a shortcut's gradient and a ReLU's mask).
-            parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-                simd::add_mask_store<C>(from + b, addend == nullptr ? nullptr : addend + b,
-                                        mask == nullptr ? nullptr : mask + b, to + b, e - b);
-            });
-            return;
-        }
-    }
-    if (addend != nullptr || mask != nullptr)
+    const bool stochastic = rounds_stochastically<C, T>(rounding);
+    if (addend != nullptr || mask != nullptr) {
+        // The add, the mask and the conversion to nearest in one pass over each range; before a
+        // stochastic conversion, the add and the mask in place in C.
         parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
-            if (addend != nullptr) {
-                if constexpr (simd::in_register<C, T>)
-                    simd::add_to(addend + b, from + b, e - b);  // C's sum computed as addend + from would be: IEEE addition commutes
-                else
-                    for (std::size_t i = b; i < e; ++i) from[i] += simd::get<C>(addend[i]);
-            }
-            if (mask != nullptr) {
-                if constexpr (simd::in_register<C, T>)
-                    simd::relu_backward<C>(mask + b, from + b, from + b, e - b);
-                else
-                    for (std::size_t i = b; i < e; ++i) from[i] = simd::get<C>(mask[i]) > C(0) ? from[i] : C(0);
-            }
+            const T* x = addend == nullptr ? nullptr : addend + b;
+            const T* m = mask == nullptr ? nullptr : mask + b;
+            if (stochastic)
+                simd::add_mask_store<C>(from + b, x, m, from + b, e - b);
+            else
+                simd::add_mask_store<C>(from + b, x, m, to + b, e - b);
         });
+        if (!stochastic) return;
+    }
     if constexpr (!std::is_same_v<C, T>) {
-        if (rounds_stochastically<C, T>(rounding)) {
+        if (stochastic) {
             if constexpr (std::is_same_v<T, tensor::half> && std::is_same_v<C, float>)
                 parallel_ranges(par, n, conversion_grain, [&](std::size_t b, std::size_t e, std::size_t) {
                     tensor::convert_stochastic(from + b, to + b, e - b, rounding, index0 + b);
