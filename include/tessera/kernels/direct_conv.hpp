@@ -105,7 +105,7 @@ void forward_row(const C* rows, const tensor::shape& in, const window& g, std::s
             for (std::size_t p = 0; p < px; ++p) {
                 const B xb(src[p * step]);
 #pragma GCC unroll 4
-                for (std::size_t v = 0; v < NV; ++v) acc[p][v] = xsimd::fma(xb, wv[v], acc[p][v]);
+                for (std::size_t v = 0; v < NV; ++v) acc[p][v] = simd::fused_multiply_add(xb, wv[v], acc[p][v]);
             }
         }
 #pragma GCC unroll 16
@@ -118,7 +118,7 @@ void forward_row(const C* rows, const tensor::shape& in, const window& g, std::s
         for (auto& v : acc) v = B(C(0));
         for (std::size_t t = 0; t < taps; ++t) {
             const B xb(rows[offsets[t] + ox0 * step]);
-            for (std::size_t v = 0; v < NV; ++v) acc[v] = xsimd::fma(xb, B::load_unaligned(w + t * cout + v * vw), acc[v]);
+            for (std::size_t v = 0; v < NV; ++v) acc[v] = simd::fused_multiply_add(xb, B::load_unaligned(w + t * cout + v * vw), acc[v]);
         }
         for (std::size_t v = 0; v < NV; ++v) store(y_row + ox0 * cout + v * vw, acc[v]);
     }
@@ -156,7 +156,7 @@ void weight_rows(const T* x, const tensor::shape& in, const window& g, const D* 
                 if (j >= nt) break;
                 const B xb(base[offset[j]]);
 #pragma GCC unroll 4
-                for (std::size_t v = 0; v < NV; ++v) acc[j][v] = xsimd::fma(xb, d[v], acc[j][v]);
+                for (std::size_t v = 0; v < NV; ++v) acc[j][v] = simd::fused_multiply_add(xb, d[v], acc[j][v]);
             }
         }
     }

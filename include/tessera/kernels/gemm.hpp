@@ -180,7 +180,7 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda_run_tim
         for (std::size_t i = 0; i < mr; ++i) {
             const B ai(AL == a_layout::row_strided ? ap[i * lda] : ap[i]);
 #pragma GCC unroll 2
-            for (std::size_t v = 0; v < nv; ++v) acc[i][v] = xsimd::fma(ai, bv[v], acc[i][v]);
+            for (std::size_t v = 0; v < nv; ++v) acc[i][v] = kernels::simd::fused_multiply_add(ai, bv[v], acc[i][v]);
         }
     }
     const B va(alpha), vb(beta);
@@ -206,7 +206,7 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda_run_tim
             store_tile([&](const B& sums, const C*) TESSERA_INLINE_LAMBDA { return sums * va; });
         else
             store_tile([&](const B& sums, const C* ci)
-                           TESSERA_INLINE_LAMBDA { return xsimd::fma(sums, va, B::load_unaligned(ci) * vb); });
+                           TESSERA_INLINE_LAMBDA { return kernels::simd::fused_multiply_add(sums, va, B::load_unaligned(ci) * vb); });
         return;
     }
     alignas(64) C buf[mr * nr];
