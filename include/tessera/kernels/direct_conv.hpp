@@ -118,7 +118,8 @@ void forward_row(const C* rows, const tensor::shape& in, const window& g, std::s
         for (auto& v : acc) v = B(C(0));
         for (std::size_t t = 0; t < taps; ++t) {
             const B xb(rows[offsets[t] + ox0 * step]);
-            for (std::size_t v = 0; v < NV; ++v) acc[v] = simd::fused_multiply_add(xb, B::load_unaligned(w + t * cout + v * vw), acc[v]);
+            for (std::size_t v = 0; v < NV; ++v)
+                acc[v] = simd::fused_multiply_add(xb, B::load_unaligned(w + t * cout + v * vw), acc[v]);
         }
         for (std::size_t v = 0; v < NV; ++v) store(y_row + ox0 * cout + v * vw, acc[v]);
     }

@@ -205,8 +205,9 @@ void micro_kernel(std::size_t kc, const C* __restrict a, std::size_t lda_run_tim
         else if (beta == C(0))
             store_tile([&](const B& sums, const C*) TESSERA_INLINE_LAMBDA { return sums * va; });
         else
-            store_tile([&](const B& sums, const C* ci)
-                           TESSERA_INLINE_LAMBDA { return kernels::simd::fused_multiply_add(sums, va, B::load_unaligned(ci) * vb); });
+            store_tile([&](const B& sums, const C* ci) TESSERA_INLINE_LAMBDA {
+                return kernels::simd::fused_multiply_add(sums, va, B::load_unaligned(ci) * vb);
+            });
         return;
     }
     alignas(64) C buf[mr * nr];
