@@ -10,3 +10,4 @@
 #include "tessera/nn/residual.hpp"
 #include "tessera/nn/resnet.hpp"
 #include "tessera/nn/sequential.hpp"
+#include "tessera/nn/shortcut.hpp"
