@@ -39,6 +39,17 @@ struct toy_params {
 };
 static_assert(optim::ParameterSet<toy_params>);
 
+/// One parameter of any length stored as W, with fp32 gradients, as a ParameterSet.
+template <class W = float>
+struct wide_params {
+    std::vector<W> w;
+    std::vector<float> g;
+    template <class F>
+    void visit_parameters(F&& f) {
+        f("w", std::span<W>(w), std::span<float>(g));
+    }
+};
+
 std::filesystem::path temp_path(const std::string& name) {
     return std::filesystem::temp_directory_path() / ("tessera_test_" + std::to_string(::getpid()) + "_" + name);
 }
@@ -93,6 +104,75 @@ TEST_CASE("adamw follows the decoupled-decay update with bias correction", "[opt
         REQUIRE(p.b[0] == Approx(x).epsilon(1e-6));
     }
     REQUIRE_THROWS_AS(optim::adamw({.beta1 = 1.0}), std::invalid_argument);
+}
+
+TEST_CASE("sgd and adamw fuse each product into the sum it feeds, as simd::fused_multiply_add rounds it, bit for bit",
+          "[optim][sgd][adamw]") {
+    // One parameter of 1,000 values and gradients over several octaves: a product left to the
+    // compiler's contraction, or fused with the other operand of its sum, rounds differently for some.
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    wide_params<> start;
+    for (int k = 0; k < 1000; ++k) {
+        start.w.push_back(u(rng) * std::ldexp(1.0f, k % 7 - 3));
+        start.g.push_back(u(rng) * std::ldexp(1.0f, k % 5 - 2));
+    }
+    const auto fused = [](float a, float b, float c) { return kernels::simd::fused_multiply_add(a, b, c); };
+    const auto gradients = [&](auto& p, int step) {
+        for (std::size_t k = 0; k < p.g.size(); ++k) p.g[k] = start.g[(k + static_cast<std::size_t>(step) * 31) % p.g.size()];
+    };
+    for (const bool nesterov : {false, true}) {
+        const optim::sgd_options o{.learning_rate = 0.1, .momentum = 0.9, .dampening = nesterov ? 0.0 : 0.3,
+                                   .weight_decay = 0.01, .nesterov = nesterov};
+        const float lr = 0.1f, mom = 0.9f, damp = static_cast<float>(1.0 - o.dampening), wd = 0.01f, gs = 0.5f;
+        wide_params<> p = start;
+        std::vector<float> x = start.w, b(x.size());
+        optim::sgd opt(o);
+        for (int step = 0; step < 3; ++step) {
+            gradients(p, step);
+            opt.step(p, 0.5);
+            for (std::size_t k = 0; k < x.size(); ++k) {
+                float g = fused(p.g[k], gs, wd * x[k]);
+                b[k] = step == 0 ? g : fused(mom, b[k], damp * g);
+                g = nesterov ? fused(mom, b[k], g) : b[k];
+                x[k] = fused(-lr, g, x[k]);
+            }
+            REQUIRE(p.w == x);
+        }
+    }
+    const optim::adamw_options o{.learning_rate = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+    wide_params<> p = start;
+    std::vector<float> x = start.w, m(x.size()), v(x.size());
+    optim::adamw opt(o);
+    const float b1 = 0.9f, b2 = 0.99f, lr = 0.01f, decay = static_cast<float>(1.0 - 0.01 * 0.1);
+    for (int t = 1; t <= 3; ++t) {
+        gradients(p, t);
+        opt.step(p);
+        const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(0.9, t))), c2 = static_cast<float>(1.0 / (1.0 - std::pow(0.99, t)));
+        for (std::size_t k = 0; k < x.size(); ++k) {
+            const float g = p.g[k];
+            m[k] = fused(b1, m[k], (1 - b1) * g);
+            v[k] = fused(b2, v[k], (1 - b2) * g * g);
+            x[k] = fused(x[k], decay, -(lr * (m[k] * c1) / (std::sqrt(v[k] * c2) + 1e-8f)));
+        }
+        REQUIRE(p.w == x);
+    }
+    // 16-bit weights rounded to nearest: the update in fp32, each element rounded once to half.
+    wide_params<tensor::half> h{{}, start.g};
+    for (const float w : start.w) h.w.emplace_back(w);
+    std::vector<tensor::half> y = h.w;
+    std::vector<float> hb(y.size());
+    optim::sgd hopt({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.01});
+    for (int step = 0; step < 3; ++step) {
+        gradients(h, step);
+        hopt.step(h);
+        for (std::size_t k = 0; k < y.size(); ++k) {
+            const float w = static_cast<float>(y[k]), g = fused(h.g[k], 1.0f, 0.01f * w);
+            hb[k] = step == 0 ? g : fused(0.9f, hb[k], 1.0f * g);
+            y[k] = tensor::half(fused(-0.1f, hb[k], w));
+        }
+        REQUIRE(std::equal(h.w.begin(), h.w.end(), y.begin(), [](tensor::half a, tensor::half b) { return a.bits() == b.bits(); }));
+    }
 }
 
 TEST_CASE("step and cosine learning-rate schedules", "[optim][schedule]") {

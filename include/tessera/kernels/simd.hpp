@@ -2,6 +2,7 @@
 // Elementwise loops written with xsimd: at -O2, GCC 12 vectorises a loop only when no scalar tail is
 // needed (its "very cheap" cost model), so loops over a run-time count of channels stay scalar unless
 // written out like this.
+#include <cmath>
 #include <cstddef>
 #include <type_traits>
 
@@ -98,6 +99,34 @@ template <class C>
     return xsimd::fma(a, b, c);
 }
 
+/// One element, rounded as the batch form rounds it: once where the target has fused multiply-add
+/// instructions (std::fma, one instruction there), a*b + c where it has none. Loops whose results two
+/// code paths must reproduce bit for bit (the optimisers' updates, sharded or not, in any strategy)
+/// fuse their products by hand with it rather than leave the choice to the compiler's contraction.
+[[nodiscard]] inline float fused_multiply_add(float a, float b, float c) noexcept {
+#if defined(__FMA__)
+    return std::fma(a, b, c);
+#else
+    return a * b + c;
+#endif
+}
+
+/// The square root of each lane, correctly rounded (as std::sqrt). On AVX-512 the zero-masking form:
+/// GCC 12 warns (maybe-uninitialized) inside the unmasked one, which xsimd 8.1's sqrt calls.
+template <class C>
+[[nodiscard]] inline batch<C> square_root(const batch<C>& v) noexcept {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<C, float> && batch<C>::size == 16)
+        return batch<C>(_mm512_maskz_sqrt_ps(0xFFFF, v));
+    else if constexpr (std::is_same_v<C, double> && batch<C>::size == 8)
+        return batch<C>(_mm512_maskz_sqrt_pd(0xFF, v));
+    else
+#endif
+        return xsimd::sqrt(v);
+}
+/// One element, as the batch form.
+[[nodiscard]] inline float square_root(float v) noexcept { return std::sqrt(v); }
+
 /// One element, for the loops' scalar tails.
 template <class C, class T>
 [[nodiscard]] inline C get(const T& v) noexcept {
@@ -106,6 +135,39 @@ template <class C, class T>
 template <class T, class C>
 [[nodiscard]] inline T put(C v) noexcept {
     if constexpr (std::is_same_v<C, T>) return v; else return T(static_cast<float>(v));
+}
+
+/// A batch or a scalar of C at p (named apart from xsimd::load and xsimd::store, which
+/// argument-dependent lookup finds for batch arguments; xsimd::store is the aligned one).
+template <class V, class C, class S>
+[[nodiscard]] inline V load_lanes(const S* p) noexcept {
+    if constexpr (std::is_same_v<V, C>)
+        return simd::get<C>(*p);
+    else
+        return simd::load<C>(p);
+}
+/// Stores v (a batch or a scalar) at p as S: C itself, or a type that stores from registers
+/// (in_register), rounded to nearest.
+template <class S, class V>
+inline void store_lanes(S* p, const V& v) noexcept {
+    if constexpr (std::is_arithmetic_v<V>)
+        *p = S(v);
+    else if constexpr (std::is_same_v<S, typename V::value_type>)
+        v.store_unaligned(p);
+    else
+        simd::store<typename V::value_type>(p, v);
+}
+
+/// Runs f.template operator()<V>(i) for i in [from, to): V = batch<C> over whole batches when
+/// `lanes`, then V = C one element at a time. f written once for both serves loops whose every
+/// element is its own (the same operations in each lane as on a scalar).
+template <class C, class F>
+inline void over_elements(std::size_t from, std::size_t to, bool lanes, F&& f) {
+    constexpr std::size_t w = batch<C>::size;
+    std::size_t i = from;
+    if (lanes)
+        for (; i + w <= to; i += w) f.template operator()<batch<C>>(i);
+    for (; i < to; ++i) f.template operator()<C>(i);
 }
 
 /// v rounded to nearest through T and back: what storing it as T and loading it would give. In

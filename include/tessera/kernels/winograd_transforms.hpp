@@ -203,26 +203,8 @@ template <std::size_t P, class V, class F>
     for (std::size_t r = 0; r < P; ++r) f(d[r]);
 }
 
-// A batch or a scalar of C at p (named apart from xsimd::load and xsimd::store, which
-// argument-dependent lookup finds for batch arguments; xsimd::store is the aligned one).
-template <class V, class C, class S>
-[[nodiscard]] inline V load_lanes(const S* p) noexcept {
-    if constexpr (std::is_same_v<V, C>)
-        return simd::get<C>(*p);
-    else
-        return simd::load<C>(p);
-}
-/// Stores v (a batch or a scalar) at p as S: C itself, or a type that stores from registers
-/// (simd::in_register), rounded to nearest.
-template <class S, class V>
-inline void store_lanes(S* p, const V& v) noexcept {
-    if constexpr (std::is_arithmetic_v<V>)
-        *p = S(v);
-    else if constexpr (std::is_same_v<S, typename V::value_type>)
-        v.store_unaligned(p);
-    else
-        simd::store<typename V::value_type>(p, v);
-}
+using simd::load_lanes;
+using simd::store_lanes;
 
 /// Hides p's value from the optimiser. An unrolled loop that stores to (or loads from) 16 addresses
 /// a run-time stride apart would otherwise get one precomputed pointer per address, hoisted out of

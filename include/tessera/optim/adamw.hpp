@@ -6,8 +6,10 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "tessera/kernels/simd.hpp"
 #include "tessera/optim/shard.hpp"
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/weight_rounding.hpp"
@@ -24,7 +26,8 @@ struct adamw_options {
 };
 
 /// p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
-/// p ← p − lr · (m / (1−β1ᵗ)) / (√(v / (1−β2ᵗ)) + eps). Moments in fp32.
+/// p ← p − lr · (m / (1−β1ᵗ)) / (√(v / (1−β2ᵗ)) + eps). Moments in fp32; β1·m, β2·v and p·(1 − lr·wd) are
+/// fused with the sums they feed by hand (kernels::simd::fused_multiply_add), as in sgd.
 class adamw {
 public:
     explicit adamw(adamw_options options = {}) : m_options(options) {
@@ -67,19 +70,24 @@ public:
         std::size_t i = 0;
         visit_in_range(params, shard, [&](std::string_view name, auto value, auto grad, std::size_t lo, std::size_t hi) {
             using W = typename decltype(value)::value_type;
+            using G = std::remove_const_t<typename decltype(grad)::value_type>;
             auto [m, v] = moments(i++, hi - lo);
             const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
             kernels::detail::parallel_ranges(par, hi - lo, update_grain, [&](std::size_t from, std::size_t to, std::size_t) {
-                for (std::size_t k = lo + from; k < lo + to; ++k) {
-                    const float g = static_cast<float>(grad[k]) * gs;
-                    float& mk = m[k - lo];
-                    float& vk = v[k - lo];
-                    mk = b1 * mk + (1 - b1) * g;
-                    vk = b2 * vk + (1 - b2) * g * g;
-                    const float p = static_cast<float>(value[k]) * decay;
-                    value[k] = detail::store_weight<W>(p - lr * (mk * c1) / (std::sqrt(vk * c2) + eps),
-                                                       m_options.rounding, stream, k);
-                }
+                detail::over_updates<W, G>(lo + from, lo + to, m_options.rounding, [&]<class V>(std::size_t k) {
+                    using kernels::simd::fused_multiply_add;
+                    using kernels::simd::square_root;
+                    const V g = kernels::simd::load_lanes<V, float>(grad.data() + k) * V(gs);
+                    float* const mk = m.data() + (k - lo);
+                    float* const vk = v.data() + (k - lo);
+                    const V m1 = fused_multiply_add(V(b1), kernels::simd::load_lanes<V, float>(mk), V(1 - b1) * g);
+                    const V v1 = fused_multiply_add(V(b2), kernels::simd::load_lanes<V, float>(vk), V(1 - b2) * g * g);
+                    kernels::simd::store_lanes(mk, m1);
+                    kernels::simd::store_lanes(vk, v1);
+                    const V change = V(lr) * (m1 * V(c1)) / (square_root(v1 * V(c2)) + V(eps));
+                    const V p = kernels::simd::load_lanes<V, float>(value.data() + k);
+                    detail::store_weights(value.data() + k, fused_multiply_add(p, V(decay), -change), m_options.rounding, stream, k);
+                });
             });
         });
     }

@@ -5,8 +5,10 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "tessera/kernels/simd.hpp"
 #include "tessera/optim/shard.hpp"
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/weight_rounding.hpp"
@@ -27,7 +29,10 @@ struct sgd_options {
 ///   g += weight_decay·p;  b = momentum·b + (1 − dampening)·g  (b = g on the first step);
 ///   g = nesterov ? g + momentum·b : b;  p −= learning_rate·g.
 /// The momentum buffers are fp32 whatever the weight type; 16-bit weights are updated in fp32 and
-/// rounded as `options.rounding` says (to nearest by default).
+/// rounded as `options.rounding` says (to nearest by default). Each product that feeds a sum is fused
+/// with it by hand (kernels::simd::fused_multiply_add: g·grad_scale + weight_decay·p,
+/// momentum·b + (1 − dampening)·g, momentum·b + g, p − learning_rate·g), so every build of the step
+/// computes the same bits whatever the compiler would contract.
 /// @code
 ///   optim::sgd opt({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
 ///   opt.step(model);
@@ -71,24 +76,28 @@ public:
         const float lr = static_cast<float>(m_options.learning_rate), mom = static_cast<float>(m_options.momentum);
         const float wd = static_cast<float>(m_options.weight_decay), damp = static_cast<float>(1.0 - m_options.dampening);
         const float gs = static_cast<float>(grad_scale);
-        const bool first = m_steps == 0;
+        const bool first = m_steps == 0, nesterov = m_options.nesterov;
+        const weight_rounding rounding = m_options.rounding;
         std::size_t i = 0;
         visit_in_range(params, shard, [&](std::string_view name, auto value, auto grad, std::size_t lo, std::size_t hi) {
             using W = typename decltype(value)::value_type;
+            using G = std::remove_const_t<typename decltype(grad)::value_type>;
             float* b = mom > 0 ? buffer(i, hi - lo).data() : nullptr;
-            const std::uint64_t stream = m_options.rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
+            const std::uint64_t stream = rounding.stochastic ? detail::rounding_stream(name, m_steps) : 0;
             ++i;
             kernels::detail::parallel_ranges(par, hi - lo, update_grain, [&](std::size_t from, std::size_t to, std::size_t) {
-                for (std::size_t k = lo + from; k < lo + to; ++k) {
-                    const float p = static_cast<float>(value[k]);
-                    float g = static_cast<float>(grad[k]) * gs + wd * p;
+                detail::over_updates<W, G>(lo + from, lo + to, rounding, [&]<class V>(std::size_t k) {
+                    using kernels::simd::fused_multiply_add;
+                    const V p = kernels::simd::load_lanes<V, float>(value.data() + k);
+                    V g = fused_multiply_add(kernels::simd::load_lanes<V, float>(grad.data() + k), V(gs), V(wd) * p);
                     if (b != nullptr) {
-                        float& v = b[k - lo];
-                        v = first ? g : mom * v + damp * g;
-                        g = m_options.nesterov ? g + mom * v : v;
+                        float* v = b + (k - lo);
+                        const V m = first ? g : fused_multiply_add(V(mom), kernels::simd::load_lanes<V, float>(v), V(damp) * g);
+                        kernels::simd::store_lanes(v, m);
+                        g = nesterov ? fused_multiply_add(V(mom), m, g) : m;
                     }
-                    value[k] = detail::store_weight<W>(p - lr * g, m_options.rounding, stream, k);
-                }
+                    detail::store_weights(value.data() + k, fused_multiply_add(V(-lr), g, p), rounding, stream, k);
+                });
             });
         });
         ++m_steps;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/tensor/half.hpp"
 #include "tessera/tensor/stochastic_rounding.hpp"
 
@@ -46,6 +47,30 @@ template <class W>
         if (r.stochastic) return tensor::round_to_half_stochastic(v, tensor::counter_bits(r.seed, stream, k));
     }
     return kernels::detail::store_as<W>(v);
+}
+
+/// Runs f.template operator()<V>(k) for the elements k in [from, to) of a parameter stored as W with
+/// gradients stored as G: V a batch of float lanes over whole batches where both load into registers
+/// (kernels::simd::in_register) and the weights round to nearest, then V = float one element at a
+/// time; everywhere else, one element at a time. f computes each element's update in fp32 with the
+/// same operations in every lane as on a scalar, so the bits do not depend on where the batches fall.
+template <class W, class G, class F>
+inline void over_updates(std::size_t from, std::size_t to, const weight_rounding& r, F&& f) {
+    if constexpr (kernels::simd::in_register<float, W> && kernels::simd::in_register<float, G>) {
+        kernels::simd::over_elements<float>(from, to, !(std::is_same_v<W, tensor::half> && r.stochastic), f);
+    } else {
+        for (std::size_t k = from; k < to; ++k) f.template operator()<float>(k);
+    }
+}
+
+/// Stores updated values v (a batch from over_updates, or one value) at p, element k first:
+/// store_weight's rounding.
+template <class W, class V>
+inline void store_weights(W* p, const V& v, const weight_rounding& r, std::uint64_t stream, std::size_t k) noexcept {
+    if constexpr (std::is_arithmetic_v<V>)
+        *p = store_weight<W>(v, r, stream, k);
+    else
+        kernels::simd::store_lanes(p, v);  // to nearest: over_updates hands out batches only then
 }
 
 }  // namespace detail
