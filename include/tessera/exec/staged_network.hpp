@@ -24,8 +24,10 @@
 #include "tessera/exec/ipu_kernel_pools.hpp"
 #include "tessera/exec/loss_scale_rule.hpp"
 #include "tessera/exec/partition.hpp"
+#include "tessera/exec/recomputation.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/exec/spare_pool.hpp"
+#include "tessera/exec/unit_stage_cost.hpp"
 #include "tessera/exec/non_finite_loss.hpp"
 #include "tessera/exec/unit_network.hpp"
 #include "tessera/kernels/loss.hpp"
@@ -67,11 +69,7 @@ public:
         typename N::state state;
         tessera::tensor::rounding rounding{};  // the micro-batch's, for its backward
         tensor grad_output;  // backward_input to backward_weights: the gradient the weight gradients read
-        // A recomputing stage: the inputs of its segments after the first (its checkpoints), and from
-        // backward_input to backward_weights each segment's recomputed state and the gradient it read.
-        std::vector<tensor> checkpoints{};
-        std::vector<typename N::state> segments{};
-        std::vector<tensor> segment_grads{};
+        recomputed_segments<N> recomputed{};  // a recomputing stage's checkpoints and, split, its segments
     };
     // A stable address (layer states point at their inputs); dropped, it goes back to the stage's
     // pool of spare states (m_spare).
@@ -356,34 +354,20 @@ public:
 
     /// Stages that stash only their input and recompute their forward during backward (PopTorch's
     /// RecomputeAll within a stage): less activation memory, more FLOPs, the same results.
-    void set_recompute(std::vector<bool> stages) {
-        if (stages.size() != m_first.size())
-            throw config::config_error("tessera::exec::staged_network::set_recompute: " + std::to_string(stages.size()) +
-                                       " flags for " + std::to_string(m_first.size()) + " stages");
-        m_recompute = std::move(stages);
-    }
+    void set_recompute(std::vector<bool> stages) { m_recompute.set_stages(std::move(stages), m_first.size()); }
     /// Recomputation checkpoints (PopTorch's poptorch.recomputationCheckpoint on a unit's input): a
     /// stage holding unit u (not as its first) stashes u's input beside its own and recomputes
     /// during its backward one segment between checkpoints at a time, so it holds the checkpoints of
     /// every micro-batch in flight and the activations of one segment; results are the same as
     /// without. A checkpoint at a stage's first unit changes nothing (the input is stashed anyway).
     void set_recompute_checkpoints(std::vector<std::size_t> units) {
-        for (const std::size_t u : units)
-            if (u >= m_net.units())
-                throw config::config_error("tessera::exec::staged_network::set_recompute_checkpoints: unit " +
-                                           std::to_string(u) + " does not exist (the network has " +
-                                           std::to_string(m_net.units()) + " units)");
-        std::sort(units.begin(), units.end());
-        units.erase(std::unique(units.begin(), units.end()), units.end());
-        m_checkpoints = std::move(units);
+        m_recompute.set_checkpoints(std::move(units), m_net.units());
     }
-    [[nodiscard]] const std::vector<std::size_t>& recompute_checkpoints() const noexcept { return m_checkpoints; }
+    [[nodiscard]] const std::vector<std::size_t>& recompute_checkpoints() const noexcept {
+        return m_recompute.checkpoints();
+    }
     /// Whether stage s recomputes its forward during backward (set_recompute, or a checkpoint inside it).
-    [[nodiscard]] bool recomputes(std::size_t s) const {
-        if (!m_recompute.empty() && m_recompute.at(s)) return true;
-        return std::any_of(m_checkpoints.begin(), m_checkpoints.end(),
-                           [&](std::size_t u) { return u > first_unit(s) && u < last_unit(s); });
-    }
+    [[nodiscard]] bool recomputes(std::size_t s) const { return m_recompute.recomputes(s, first_unit(s), last_unit(s)); }
 
     /// Mean cross-entropy over the real samples and its gradient × loss scale (zero for padded samples).
     /// No real sample (an empty micro-batch, or one of padding only): loss 0 and a zero gradient.
@@ -437,7 +421,9 @@ public:
     /// Accumulates the stage's weight gradients; an empty micro-batch adds nothing and returns an empty gradient.
     tensor backward(std::size_t s, tensor dy, stash st) {
         if (std::optional<tensor> empty = empty_backward("backward", s, dy, *st)) return std::move(*empty);
-        if (recomputes(s)) return backward_recomputing<false>(s, dy, *st);
+        if (recomputes(s))
+            return m_recompute.backward<false>(m_net, first_unit(s), last_unit(s), dy, st->input, st->recomputed,
+                                               backward_context(s, *st), s > 0);
         const auto& dx = m_net.backward_units(first_unit(s), last_unit(s), dy, st->state, backward_context(s, *st), s > 0);
         return s > 0 ? tensor(dx) : tensor{};
     }
@@ -450,7 +436,9 @@ public:
         if (std::optional<tensor> empty = empty_backward("backward_input", s, dy, *st)) return std::move(*empty);
         const nn::context ctx = backward_context(s, *st);
         st->grad_output = std::move(dy);
-        if (recomputes(s)) return backward_recomputing<SplitBackwardNetwork<N>>(s, st->grad_output, *st);
+        if (recomputes(s))
+            return m_recompute.backward<SplitBackwardNetwork<N>>(m_net, first_unit(s), last_unit(s), st->grad_output,
+                                                                 st->input, st->recomputed, ctx, s > 0);
         const auto& dx = [&]() -> decltype(auto) {
             if constexpr (SplitBackwardNetwork<N>)
                 return m_net.backward_units_input(first_unit(s), last_unit(s), st->grad_output, st->state, ctx, s > 0);
@@ -465,10 +453,11 @@ public:
     void backward_weights(std::size_t s, stash st) {
         if constexpr (SplitBackwardNetwork<N>) {
             if (tessera::tensor::shape_of(st->input).n == 0) return;
-            if (!st->segments.empty()) {  // recomputed segment by segment by backward_input
-                const auto bounds = segment_bounds(s);
-                for (std::size_t k = st->segments.size(); k-- > 0;)
-                    m_net.backward_units_weights(bounds[k], bounds[k + 1], st->segments[k], backward_context(s, *st));
+            if (!st->recomputed.states.empty()) {  // recomputed segment by segment by backward_input
+                const auto bounds = m_recompute.segment_bounds(first_unit(s), last_unit(s));
+                for (std::size_t k = st->recomputed.states.size(); k-- > 0;)
+                    m_net.backward_units_weights(bounds[k], bounds[k + 1], st->recomputed.states[k],
+                                                 backward_context(s, *st));
                 return;
             }
             m_net.backward_units_weights(first_unit(s), last_unit(s), st->state, backward_context(s, *st));
@@ -545,60 +534,13 @@ public:
     }
 
     /// Stage s's figures for one micro-batch: FLOPs, bytes, and its layers' passes for the IPU model
-    /// (the last stage's forward with the loss; stage 0's first layer computes no input gradient).
+    /// (exec::unit_stage_cost).
     [[nodiscard]] stage_cost cost(std::size_t s) const {
-        stage_cost c;
-        tessera::tensor::shape shape = m_net.unit_input_shape(first_unit(s), m_input);
-        const std::size_t data = sizeof(typename precision::data_type);
-        c.input_bytes = shape.n * shape.per_sample() * data;
-        std::size_t parameters = 0;
-        double written = 0;
-        c.recompute = recomputes(s);
-        c.model_recomputes = c.recompute;
-        double segment = 0, largest_segment = 0;
-        for (std::size_t u = first_unit(s); u < last_unit(s); ++u) {
-            if (u > first_unit(s) && c.recompute && is_checkpoint(u)) {
-                c.checkpoint_bytes += shape.n * shape.per_sample() * data;
-                largest_segment = std::max(largest_segment, std::exchange(segment, 0.0));
-            }
-            const nn::cost uc = m_net.unit_cost(u, shape);
-            segment += uc.stash_bytes();
-            c.unit_peak_bytes = std::max(c.unit_peak_bytes, shape.n * shape.per_sample() * data +
-                                                                static_cast<std::size_t>(uc.inference_peak_bytes()));
-            c.forward_flops += uc.forward_flops;
-            c.backward_flops += uc.backward_flops;
-            parameters += uc.parameters;
-            written += uc.stash_bytes();  // the activations its forward writes and its backward reads
-            bool first_backward = u == 0;
-            for (const nn::pass& p : uc.passes) {
-                if (p.phase == nn::pass_phase::forward) {
-                    c.forward_passes.push_back(p);
-                    continue;
-                }
-                // The network's first layer computes no gradient of the images (want_dx is false).
-                if (std::exchange(first_backward, false) && p.kind == nn::pass_kind::contraction) continue;
-                c.backward_passes.push_back(p);
-            }
-            shape = m_net.unit_output_shape(u, shape);
-        }
-        c.output_bytes = shape.n * shape.per_sample() * data;
-        if (s + 1 == stages()) {  // softmax cross-entropy: probabilities, then their gradient
-            const double logits = static_cast<double>(shape.n * shape.per_sample());
-            c.forward_passes.push_back(nn::pass::reduction(nn::pass_phase::forward, logits, 1, double(shape.n)));
-            c.forward_passes.push_back(nn::pass::elementwise(nn::pass_phase::forward, logits, 3));
-        }
-        c.weight_bytes = parameters * sizeof(typename precision::weight_type);
-        c.gradient_bytes = parameters * sizeof(float);
         std::size_t state_values = 0;
         if constexpr (requires(const O& o) { { o.state_values_per_parameter() } -> std::convertible_to<std::size_t>; })
             state_values = m_optimizers.at(s).state_values_per_parameter();
-        c.optimiser_bytes = parameters * state_values * sizeof(float);
-        // The step reads and writes the weights and the optimizer state, reads and zeroes the gradients.
-        c.update_bytes = 2 * (c.weight_bytes + c.gradient_bytes + c.optimiser_bytes);
-        c.update_flops = 2.0 * double(parameters);
-        c.stash_bytes = static_cast<std::size_t>(written);
-        if (c.recompute) c.segment_bytes = static_cast<std::size_t>(std::max(largest_segment, segment));
-        return c;
+        return unit_stage_cost(m_net, first_unit(s), last_unit(s), m_input, s + 1 == stages(), state_values,
+                               m_recompute.recomputes(s, first_unit(s), last_unit(s)) ? &m_recompute : nullptr);
     }
 
     /// The first stage's IPU prepares what the host sent for micro-batch m (8-bit I/O: normalises the
@@ -657,78 +599,16 @@ private:
         st->input = std::move(x);
         st->rounding = ctx.rounding;
         st->grad_output = tensor{};
-        st->checkpoints.clear();
-        st->segments.clear();
-        st->segment_grads.clear();
+        st->recomputed.clear();
         if (in.n == 0) {
             tessera::tensor::shape out = in.with_batch(1);  // shape inference only (checks the sample shape)
             for (std::size_t u = first_unit(s); u < last_unit(s); ++u) out = m_net.unit_output_shape(u, out);
             return {tessera::tensor::make_nhwc<typename precision::data_type>(out.with_batch(0)), std::move(st)};
         }
-        if (m_context.mode == nn::mode::train && recomputes(s)) return {forward_segments(s, *st, ctx), std::move(st)};
+        if (m_context.mode == nn::mode::train && recomputes(s))
+            return {m_recompute.forward(m_net, first_unit(s), last_unit(s), st->input, st->recomputed, ctx), std::move(st)};
         const auto& y = m_net.forward_units(first_unit(s), last_unit(s), st->input, st->state, ctx);
         return {tensor(y), std::move(st)};
-    }
-
-    [[nodiscard]] bool is_checkpoint(std::size_t u) const {
-        return std::binary_search(m_checkpoints.begin(), m_checkpoints.end(), u);
-    }
-    // Stage s's first unit, its checkpoints, then its end: segment k is units [bounds[k], bounds[k + 1]).
-    [[nodiscard]] std::vector<std::size_t> segment_bounds(std::size_t s) const {
-        std::vector<std::size_t> bounds{first_unit(s)};
-        for (const std::size_t u : m_checkpoints)
-            if (u > first_unit(s) && u < last_unit(s)) bounds.push_back(u);
-        bounds.push_back(last_unit(s));
-        return bounds;
-    }
-    // The forward of a recomputing stage: each segment in a state of its own, dropped when the
-    // segment is done; only the segments' inputs (the checkpoints) stay in the stash.
-    tensor forward_segments(std::size_t s, stage_state& st, const nn::context& ctx) {
-        const auto bounds = segment_bounds(s);
-        const std::size_t segments = bounds.size() - 1;
-        st.checkpoints.reserve(segments - 1);  // segments read their inputs by address
-        const tensor* in = &st.input;
-        for (std::size_t k = 0;; ++k) {
-            typename N::state segment;
-            const auto& y = m_net.forward_units(bounds[k], bounds[k + 1], *in, segment, ctx);
-            if (k + 1 == segments) return tensor(y);
-            in = &st.checkpoints.emplace_back(y);
-        }
-    }
-    // The backward of a recomputing stage, last segment first: each segment's forward again from its
-    // checkpoint (the same rounding, no second move of the running statistics), then its backward.
-    // InputOnly (a split backward's B): each segment keeps its state and the gradient it read for
-    // backward_weights; otherwise both are dropped when the segment is done.
-    template <bool InputOnly>
-    tensor backward_recomputing(std::size_t s, const tensor& dy, stage_state& st) {
-        const auto bounds = segment_bounds(s);
-        const std::size_t segments = bounds.size() - 1;
-        const nn::context ctx = backward_context(s, st);
-        nn::context again = ctx;
-        again.update_running_statistics = false;
-        if constexpr (InputOnly) st.segments.assign(segments, {}), st.segment_grads.assign(segments, {});
-        tensor carried;  // the gradient of the segment above's input
-        const tensor* grad = &dy;
-        for (std::size_t k = segments; k-- > 0;) {
-            typename N::state dropped;
-            typename N::state& state = InputOnly ? st.segments[k] : dropped;
-            (void)m_net.forward_units(bounds[k], bounds[k + 1], k == 0 ? st.input : st.checkpoints[k - 1], state, again);
-            const bool want_dx = k > 0 || s > 0;
-            const auto& dx = [&]() -> decltype(auto) {
-                if constexpr (InputOnly)
-                    return m_net.backward_units_input(bounds[k], bounds[k + 1], *grad, state, ctx, want_dx);
-                else
-                    return m_net.backward_units(bounds[k], bounds[k + 1], *grad, state, ctx, want_dx);
-            }();
-            if (k == 0) return s > 0 ? tensor(dx) : tensor{};
-            if constexpr (InputOnly) {
-                grad = &(st.segment_grads[k - 1] = tensor(dx));
-            } else {
-                carried = tensor(dx);
-                grad = &carried;
-            }
-        }
-        return tensor{};  // not reached: a stage has at least one segment
     }
 
     N m_net;
@@ -768,24 +648,11 @@ private:
     // only its own (on its IPU's thread), and the vote makes every copy take the same steps.
     std::vector<double> m_scale;
     std::vector<std::size_t> m_good_steps, m_skipped;
-    std::vector<bool> m_recompute;  // empty: no stage recomputes whole
-    std::vector<std::size_t> m_checkpoints;  // units whose input is a recomputation checkpoint, sorted
+    recomputation m_recompute;  // which stages recompute their forward during backward
     std::optional<std::uint64_t> m_rounding_seed;  // stochastic rounding of activations, when set
     std::size_t m_rounding_replica = 0;
     static constexpr double max_loss_scale = 65536.0 * 65536.0;
 };
-
-/// A recomputation checkpoint at every unit's input (Graphcore's examples'
-/// --recompute-checkpoint-every-layer): each stage recomputes one unit at a time during backward.
-/// @code
-///   settings.recompute_checkpoints = exec::checkpoint_every_unit(net);
-/// @endcode
-template <UnitNetwork N>
-[[nodiscard]] std::vector<std::size_t> checkpoint_every_unit(const N& net) {
-    std::vector<std::size_t> units(net.units() > 0 ? net.units() - 1 : 0);
-    for (std::size_t u = 0; u < units.size(); ++u) units[u] = u + 1;
-    return units;
-}
 
 /// The first unit of each of `stages` stages balancing the units' FLOPs (forward + backward):
 /// automatic partition, where PopTorch needs hand-placed blocks.
