@@ -540,7 +540,7 @@ public:
         if constexpr (requires(const O& o) { { o.state_values_per_parameter() } -> std::convertible_to<std::size_t>; })
             state_values = m_optimizers.at(s).state_values_per_parameter();
         return unit_stage_cost(m_net, first_unit(s), last_unit(s), m_input, s + 1 == stages(), state_values,
-                               m_recompute.recomputes(s, first_unit(s), last_unit(s)) ? &m_recompute : nullptr);
+                               recomputes(s) ? &m_recompute : nullptr);
     }
 
     /// The first stage's IPU prepares what the host sent for micro-batch m (8-bit I/O: normalises the

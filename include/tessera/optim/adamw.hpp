@@ -26,8 +26,8 @@ struct adamw_options {
 };
 
 /// p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
-/// p ← p − lr · (m / (1−β1ᵗ)) / (√(v / (1−β2ᵗ)) + eps). Moments in fp32; β1·m, β2·v and p·(1 − lr·wd) are
-/// fused with the sums they feed by hand (kernels::simd::fused_multiply_add), as in sgd.
+/// p ← p − lr · (m / (1−β1ᵗ)) / (√(v / (1−β2ᵗ)) + eps). Moments in fp32; β1·m, β2·v and
+/// p·(1 − lr·wd) are fused with the sums they feed by hand (kernels::simd::fused_multiply_add), as in sgd.
 class adamw {
 public:
     explicit adamw(adamw_options options = {}) : m_options(options) {

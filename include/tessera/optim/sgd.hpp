@@ -31,8 +31,9 @@ struct sgd_options {
 /// The momentum buffers are fp32 whatever the weight type; 16-bit weights are updated in fp32 and
 /// rounded as `options.rounding` says (to nearest by default). Each product that feeds a sum is fused
 /// with it by hand (kernels::simd::fused_multiply_add: g·grad_scale + weight_decay·p,
-/// momentum·b + (1 − dampening)·g, momentum·b + g, p − learning_rate·g), so every build of the step
-/// computes the same bits whatever the compiler would contract.
+/// momentum·b + (1 − dampening)·g, momentum·b + g, p − learning_rate·g), so every instantiation of
+/// the step in a build (sharded or not, in any strategy) computes the same bits whatever the compiler
+/// would contract.
 /// @code
 ///   optim::sgd opt({.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
 ///   opt.step(model);

@@ -70,7 +70,7 @@ inline void store_weights(W* p, const V& v, const weight_rounding& r, std::uint6
     if constexpr (std::is_arithmetic_v<V>)
         *p = store_weight<W>(v, r, stream, k);
     else
-        kernels::simd::store_lanes(p, v);  // to nearest: over_updates hands out batches only then
+        kernels::simd::store_lanes(p, v);  // fp32, or 16 bits to nearest: over_updates's batches
 }
 
 }  // namespace detail
