@@ -158,16 +158,23 @@ inline void store_lanes(S* p, const V& v) noexcept {
         simd::store<typename V::value_type>(p, v);
 }
 
-/// Runs f.template operator()<V>(i) for i in [from, to): V = batch<C> over whole batches when
-/// `lanes`, then V = C one element at a time. f written once for both serves loops whose every
-/// element is its own (the same operations in each lane as on a scalar).
+/// Runs f.template operator()<V>(offset) over a run of n (a pixel's channels): V = batch<C> over
+/// whole batches, then V = C one element at a time.
+template <class C, class F>
+inline void over_channels(std::size_t n, F&& f) {
+    constexpr std::size_t w = batch<C>::size;
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) f.template operator()<batch<C>>(i);
+    for (; i < n; ++i) f.template operator()<C>(i);
+}
+
+/// Runs f.template operator()<V>(i) for i in [from, to): as over_channels when `lanes`, else
+/// V = C for every element. f written once for both serves loops whose every element is its own
+/// (the same operations in each lane as on a scalar).
 template <class C, class F>
 inline void over_elements(std::size_t from, std::size_t to, bool lanes, F&& f) {
-    constexpr std::size_t w = batch<C>::size;
-    std::size_t i = from;
-    if (lanes)
-        for (; i + w <= to; i += w) f.template operator()<batch<C>>(i);
-    for (; i < to; ++i) f.template operator()<C>(i);
+    if (lanes) return over_channels<C>(to - from, [&]<class V>(std::size_t k) { f.template operator()<V>(from + k); });
+    for (std::size_t i = from; i < to; ++i) f.template operator()<C>(i);
 }
 
 /// v rounded to nearest through T and back: what storing it as T and loading it would give. In

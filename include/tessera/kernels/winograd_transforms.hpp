@@ -204,6 +204,7 @@ template <std::size_t P, class V, class F>
 }
 
 using simd::load_lanes;
+using simd::over_channels;
 using simd::store_lanes;
 
 /// Hides p's value from the optimiser. An unrolled loop that stores to (or loads from) 16 addresses
@@ -217,14 +218,6 @@ inline void opaque(P*& p) noexcept {
 #endif
 }
 
-/// Runs f.template operator()<V>(offset) over a channel run of n: batches of the SIMD width, then scalars.
-template <class C, class F>
-inline void over_channels(std::size_t n, F&& f) {
-    constexpr std::size_t w = simd::batch<C>::size;
-    std::size_t i = 0;
-    for (; i + w <= n; i += w) f.template operator()<simd::batch<C>>(i);
-    for (; i < n; ++i) f.template operator()<C>(i);
-}
 
 /// Tile t's image n and tile row y and column x, advanced one tile at a time.
 using tile_cursor = kernels::detail::grid_cursor;
