@@ -1,17 +1,23 @@
 #pragma once
 // The kernels layer: GEMM, convolution, batch norm, activations, pooling, fully connected, loss,
-// initial weights.
+// initial weights; layer norm, GELU, dropout, embedding, attention and the per-token loss.
 #include "tessera/kernels/activation.hpp"
 #include "tessera/kernels/affine_map.hpp"
+#include "tessera/kernels/attention.hpp"
 #include "tessera/kernels/batch_norm.hpp"
 #include "tessera/kernels/batch_norm_rows.hpp"
 #include "tessera/kernels/conv.hpp"
+#include "tessera/kernels/dropout.hpp"
+#include "tessera/kernels/embedding.hpp"
+#include "tessera/kernels/gelu.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/initial_values.hpp"
 #include "tessera/kernels/instances.hpp"
+#include "tessera/kernels/layer_norm.hpp"
 #include "tessera/kernels/linear.hpp"
 #include "tessera/kernels/loss.hpp"
 #include "tessera/kernels/pooling.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 #include "tessera/kernels/thread_pool.hpp"
+#include "tessera/kernels/token_loss.hpp"

@@ -1,9 +1,14 @@
 #pragma once
-// The nn layer: the Layer concept, layers, sequential composition, residual blocks and the ResNet family.
+// The nn layer: the Layer concept, layers, sequential composition, residual blocks and the ResNet family,
+// and the transformer layers and blocks.
 #include "tessera/nn/activation.hpp"
+#include "tessera/nn/attention.hpp"
 #include "tessera/nn/batch_norm.hpp"
 #include "tessera/nn/conv2d.hpp"
+#include "tessera/nn/dropout.hpp"
+#include "tessera/nn/gelu.hpp"
 #include "tessera/nn/layer.hpp"
+#include "tessera/nn/layer_norm.hpp"
 #include "tessera/nn/linear.hpp"
 #include "tessera/nn/loss.hpp"
 #include "tessera/nn/pooling.hpp"
@@ -11,3 +16,7 @@
 #include "tessera/nn/resnet.hpp"
 #include "tessera/nn/sequential.hpp"
 #include "tessera/nn/shortcut.hpp"
+#include "tessera/nn/token_embedding.hpp"
+#include "tessera/nn/token_linear.hpp"
+#include "tessera/nn/tokens.hpp"
+#include "tessera/nn/transformer_block.hpp"

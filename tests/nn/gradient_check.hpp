@@ -76,10 +76,11 @@ inline double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 /// central differences in fp64 (agreement to |a − f| ≤ 1e-6 + 1e-5·|f|). The step h is small because a
 /// step that crosses a ReLU or max-pool kink breaks the difference quotient (seen at h = 1e-5 in a whole
 /// ResNet); fp64 keeps the rounding error of the quotient near 1e-16·|L|/h. Up to `samples`
-/// coordinates per tensor are checked, spread evenly.
+/// coordinates per tensor are checked, spread evenly. `ctx` runs every pass (a dropout stream or an
+/// attention mask stays the same from pass to pass).
 template <class L>
 void check_gradients(L& layer, const tessera::tensor::shape& in, std::uint64_t seed, std::size_t samples = 40,
-                     double h = 1e-6) {
+                     double h = 1e-6, const tessera::nn::context& ctx = {tessera::nn::mode::train, 1}) {
     using P = typename L::precision;
     namespace nn = tessera::nn;
     std::mt19937_64 init(seed);
@@ -87,7 +88,6 @@ void check_gradients(L& layer, const tessera::tensor::shape& in, std::uint64_t s
     auto x = random_activation<P>(in, seed + 1);
     const auto out_shape = layer.output_shape(in);
     const auto r = random_activation<P>(out_shape, seed + 2);
-    const nn::context ctx{nn::mode::train, 1};
     auto loss = [&] {
         typename L::state st;
         const auto& y = layer.forward(x, st, ctx);

@@ -13,6 +13,7 @@
 
 #include "tessera/config/precision.hpp"
 #include "tessera/kernels/conv_algorithm.hpp"
+#include "tessera/kernels/dropout.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/storage.hpp"
 #include "tessera/nn/cost.hpp"
@@ -64,12 +65,24 @@ struct context {
     /// a layer rounds its output with `forward_rounding()` and its input gradient with
     /// `backward_rounding()`, and a network gives each of its layers `child(i)`.
     tensor::rounding rounding{};
+    /// Training's dropout stream (kernels::dropout_stream: the run's seed, the step, the micro-batch's
+    /// first sample in the combined batch); inactive, the default, dropout layers pass everything.
+    kernels::dropout_stream dropout{};
+    /// For a micro-batch of sequences: per sample, a segment number for each position, which
+    /// attention reads as its mask (kernels::attention_mask::segments: padding is segment 0); null,
+    /// every position of a sample sees every other. It travels with the micro-batch, not with a layer.
+    const std::uint16_t* segments = nullptr;
+    /// For a micro-batch of sequences: per sample, each position's token type (BERT's sentence A or
+    /// B), which a token embedding with a type table reads; null, type 0 everywhere.
+    const std::uint16_t* token_types = nullptr;
     [[nodiscard]] kernels::parallelism parallel() const noexcept { return {threads, pool}; }
     [[nodiscard]] kernels::gemm_options gemm() const noexcept { return {threads, nullptr, pool}; }
-    /// This context for part i of the layer (its i-th sub-layer): the same but for the rounding stream.
+    /// This context for part i of the layer (its i-th sub-layer): the same but for the rounding and
+    /// dropout streams.
     [[nodiscard]] context child(std::uint64_t i) const noexcept {
         context c = *this;
         c.rounding = rounding.child(i);
+        c.dropout = dropout.child(i);
         return c;
     }
     [[nodiscard]] const tensor::rounding& forward_rounding() const noexcept { return rounding; }
@@ -159,6 +172,14 @@ struct defer_initialization_t {
     explicit defer_initialization_t() = default;
 };
 inline constexpr defer_initialization_t defer_initialization{};
+
+/// Constructs a layer from its shapes alone, allocating no weights: its shapes, costs and parameter
+/// counts are those of the real layer (dry runs, plans and counts of networks whose weights would
+/// not fit, such as GPT-2 XL's 1.56 billion), but it cannot run (forward throws std::logic_error).
+struct shapes_only_t {
+    explicit shapes_only_t() = default;
+};
+inline constexpr shapes_only_t shapes_only{};
 
 /// Base of layers without parameters or buffers (activations, pooling): the visitors visit nothing
 /// and there is nothing to initialise.
