@@ -19,4 +19,5 @@
 #include "tessera/nn/token_embedding.hpp"
 #include "tessera/nn/token_linear.hpp"
 #include "tessera/nn/tokens.hpp"
+#include "tessera/nn/transformer.hpp"
 #include "tessera/nn/transformer_block.hpp"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "gradient_check.hpp"
+#include "tessera/optim/adamw.hpp"
 
 namespace test_transformer {
 
@@ -418,6 +420,136 @@ TEST_CASE("built from shapes alone, GPT-2 small and BERT-Base have the released 
     nn::token_linear<P>::state st;
     auto x = tensor::make_nhwc<float>({1, 1, 2, 768});
     REQUIRE_THROWS_WITH(none.forward(x, st, {}), Catch::Contains("built from shapes alone"));
+}
+
+TEST_CASE("GPT-2 and BERT from shapes alone: the released checkpoints' counts, Hugging Face's unit names",
+          "[nn][transformer][counts]") {
+    using P = config::fp32;
+    // Hugging Face's gpt2, gpt2-medium, gpt2-large, gpt2-xl (the LM head tied to wte)
+    const std::pair<const char*, std::size_t> gpt2[] = {
+        {"small", 124'439'808}, {"medium", 354'823'168}, {"large", 774'030'080}, {"xl", 1'557'611'200}};
+    for (const auto& [size, count] : gpt2) {
+        const auto net = nn::make_gpt2<P>(nn::gpt2_spec(size), nn::shapes_only);
+        CAPTURE(size);
+        CHECK(net.parameters() == count);
+    }
+    const auto small = nn::make_gpt2<P>(nn::gpt2_spec("small"), nn::shapes_only);
+    CHECK(small.units() == 14);
+    CHECK(small.unit_name(0) == "wte");
+    CHECK(small.unit_index("h.6") == 7);
+    CHECK(small.unit_name(13) == "lm_head");
+    REQUIRE_THROWS_WITH(small.unit_index("h.12"), Catch::Contains("no unit named 'h.12' (units are wte, h.0 ... h.11, lm_head)"));
+    REQUIRE_THROWS_WITH(nn::gpt2_spec("huge"), Catch::Contains("no GPT-2 of size 'huge'"));
+    CHECK(small.output_shape({2, 1, 128, 1}) == shape{2, 1, 128, 50257});
+    // BERT-Base's BertModel (embeddings, encoder, pooler): 109,482,240. The family's MLM head aside,
+    // its embedding and blocks plus the pooler (768 × 768 + 768) are that model.
+    const auto base = nn::make_bert<P>(nn::bert_spec("base"), nn::shapes_only);
+    std::size_t bert_model = 768 * 768 + 768;
+    shape cur{1, 1, 8, 1};
+    for (std::size_t u = 0; u + 1 < base.units(); ++u) {
+        bert_model += base.unit_cost(u, cur).parameters;
+        cur = base.unit_output_shape(u, cur);
+    }
+    CHECK(bert_model == 109'482'240);
+    CHECK(base.unit_name(12) == "encoder.layer.11");
+    CHECK(base.unit_name(13) == "cls");
+}
+
+TEST_CASE("a tied head: its gradient is the shared table's, both uses summed, and the copies stay equal through steps",
+          "[nn][transformer][tied]") {
+    auto spec = nn::gpt2_spec("tiny");
+    spec.vocab = 13, spec.width = 8, spec.layers = 2, spec.heads = 2, spec.positions = 6, spec.dropout = 0.0;
+    auto gpt = nn::make_gpt2<fp64>(spec);
+    std::vector<std::string> names;
+    std::vector<std::span<double>> values, grads;
+    gpt.visit_parameters([&](std::string_view name, std::span<double> v, std::span<double> g) {
+        names.emplace_back(name), values.push_back(v), grads.push_back(g);
+    });
+    REQUIRE(names.front() == "wte.weight");
+    REQUIRE(names[1] == "wpe.weight");
+    REQUIRE(names[2] == "h.0.ln_1.weight");
+    REQUIRE(names[4] == "h.0.attn.c_attn.weight");
+    REQUIRE(names[names.size() - 2] == "ln_f.bias");
+    REQUIRE(names.back() == "lm_head.weight");
+    REQUIRE(std::equal(values.front().begin(), values.front().end(), values.back().begin()));
+    const std::size_t n = 2, L = 6, V = 13;
+    auto tokens = random_tokens<fp64>(n, L, V, 5);
+    std::vector<std::int32_t> labels(n * L);
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = std::int32_t((i * 5 + 3) % V);
+    nn::token_cross_entropy<fp64> loss_of;
+    const auto loss = [&] {
+        decltype(gpt)::state st;
+        return loss_of(gpt.forward(tokens, st, {}), labels).loss;
+    };
+    decltype(gpt)::state st;
+    loss_of(gpt.forward(tokens, st, {}), labels);
+    gpt.backward(loss_of.gradient(), st, {}, false);
+    const std::vector<double> table_use(grads.front().begin(), grads.front().end());
+    const std::vector<double> head_use(grads.back().begin(), grads.back().end());
+    gpt.tie_gradients();
+    for (std::size_t i = 0; i < table_use.size(); i += 3) {
+        REQUIRE(grads.front()[i] == table_use[i] + head_use[i]);
+        REQUIRE(grads.back()[i] == grads.front()[i]);
+        // the loss as a function of the one shared value: both copies moved together
+        const double keep = values.front()[i], h = 1e-6;
+        values.front()[i] = values.back()[i] = keep + h;
+        const double lp = loss();
+        values.front()[i] = values.back()[i] = keep - h;
+        const double lm = loss();
+        values.front()[i] = values.back()[i] = keep;
+        const double numeric = (lp - lm) / (2 * h);
+        CAPTURE(i, grads.front()[i], numeric);
+        REQUIRE(std::abs(grads.front()[i] - numeric) <= 1e-7 + 1e-5 * std::abs(numeric));
+    }
+    // a few AdamW steps on the same batch: the loss falls and the two copies stay bit-identical
+    auto model = nn::make_gpt2<config::fp32>(spec);
+    optim::adamw opt({.learning_rate = 1e-2});
+    nn::token_cross_entropy<config::fp32> ce;
+    auto tokens32 = random_tokens<config::fp32>(n, L, V, 5);
+    double first = 0, last = 0;
+    for (int step = 0; step < 40; ++step) {
+        decltype(model)::state s32;
+        const double l = ce(model.forward(tokens32, s32, {}), labels).loss;
+        model.backward(ce.gradient(), s32, {}, false);
+        model.tie_gradients();
+        opt.step(model);
+        optim::zero_grad(model);
+        (step == 0 ? first : last) = l;
+    }
+    CAPTURE(first, last);
+    CHECK(last < 0.5 * first);
+    std::vector<std::vector<float>> copies;
+    model.visit_parameters([&](std::string_view name, std::span<float> v, auto) {
+        if (name == "wte.weight" || name == "lm_head.weight") copies.emplace_back(v.begin(), v.end());
+    });
+    REQUIRE(copies.size() == 2);
+    REQUIRE(copies[0] == copies[1]);
+}
+
+TEST_CASE("a transformer's units run in any ranges as they run whole, split backward included", "[nn][transformer][units]") {
+    auto spec = nn::bert_spec("tiny");
+    spec.layers = 3, spec.width = 16, spec.heads = 2, spec.vocab = 29, spec.positions = 8;
+    auto bert = nn::make_bert<config::fp32>(spec);
+    auto tokens = random_tokens<config::fp32>(2, 8, 29, 2);
+    const std::vector<std::uint16_t> segments{1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    nn::context ctx{nn::mode::train, 1};
+    ctx.segments = segments.data();
+    ctx.dropout = {.active = true, .seed = 3};
+    auto whole = bert, parts = bert;
+    decltype(bert)::state sw, sp;
+    const auto y = whole.forward(tokens, sw, ctx);
+    auto dy = random_activation<config::fp32>(tensor::shape_of(y), 4);
+    whole.backward(dy, sw, ctx, false);
+    // two stages: units [0, 2) and [2, 5), the second's backward split into B and W
+    const auto mid = parts.forward_units(0, 2, tokens, sp, ctx);
+    const auto& y2 = parts.forward_units(2, parts.units(), mid, sp, ctx);
+    REQUIRE(std::memcmp(y2.data(), y.data(), y.size() * sizeof(float)) == 0);
+    const auto dmid = parts.backward_units_input(2, parts.units(), dy, sp, ctx, true);
+    parts.backward_units_weights(2, parts.units(), sp, ctx);
+    parts.backward_units(0, 2, dmid, sp, ctx, false);
+    const auto gw = parameter_gradients(whole), gp = parameter_gradients(parts);
+    REQUIRE(gw.size() == gp.size());
+    REQUIRE(std::memcmp(gw.data(), gp.data(), gw.size() * sizeof(float)) == 0);
 }
 
 }  // namespace test_transformer
