@@ -57,7 +57,8 @@ struct window_options {
 /// The tokens are those of the part's documents, encoded one document at a time and concatenated in
 /// the corpus's order (a file-read document ends in '\n', which thus separates them). Window w is
 /// tokens [w * stride, w * stride + T + 1); there are (n - T - 1) / stride + 1 of them for n tokens,
-/// and the tokens after the last whole window are not read. Memory: the part's tokens, 2 bytes each.
+/// and the tokens after the last whole window are not read. Memory: the part's tokens, 2 bytes each
+/// (the corpus may be destroyed after construction: no reference to it is kept).
 /// @code
 ///   const data::text_corpus corpus(data::fortunes_default_path);
 ///   const data::token_windows train(corpus, data::text_part::train, 256);
