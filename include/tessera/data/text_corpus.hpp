@@ -51,13 +51,14 @@ public:
             throw missing_file_error(m_name, 0, "no such file or directory", "a fortune file or a directory of them");
         if (std::filesystem::is_directory(status)) {
             std::vector<std::filesystem::path> candidates;
-            for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
-                const std::string name = entry.path().filename().string();
+            // increment(ec), not ++: a directory that fails midway is this class's error, not filesystem_error.
+            for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+                const std::string name = it->path().filename().string();
                 std::error_code kind;
-                if (!entry.is_regular_file(kind) || skipped_by_name(name))
-                    m_skipped.push_back(entry.path().string());
+                if (!it->is_regular_file(kind) || skipped_by_name(name))
+                    m_skipped.push_back(it->path().string());
                 else
-                    candidates.push_back(entry.path());
+                    candidates.push_back(it->path());
             }
             if (ec) throw missing_file_error(m_name, 0, "a directory that cannot be listed (" + ec.message() + ")",
                                              "a readable directory of fortune files");
