@@ -1,8 +1,10 @@
 #pragma once
 // The data layer: dataset concepts, the Fashion-MNIST, CIFAR-10, synthetic and in-memory datasets,
-// normalisation and augmentation, and data_loader.
+// text (a corpus of documents, byte tokens, windows of tokens), normalisation and augmentation, and
+// data_loader.
 #include "tessera/data/augment.hpp"
 #include "tessera/data/batch.hpp"
+#include "tessera/data/byte_tokenizer.hpp"
 #include "tessera/data/cifar10.hpp"
 #include "tessera/data/concepts.hpp"
 #include "tessera/data/error.hpp"
@@ -18,3 +20,5 @@
 #include "tessera/data/random.hpp"
 #include "tessera/data/sampler.hpp"
 #include "tessera/data/synthetic.hpp"
+#include "tessera/data/text_corpus.hpp"
+#include "tessera/data/token_windows.hpp"

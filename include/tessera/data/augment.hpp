@@ -47,7 +47,7 @@ public:
     [[nodiscard]] const std::vector<step>& steps() const noexcept { return m_steps; }
 
     /// Applies every step in order to `sample` (CHW, `shape`); `scratch` must hold shape.size() values.
-    template <SampleValue T>
+    template <PixelValue T>
     void operator()(std::span<T> sample, sample_shape shape, splitmix64& g, std::span<T> scratch) const {
         for (const auto& s : m_steps) {
             if (const auto* crop = std::get_if<random_crop>(&s))

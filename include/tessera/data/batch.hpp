@@ -84,7 +84,7 @@ private:
 /// `indices()[i] == padding_index`, zero pixels and label 0 there; `valid()` counts the real samples.
 /// @code
 ///   for (auto& batch : loader) {
-///       auto x = batch.images();     // std::span<const float> or <const std::uint8_t>
+///       auto x = batch.images();     // std::span<const float>, <const std::uint8_t> or token ids <const std::uint16_t>
 ///       auto y = batch.labels();
 ///       kept.push_back(std::move(batch));   // keeping it is safe: the loader never touches it again
 ///   }

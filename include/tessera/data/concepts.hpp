@@ -31,12 +31,19 @@ struct sample_shape {
     return std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" + std::to_string(s.width);
 }
 
-/// Element types a sample may be stored in: raw 8-bit pixels or float.
+/// Element types an image sample may be stored in: raw 8-bit pixels or float (what normalisation
+/// and augmentation accept).
 template <class T>
-concept SampleValue = std::same_as<T, std::uint8_t> || std::same_as<T, float>;
+concept PixelValue = std::same_as<T, std::uint8_t> || std::same_as<T, float>;
 
-/// Element types a batch may carry to the device: raw 8-bit pixels (8-bit I/O), or float or half
-/// normalised on the host (half is declared in tessera/tensor/half.hpp).
+/// Element types a sample may be stored in: pixels (PixelValue), or token ids as std::uint16_t
+/// (vocabularies of up to 65,536 ids), which no path of the data layer augments, normalises or
+/// converts: they reach the batch as the dataset wrote them.
+template <class T>
+concept SampleValue = PixelValue<T> || std::same_as<T, std::uint16_t>;
+
+/// Element types a batch may carry to the device: raw 8-bit pixels (8-bit I/O), float or half
+/// normalised on the host (half is declared in tessera/tensor/half.hpp), or std::uint16_t token ids.
 template <class T>
 concept BatchValue = SampleValue<T> || std::same_as<T, tessera::half>;
 

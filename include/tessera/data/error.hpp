@@ -65,6 +65,10 @@ struct label_error : dataset_error {
 struct shape_error : dataset_error {
     using dataset_error::dataset_error;
 };
+/// A dataset with nothing in it: a text corpus without a single document.
+struct empty_dataset_error : dataset_error {
+    using dataset_error::dataset_error;
+};
 
 /// A loader setting that cannot work with this dataset (batch larger than the shard, rank >= size,
 /// shuffle on an iterable dataset, ...). Thrown at construction, before any thread starts.

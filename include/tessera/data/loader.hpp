@@ -32,13 +32,21 @@
 
 namespace tessera::data {
 
+/// The batch element type of data_loader<D> when none is given: std::uint16_t for a dataset of token
+/// ids (they travel as they are), float for images.
+template <AnyDataset D>
+using default_batch_value =
+    std::conditional_t<std::is_same_v<typename D::value_type, std::uint16_t>, std::uint16_t, float>;
+
 /// Yields combined batches of a dataset, as poptorch.DataLoader does, with these differences:
 /// batches are RAII leases (a batch you hold is never overwritten), drop_last = false pads and masks
 /// the last batch instead of dropping or shrinking it, and a worker's exception reaches the caller.
 ///
 /// `Io` is the element type of the batches: float or tessera::half (the host normalises), or
 /// std::uint8_t (8-bit I/O: raw bytes, a quarter of float's host-link traffic; the device calls
-/// data::normalize). make_data_loader<Config> picks it from the config's I/O policy.
+/// data::normalize). make_data_loader<Config> picks it from the config's I/O policy. A dataset of
+/// std::uint16_t token ids (token_windows) has std::uint16_t batches, and only those: the ids are
+/// copied as read, neither augmented nor normalised (both options are refused), so none is rounded.
 /// Each `for` over the loader (or each epoch()) is one epoch; the order of epoch e is
 /// epoch_order(N, shuffle, seed, e) split by shard_of(..., rank, size, drop_last), identical in every
 /// mode and for every worker count.
@@ -50,7 +58,7 @@ namespace tessera::data {
 ///   for (int e = 0; e < 10; ++e)
 ///       for (auto& batch : loader) session.step(batch);
 /// @endcode
-template <AnyDataset D, class Io = float>
+template <AnyDataset D, class Io = default_batch_value<D>>
 class data_loader {
     static_assert(BatchValue<Io>,
                   "tessera::data::data_loader<D, Io>: Io must be float or tessera::half (normalised on the host) or "
@@ -58,6 +66,9 @@ class data_loader {
     static_assert(!std::is_same_v<Io, std::uint8_t> || std::is_same_v<typename D::value_type, std::uint8_t>,
                   "tessera::data::data_loader<D, std::uint8_t>: 8-bit I/O needs a dataset of std::uint8_t samples "
                   "(normalised float samples cannot be sent as bytes)");
+    static_assert(std::is_same_v<Io, std::uint16_t> == std::is_same_v<typename D::value_type, std::uint16_t>,
+                  "tessera::data::data_loader<D, Io>: token ids (std::uint16_t samples) travel as std::uint16_t "
+                  "batches, unconverted, and only they do: data_loader<D, std::uint16_t> (the default for them)");
 
     using context = detail::loader_context<D, Io>;
 
@@ -80,7 +91,13 @@ public:
             throw shape_error("dataset given to data_loader", 0, "samples of " + to_string(m_ctx->shape),
                               "samples of " + to_string(*o.expected_shape) + " (the shape the model accepts)");
         if (m_ctx->shape.size() == 0) throw shape_error("dataset given to data_loader", 0, "empty samples", "C, H, W > 0");
-        m_ctx->affine = detail::prepare<typename D::value_type>(o.normalize, m_ctx->shape.channels);
+        if constexpr (std::is_same_v<Io, std::uint16_t>) {
+            if (!o.augment.empty()) throw loader_error("augmentation of token ids (it crops and flips images)");
+            if (!o.normalize.mean.empty() || !o.normalize.stddev.empty() || o.normalize.scale)
+                throw loader_error("normalization of token ids (they travel as integers, unconverted)");
+        } else {
+            m_ctx->affine = detail::prepare<typename D::value_type>(o.normalize, m_ctx->shape.channels);
+        }
         if constexpr (Dataset<D>) {
             const std::size_t n = dataset.size();
             if (o.drop_last && combined_batch * o.size > n)

@@ -37,7 +37,7 @@ struct affine_channels {
     std::vector<float> a, b;
 };
 
-template <SampleValue In>
+template <PixelValue In>
 [[nodiscard]] inline affine_channels prepare(const normalization& n, std::size_t channels) {
     const float scale = n.scale.value_or(std::is_same_v<In, std::uint8_t> ? 1.0f / 255.0f : 1.0f);
     auto pick = [&](const std::vector<float>& v, float fallback, const char* what, std::size_t c) {
@@ -61,7 +61,7 @@ template <SampleValue In>
 }
 
 /// The arithmetic of normalize(), with the per-channel coefficients already prepared.
-template <SampleValue In, NormalizedValue Out>
+template <PixelValue In, NormalizedValue Out>
 void apply_affine(std::span<const In> in, sample_shape shape, const affine_channels& affine, std::span<Out> out) noexcept {
     const std::size_t per_sample = shape.size();
     const std::size_t plane = shape.height * shape.width;
@@ -82,7 +82,7 @@ void apply_affine(std::span<const In> in, sample_shape shape, const affine_chann
 /// @code
 ///   data::normalize<std::uint8_t, tessera::half>(batch.images(), shape, {.mean = {0.5f}, .stddev = {0.25f}}, device_buffer);
 /// @endcode
-template <SampleValue In, NormalizedValue Out>
+template <PixelValue In, NormalizedValue Out>
 void normalize(std::span<const In> in, sample_shape shape, const normalization& n, std::span<Out> out) {
     const std::size_t per_sample = shape.size();
     if (in.size() != out.size() || per_sample == 0 || in.size() % per_sample != 0)

@@ -68,16 +68,21 @@ struct loader_context {
     };
 
     /// raw (one sample, as read) -> out: augment with the sample's own generator, then normalise or copy.
+    /// Token ids (std::uint16_t) are copied as read: never augmented, normalised or converted.
     void finish(scratch& s, std::span<Io> out, std::uint64_t sample_key, std::size_t epoch) const {
-        std::span<raw_type> raw(s.raw);
-        if (!options.augment.empty()) {
-            splitmix64 g(mix_seed(mix_seed(options.seed ^ 0xA0C'0000'0000ull, epoch), sample_key));
-            options.augment(raw, shape, g, std::span<raw_type>(s.tmp));
+        if constexpr (std::is_same_v<raw_type, std::uint16_t>) {
+            std::copy(s.raw.begin(), s.raw.end(), out.begin());
+        } else {
+            std::span<raw_type> raw(s.raw);
+            if (!options.augment.empty()) {
+                splitmix64 g(mix_seed(mix_seed(options.seed ^ 0xA0C'0000'0000ull, epoch), sample_key));
+                options.augment(raw, shape, g, std::span<raw_type>(s.tmp));
+            }
+            if constexpr (std::is_same_v<Io, std::uint8_t>)
+                std::copy(raw.begin(), raw.end(), out.begin());  // 8-bit I/O: the device normalises
+            else
+                apply_affine<raw_type, Io>(std::span<const raw_type>(raw), shape, affine, out);
         }
-        if constexpr (std::is_same_v<Io, std::uint8_t>)
-            std::copy(raw.begin(), raw.end(), out.begin());  // 8-bit I/O: the device normalises
-        else
-            apply_affine<raw_type, Io>(std::span<const raw_type>(raw), shape, affine, out);
     }
 
     label_t check_label(label_t y, std::size_t where) const {
