@@ -149,6 +149,11 @@ private:
                 for (std::size_t r = 0; r < m_models.size(); ++r)
                     m_models[r].shard_optimizer_state(settings.across.rank * m_models.size() + r, sched.request.replicas);
         }
+        if constexpr (requires(M& m) { m.set_dropout(std::uint64_t{}, std::size_t{}, std::size_t{}); })
+            if (m_batching.training)
+                for (std::size_t r = 0; r < m_models.size(); ++r)
+                    m_models[r].set_dropout(settings.dropout_seed, settings.across.rank * m_models.size() + r,
+                                            m_batching.gradient_accumulation);
         if (settings.stochastic_rounding) {
             if constexpr (StochasticRoundingModel<M>)
                 for (std::size_t r = 0; r < m_models.size(); ++r)

@@ -20,10 +20,10 @@ namespace detail {
 /// The staged network a training session of `net` under configuration `c` runs: cut at
 /// settings.first_units (or balanced by FLOPs), the loss scaled as settings or the precision say,
 /// recomputation and kernel threads as settings say.
-template <UnitNetwork N, StageOptimizer<N> O>
-[[nodiscard]] staged_network<N, O> staged_for_training(const config::description& c, const N& net, const O& optimizer,
-                                                       tessera::tensor::shape sample, const config::batching& b,
-                                                       const session_options& settings) {
+template <UnitNetwork N, StageOptimizer<N> O, class Loss = class_loss<typename N::precision>>
+[[nodiscard]] staged_network<N, O, Loss> staged_for_training(const config::description& c, const N& net,
+                                                             const O& optimizer, tessera::tensor::shape sample,
+                                                             const config::batching& b, const session_options& settings) {
     sample.n = b.micro_batch;
     auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
     // Loss scaling from the precision policy: static, or dynamic (the session's schedule then votes
@@ -32,7 +32,7 @@ template <UnitNetwork N, StageOptimizer<N> O>
     if (settings.dynamic_loss_scaling && *settings.dynamic_loss_scaling != rule.dynamic)
         rule = *settings.dynamic_loss_scaling ? loss_scale_rule::of<config::dynamic_loss_scaling<>>() : loss_scale_rule{};
     if (settings.loss_scale) rule.initial = *settings.loss_scale;
-    staged_network<N, O> model(net, std::move(first), sample, optimizer, rule);
+    staged_network<N, O, Loss> model(net, std::move(first), sample, optimizer, rule);
     if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
     if (!settings.recompute_checkpoints.empty()) model.set_recompute_checkpoints(settings.recompute_checkpoints);
     model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
@@ -56,20 +56,25 @@ template <UnitNetwork N, StageOptimizer<N> O>
 /// A training session of a unit network (nn::resnet) cut into the config's stages — by
 /// `settings.first_units`, or balanced by FLOPs — each stage with its own copy of `optimizer`.
 /// `sample`: the shape of one sample (its n is ignored; the micro-batch comes from the config/options).
+/// The loss: a class per sample (exec::class_loss), or what the last argument's type says
+/// (exec::token_loss<P>{}: a token per position, for language models).
 /// @code
 ///   nn::resnet20<> net(3, 10);
 ///   auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 0.1}), {1, 32, 32, 3}, {.micro_batch = 16});
+///   auto gpt = exec::training_model<c>(nn::make_gpt2<P>(nn::gpt2_spec("tiny")), optim::adamw(), {1, 1, 128, 1},
+///                                      {.micro_batch = 8}, {}, exec::token_loss<P>{});
 /// @endcode
-template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
-[[nodiscard]] session<C, staged_network<N, O>> training_model(const N& net, const O& optimizer,
-                                                               tessera::tensor::shape sample,
-                                                               config::options options = {},
-                                                               session_options settings = {}) {
+template <config::Config C, UnitNetwork N, StageOptimizer<N> O,
+          StagedLoss<typename N::precision> Loss = class_loss<typename N::precision>>
+[[nodiscard]] session<C, staged_network<N, O, Loss>> training_model(const N& net, const O& optimizer,
+                                                                     tessera::tensor::shape sample,
+                                                                     config::options options = {},
+                                                                     session_options settings = {}, Loss = {}) {
     static_assert(C::is_training, "tessera::exec::training_model: the config is for inference (use inference_model)");
     constexpr config::description c = config::description::of<C>();
     const config::batching b = config::make_batching(c, options);
-    return session<C, staged_network<N, O>>(detail::staged_for_training(c, net, optimizer, sample, b, settings), options,
-                                            settings);
+    return session<C, staged_network<N, O, Loss>>(
+        detail::staged_for_training<N, O, Loss>(c, net, optimizer, sample, b, settings), options, settings);
 }
 
 /// The optimizer of an inference session: inference schedules have no update, so it never steps.

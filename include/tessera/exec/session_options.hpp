@@ -70,6 +70,10 @@ struct session_options {
     /// draws the same. The optimiser's own option (optim::weight_rounding) rounds the weights.
     /// Needs a StochasticRoundingModel; none: round to nearest.
     std::optional<std::uint64_t> stochastic_rounding{};
+    /// Networks with dropout: the seed of its masks, which are keyed besides by the step, the layer and
+    /// each sample's place in the step's combined batch (staged_network::set_dropout), so every
+    /// strategy, replica count and thread count draws the same.
+    std::uint64_t dropout_seed = 0;
     emulator::host_spec host{};              ///< the host on the modelled clock (run_result::host)
     emulator::host_loading loading{};        ///< how it loads: sync or async, workers, prefetch depth
 };

@@ -27,6 +27,7 @@
 #include "tessera/exec/recomputation.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/exec/spare_pool.hpp"
+#include "tessera/exec/staged_loss.hpp"
 #include "tessera/exec/unit_stage_cost.hpp"
 #include "tessera/exec/non_finite_loss.hpp"
 #include "tessera/exec/unit_network.hpp"
@@ -39,35 +40,28 @@
 
 namespace tessera::exec {
 
-/// Class indices of a micro-batch; samples from `valid` on are padding and count in neither the loss
-/// nor the loss gradient. Padded rows inside a micro-batch still enter batch-norm statistics in the
-/// forward pass, so batch_feed never sends them: it feeds the data loader's drop_last = false tail as
-/// shorter micro-batches (all labels real), which staged_network runs at any size up to the compiled one.
-struct class_labels {
-    std::vector<std::int32_t> classes;
-    std::size_t valid = 0;
-    class_labels() = default;
-    class_labels(std::vector<std::int32_t> c) : classes(std::move(c)), valid(classes.size()) {}  // implicit: all real
-    class_labels(std::vector<std::int32_t> c, std::size_t real) : classes(std::move(c)), valid(real) {}
-};
-
-/// Stages of a UnitNetwork with a softmax cross-entropy loss and one optimizer per stage; labels are
-/// class indices, one per sample. Satisfies StagedModel.
+/// Stages of a UnitNetwork with a loss (Loss: exec::class_loss, a class per sample, the default;
+/// exec::token_loss, a token per position) and one optimizer per stage. Satisfies StagedModel. A
+/// network with a tied table (nn::transformer's head) has its two uses' gradients added before each
+/// update (tie_gradients); both uses must then be on one stage. In training, every micro-batch's
+/// context carries a dropout stream (set_dropout).
 /// @code
 ///   nn::resnet20<> net(3, 10);
 ///   auto model = exec::staged_network(net, exec::balanced_units(net, {32, 32, 32, 3}, 2), {32, 32, 32, 3}, sgd);
 /// @endcode
-template <UnitNetwork N, StageOptimizer<N> O>
+template <UnitNetwork N, StageOptimizer<N> O, StagedLoss<typename N::precision> Loss = class_loss<typename N::precision>>
 class staged_network {
 public:
     using precision = typename N::precision;
     using tensor = nn::activation<precision>;
-    using label = class_labels;
+    using loss_type = Loss;
+    using label = typename Loss::label;
     using input = host_input<precision>;  ///< what the host sends: values, or 8-bit pixels (see prepare)
     struct stage_state {
         tensor input;                // kept alive until backward, as nn's layers require
         typename N::state state;
         tessera::tensor::rounding rounding{};  // the micro-batch's, for its backward
+        kernels::dropout_stream dropout{};     // likewise (a recomputed forward draws the same masks)
         tensor grad_output;  // backward_input to backward_weights: the gradient the weight gradients read
         recomputed_segments<N> recomputed{};  // a recomputing stage's checkpoints and, split, its segments
     };
@@ -111,6 +105,11 @@ public:
                                            " starts at unit " + std::to_string(m_first[s]) +
                                            " (stages need increasing first units below " +
                                            std::to_string(m_net.units()) + ")");
+        if constexpr (TiedNetwork<N>)
+            if (m_net.tied() && m_first.size() > 1)
+                throw config::config_error("tessera::exec::staged_network: the network's tied table (its embedding and "
+                                           "its head) would be on stages 0 and " + std::to_string(m_first.size() - 1) +
+                                           "; tied weights on two stages are not supported yet: untie them or run one stage");
         // Until set_kernel_threads says which IPU runs which stage: each stage a scratch of its own.
         std::vector<std::size_t> own(m_first.size());
         std::iota(own.begin(), own.end(), std::size_t{0});
@@ -257,6 +256,18 @@ public:
     /// The seed of stochastic rounding of activations, if set_stochastic_rounding was called.
     [[nodiscard]] std::optional<std::uint64_t> stochastic_rounding() const noexcept { return m_rounding_seed; }
 
+    /// Makes this model replica `replica` (over every process) of a run whose steps take
+    /// `micro_batches` micro-batches a replica (G), its dropout drawing from `seed`: micro-batch m of
+    /// a step draws the stream of its samples' place in the step's combined batch,
+    /// ((replica · G + m) · micro-batch size onwards; kernels::dropout_stream), so R replicas and one
+    /// replica with R × G micro-batches draw the same masks. Until called: seed 0, replica 0, and
+    /// micro-batch m at m · micro-batch size. Sessions call it (session_options::dropout_seed).
+    void set_dropout(std::uint64_t seed, std::size_t replica, std::size_t micro_batches) {
+        if (micro_batches == 0)
+            throw config::config_error("tessera::exec::staged_network::set_dropout: a step of 0 micro-batches");
+        m_dropout = {seed, replica, micro_batches};
+    }
+
     /// Makes this model replica `index` of `count` whose optimiser state is sharded (PopTorch's
     /// replicated tensor sharding, ZeRO stage 1): of each stage's weights, counted in visiting order,
     /// it keeps the optimiser state of shard `index` of `count` (optim::shard_of) and updates those
@@ -378,7 +389,7 @@ public:
         auto result = loss_unchecked(logits, labels, loss_gradient_rounding(ctx.rounding));
         if (!std::isfinite(result.first) && !m_rule.dynamic) [[unlikely]]
             throw non_finite_loss("tessera::exec::staged_network: the loss of a micro-batch of " +
-                                  std::to_string(labels.valid) + " samples is " + std::to_string(result.first) +
+                                  std::to_string(m_loss.samples(labels)) + " samples is " + std::to_string(result.first) +
                                   " (not finite): training would go on with garbage weights; lower the learning "
                                   "rate, check the data, or use dynamic loss scaling to skip such steps");
         return result;
@@ -387,36 +398,12 @@ public:
 private:
     std::pair<float, tensor> loss_unchecked(const tensor& logits, const label& labels,
                                             const tessera::tensor::rounding& rounding) {
-        const auto shape = tessera::tensor::shape_of(logits);
-        if (labels.valid > labels.classes.size() || labels.classes.size() != shape.n)
-            throw config::config_error("tessera::exec::staged_network::loss: " + std::to_string(labels.classes.size()) +
-                                       " labels (" + std::to_string(labels.valid) + " real) for a batch of " +
-                                       std::to_string(shape.n));
-        if (labels.valid == shape.n && shape.n > 0) {
-            const auto r = m_loss(logits, labels.classes, m_scale.back(), rounding);
-            return {static_cast<float>(r.loss), tensor(m_loss.gradient())};
-        }
-        tensor grad = tessera::tensor::make_nhwc<typename precision::data_type>(shape);
-        std::fill(grad.begin(), grad.end(), typename precision::data_type{});
-        if (labels.valid == 0) return {0.0f, std::move(grad)};
-        // Padding is at the end: the loss of the first `valid` rows, averaged over them only.
-        const auto r = kernels::softmax_cross_entropy(logits.data(), labels.valid, shape.per_sample(),
-                                                      labels.classes.data(), grad.data(),
-                                                      static_cast<float>(m_scale.back()), m_workspace, rounding);
-        return {static_cast<float>(r.loss), std::move(grad)};
+        return m_loss.compute(logits, labels, m_scale.back(), rounding);
     }
 
-    /// Top-1 hits of the logits over the real samples (the first `valid` rows): a ScoredModel.
 public:
-    [[nodiscard]] top1_score score(const tensor& logits, const label& labels) const {
-        const auto shape = tessera::tensor::shape_of(logits);
-        const std::size_t classes = shape.per_sample(), rows = std::min(labels.valid, shape.n);
-        top1_score hits{0, rows};
-        const auto* p = logits.data();
-        for (std::size_t i = 0; i < rows; ++i)
-            hits.correct += kernels::top1_class(p + i * classes, classes) == static_cast<std::size_t>(labels.classes[i]);
-        return hits;
-    }
+    /// Top-1 hits of the logits over what the loss counts (real samples, or labelled positions): a ScoredModel.
+    [[nodiscard]] top1_score score(const tensor& logits, const label& labels) const { return m_loss.score(logits, labels); }
 
     /// Accumulates the stage's weight gradients; an empty micro-batch adds nothing and returns an empty gradient.
     tensor backward(std::size_t s, tensor dy, stash st) {
@@ -466,6 +453,7 @@ public:
 
     /// The stage's gradients gathered into one contiguous buffer (for the all-reduce); update() puts them back.
     std::span<float> gradients(std::size_t s) {
+        tie(s);
         auto& flat = m_flat.at(s);
         flat.clear();
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
@@ -478,6 +466,8 @@ public:
     /// scale is 1 / (micro-batches × replicas) whatever the micro-batches' sizes: each micro-batch
     /// contributes the gradient of the mean loss over its real samples (nothing when it has none).
     void update(std::size_t s, float scale) {
+        tie(s);
+        m_tied_this_step = false;
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         if (m_gathered.at(s)) {
             std::size_t k = 0;
@@ -525,6 +515,7 @@ public:
     /// The step overflowed somewhere: zero the stage's gradients without stepping, and lower its scale.
     /// Every stage does the same in the same step (the executor's vote), so their scales stay equal.
     void skip_update(std::size_t s) {
+        m_tied_this_step = false;
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
         m_gathered.at(s) = 0;
@@ -550,6 +541,15 @@ public:
     }
 
 private:
+    // The tied table's two gradients added, once a step, before the all-reduce (gradients) or the
+    // update, whichever comes first: every strategy and shard then sees the same sums.
+    void tie(std::size_t s) {
+        if constexpr (TiedNetwork<N>)
+            if (!m_tied_this_step && s == 0 && m_net.tied()) {
+                m_net.tie_gradients();
+                m_tied_this_step = true;
+            }
+    }
     void keep_own_shards() {
         if constexpr (requires(O& o, unit_parameters<N>& p, optim::element_range r) { o.keep_shard(p, r); })
             for (std::size_t s = 0; s < stages(); ++s) {
@@ -562,10 +562,14 @@ private:
     /// stage's step (every stage steps alike, so any stage's count is the step's).
     [[nodiscard]] nn::context micro_batch_context(std::size_t s, std::size_t m) {
         nn::context ctx = m_pools.context(s, m_context);
+        std::uint64_t step = 0;
+        if constexpr (requires(const O& o) { o.steps(); }) step = m_optimizers.at(s).steps() + m_skipped.at(s);
         if constexpr (requires(const O& o) { o.steps(); })
             if (m_rounding_seed && m_context.mode == nn::mode::train)
-                ctx.rounding = micro_batch_rounding(*m_rounding_seed, m_rounding_replica,
-                                                    m_optimizers.at(s).steps() + m_skipped.at(s), m);
+                ctx.rounding = micro_batch_rounding(*m_rounding_seed, m_rounding_replica, step, m);
+        if (m_context.mode == nn::mode::train)
+            ctx.dropout = {.active = true, .seed = m_dropout.seed, .step = step, .stream = 0,
+                           .first_sample = (m_dropout.replica * m_dropout.micro_batches + m) * m_input.n};
         return ctx;
     }
 
@@ -584,6 +588,7 @@ private:
     [[nodiscard]] nn::context backward_context(std::size_t s, const stage_state& st) {
         nn::context ctx = m_pools.context(s, m_context);
         ctx.rounding = st.rounding;
+        ctx.dropout = st.dropout;
         return ctx;
     }
 
@@ -598,6 +603,7 @@ private:
         stash st = spare_pool<stage_state>::take(m_spare.pools.at(s));
         st->input = std::move(x);
         st->rounding = ctx.rounding;
+        st->dropout = ctx.dropout;
         st->grad_output = tensor{};
         st->recomputed.clear();
         if (in.n == 0) {
@@ -616,8 +622,7 @@ private:
     tessera::tensor::shape m_input;
     loss_scale_rule m_rule;
     std::vector<O> m_optimizers;
-    nn::softmax_cross_entropy<precision> m_loss;
-    kernels::workspace<float> m_workspace;
+    Loss m_loss;
     nn::context m_context{};
     ipu_kernel_pools m_pools;  // one thread and one scratch per stage unless set_kernel_threads
     std::vector<std::vector<float>> m_flat;
@@ -649,6 +654,11 @@ private:
     std::vector<double> m_scale;
     std::vector<std::size_t> m_good_steps, m_skipped;
     recomputation m_recompute;  // which stages recompute their forward during backward
+    struct dropout_key {
+        std::uint64_t seed = 0;
+        std::size_t replica = 0, micro_batches = 0;
+    } m_dropout{};
+    bool m_tied_this_step = false;  // tie_gradients ran since the last update
     std::optional<std::uint64_t> m_rounding_seed;  // stochastic rounding of activations, when set
     std::size_t m_rounding_replica = 0;
     static constexpr double max_loss_scale = 65536.0 * 65536.0;

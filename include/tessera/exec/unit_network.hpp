@@ -38,6 +38,14 @@ concept SplitBackwardNetwork =
         n.backward_units_weights(u, u, st, ctx);
     };
 
+/// A unit network with a table used twice (a language model's embedding and its tied head): tied()
+/// says whether it is, tie_gradients() adds the two uses' gradients before an update (nn::transformer).
+template <class N>
+concept TiedNetwork = UnitNetwork<N> && requires(N& n, const N& cn) {
+    { cn.tied() } -> std::convertible_to<bool>;
+    n.tie_gradients();
+};
+
 /// The parameters of units [first, last) of a network, as a parameter set an optimizer can step
 /// (optim::unit_range over a UnitNetwork).
 template <UnitNetwork N>

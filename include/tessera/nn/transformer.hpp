@@ -185,6 +185,8 @@ public:
     }
 
     [[nodiscard]] const transformer_spec& spec() const noexcept { return m_spec; }
+    /// Whether the head's decoder shares the token table (tie_gradients).
+    [[nodiscard]] bool tied() const noexcept { return m_spec.tied; }
     [[nodiscard]] std::size_t units() const noexcept { return m_blocks.size() + 2; }
     [[nodiscard]] std::string unit_name(std::size_t u) const {
         check_unit(u);

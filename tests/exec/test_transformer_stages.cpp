@@ -1,0 +1,174 @@
+// A small GPT with dropout through sessions: every strategy and pipeline schedule, 1 and 2 replicas,
+// fp32 and 16.16 with dynamic loss scaling and stochastic rounding, bit for bit against `single`;
+// the tied head on one stage with and without the optimiser state sharded; a stage that throws.
+// Release builds only (tests/exec/CMakeLists.txt).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../emulator/deadline.hpp"
+#include "network_helpers.hpp"
+#include "tessera/config.hpp"
+#include "tessera/exec/network_session.hpp"
+#include "tessera/nn/tokens.hpp"
+#include "tessera/nn/transformer.hpp"
+#include "tessera/optim/adamw.hpp"
+
+namespace test_transformer_stages {
+
+namespace cfg = tessera::config;
+namespace exec = tessera::exec;
+namespace nn = tessera::nn;
+namespace optim = tessera::optim;
+
+constexpr std::size_t batch = 2, length = 8, vocab = 23;
+
+nn::transformer_spec small_gpt(bool tied) {
+    auto s = nn::gpt2_spec("tiny");
+    s.vocab = vocab, s.width = 16, s.layers = 4, s.heads = 2, s.positions = length, s.dropout = 0.1, s.tied = tied;
+    return s;
+}
+
+// Micro-batch (r, d, m): random tokens, and as labels the next token of each position (the last
+// position of every sequence ignored, as a window's last label is the next window's).
+template <class P>
+struct token_feed {
+    std::uint32_t seed = 3;
+    std::pair<nn::activation<P>, exec::token_labels> operator()(std::size_t r, std::size_t d, std::size_t m) const {
+        std::mt19937 rng(static_cast<std::uint32_t>(seed + 1009 * r + 101 * d + m));
+        std::vector<std::uint32_t> ids(batch * length);
+        for (auto& id : ids) id = rng() % vocab;
+        std::vector<std::int32_t> labels(ids.size());
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            labels[i] = (i + 1) % length == 0 ? tessera::kernels::ignore_label : std::int32_t(ids[i + 1]);
+        return {nn::token_activation<P>(std::span<const std::uint32_t>(ids), batch, length), std::move(labels)};
+    }
+};
+
+template <class Net>
+std::vector<float> weights_of(Net net) {
+    std::vector<float> all;
+    net.visit_parameters([&](std::string_view, auto value, auto) {
+        for (const auto v : value) all.push_back(static_cast<float>(v));
+    });
+    return all;
+}
+
+TEMPLATE_TEST_CASE("a small GPT with dropout trains bit for bit through every strategy and schedule, 1 and 2 replicas",
+                   "[exec][nn][transformer][session][threads]", cfg::fp32, cfg::half) {
+    using P = TestType;
+    constexpr bool half = std::is_same_v<P, cfg::half>;
+    constexpr std::size_t G = 6, D = 2;
+    const auto net = nn::make_gpt2<P>(small_gpt(false));
+    const optim::adamw adam({.learning_rate = 2e-3});
+    const auto train = [&]<class Strategy>(Strategy, std::size_t R, cfg::options options) {
+        using c = cfg::config<P, Strategy, cfg::gradient_accumulation<G>, cfg::device_iterations<D>,
+                              cfg::replication<cfg::dynamic>, cfg::all>;
+        exec::session_options settings{.dropout_seed = 11};
+        if (half) {
+            settings.stochastic_rounding = 5;
+            settings.loss_scale = 0x1p30;  // overflows the half gradients at first: steps are skipped
+            settings.dynamic_loss_scaling = true;
+        }
+        options.micro_batch = batch, options.replicas = R;
+        auto run = exec::training_model<c>(net, adam, {1, 1, length, 1}, options, settings, exec::token_loss<P>{});
+        const auto result = tessera::test::within_deadline(300, "GPT session", [&] { return run(token_feed<P>{}); });
+        std::vector<std::vector<float>> replicas;
+        for (std::size_t r = 0; r < R; ++r) replicas.push_back(weights_of(run.replica(r).network()));
+        return std::tuple{replicas, result.losses, run.model().skipped_steps(), run.program().description()};
+    };
+    using dynamic_pipeline = cfg::pipelined<cfg::gpipe, cfg::dynamic>;
+    using one_f_one_b = cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>;
+    for (const std::size_t R : {1u, 2u}) {
+        CAPTURE(R);
+        const auto [want, want_losses, want_skipped, single] = train(cfg::single{}, R, {});
+        CHECK(single.rfind("single", 0) == 0);
+        if (half) CHECK(want_skipped >= 1);  // the overflow vote did skip steps
+        if (R == 2) CHECK(want[0] == want[1]);
+        const auto check = [&](const auto& got) {
+            const auto& [weights, losses, skipped, description] = got;
+            INFO(description);
+            CHECK(skipped == want_skipped);
+            CHECK(losses == want_losses);
+            CHECK(weights == want);
+            return description.substr(0, description.find(','));
+        };
+        CHECK(check(train(cfg::sharded<cfg::dynamic>{}, R, {.stages = 3})) == "sharded");
+        CHECK(check(train(cfg::phased<cfg::dynamic>{}, R, {.stages = 2})) == "phased");
+        CHECK(check(train(dynamic_pipeline{}, R, {.stages = 2})) == "pipelined<gpipe>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3})) == "pipelined<1f1b>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 4, .virtual_stages = 2})) == "pipelined<interleaved<2>>");
+        CHECK(check(train(dynamic_pipeline{}, R, {.stages = 4, .virtual_stages = 2})) == "pipelined<looped_bfs<2>>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1})) ==
+              "pipelined<zero_bubble_h1>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h2})) ==
+              "pipelined<zero_bubble_h2>");
+    }
+}
+
+TEST_CASE("a tied GPT on one stage: 2 replicas with the optimiser state sharded train as without, the copies equal",
+          "[exec][nn][transformer][session][threads][tied]") {
+    using P = cfg::fp32;
+    using c = cfg::config<P, cfg::single, cfg::gradient_accumulation<3>, cfg::device_iterations<2>, cfg::replication<2>>;
+    const auto net = nn::make_gpt2<P>(small_gpt(true));
+    const optim::adamw adam({.learning_rate = 2e-3});
+    const auto train = [&](bool sharding) {
+        exec::session_options settings{.dropout_seed = 4};
+        settings.optimizer_sharding = sharding;
+        auto run = exec::training_model<c>(net, adam, {1, 1, length, 1}, {.micro_batch = batch}, settings,
+                                           exec::token_loss<P>{});
+        (void)tessera::test::within_deadline(120, "tied GPT session", [&] { return run(token_feed<P>{}); });
+        std::vector<std::vector<float>> replicas;
+        for (std::size_t r = 0; r < 2; ++r) replicas.push_back(weights_of(run.replica(r).network()));
+        return replicas;
+    };
+    const auto plain = train(false), sharded = train(true);
+    CHECK(sharded == plain);
+    CHECK(plain[0] == plain[1]);
+    CHECK(plain[0] != weights_of(net));  // it trained
+    // the two uses of the table, first and last among the parameters, are still one value each
+    auto trained = net;
+    std::size_t k = 0;
+    trained.visit_parameters([&](std::string_view, auto value, auto) {
+        for (auto& v : value) v = plain[0][k++];
+    });
+    std::vector<std::vector<float>> tables;
+    trained.visit_parameters([&](std::string_view name, std::span<float> v, auto) {
+        if (name == "wte.weight" || name == "lm_head.weight") tables.emplace_back(v.begin(), v.end());
+    });
+    REQUIRE(tables.size() == 2);
+    CHECK(tables[0] == tables[1]);
+    REQUIRE_THROWS_WITH(
+        (exec::training_model<cfg::config<P, cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<3>>>(
+            net, adam, {1, 1, length, 1}, {.micro_batch = batch}, {}, exec::token_loss<P>{})),
+        Catch::Contains("tied weights on two stages are not supported yet"));
+}
+
+TEST_CASE("a transformer stage that throws surfaces its exception with its type and message", "[exec][nn][transformer][threads]") {
+    using P = cfg::fp32;
+    using c = cfg::config<P, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::gradient_accumulation<4>>;
+    const auto net = nn::make_gpt2<P>(small_gpt(false));
+    auto run = exec::training_model<c>(net, optim::adamw(), {1, 1, length, 1}, {.micro_batch = batch}, {},
+                                       exec::token_loss<P>{});
+    // a token beyond the vocabulary, in micro-batch 2: the embedding on the first IPU throws
+    const auto bad = [](std::size_t r, std::size_t d, std::size_t m) {
+        auto mb = token_feed<P>{}(r, d, m);
+        if (m == 2) mb.first.data()[5] = nn::token_element<float>(vocab + 4);
+        return mb;
+    };
+    bool thrown = false;
+    try {
+        (void)tessera::test::within_deadline(60, "faulty GPT session", [&] { return run(bad); });
+    } catch (const std::out_of_range& e) {
+        thrown = true;
+        CHECK_THAT(e.what(), Catch::Contains("token 27 at position 5 of sample 0 is not below the vocabulary of 23"));
+    }
+    CHECK(thrown);
+}
+
+}  // namespace test_transformer_stages
