@@ -32,14 +32,14 @@ std::string namespace_line(const tessera::programs::train_request& r) {
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
                 "io_tiles=%zu, ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
-                "split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
+                "seq_len=%zu, split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
                 tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
-                static_cast<unsigned long long>(r.seed), split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
+                static_cast<unsigned long long>(r.seed), r.seq_len, split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
                 tessera::programs::virtual_stages_of(r), r.workers);
     return line;
 }
@@ -49,12 +49,17 @@ std::string namespace_line(const tessera::programs::train_request& r) {
 int main(int argc, char** argv) {
     namespace programs = tessera::programs;
     programs::train_request r;
-    CLI::App app{"tessera-train: train a ResNet through the IPU emulator, with PopTorch's options"};
-    app.add_option("--model", r.model, "resnet20|32|44|56|110 (CIFAR) or resnet18|34|50|101|152 (ImageNet)")
+    CLI::App app{"tessera-train: train a ResNet or a GPT through the IPU emulator, with PopTorch's options"};
+    app.add_option("--model", r.model, "resnet20|32|44|56|110 (CIFAR), resnet18|34|50|101|152 (ImageNet), "
+                                       "or gpt-tiny|small|medium|large|xl (GPT-2, over the bytes of --dataset fortunes)")
         ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
-                               "resnet50", "resnet101", "resnet152"}));
+                               "resnet50", "resnet101", "resnet152", "gpt-tiny", "gpt-small", "gpt-medium", "gpt-large",
+                               "gpt-xl"}));
     std::vector<std::string> dataset{r.dataset};
-    app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic | imagenet (--dry-run only)")->expected(1, 2);
+    auto* dataset_flag = app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic | imagenet "
+                                        "(--dry-run only) | fortunes [DIR] (text models)")->expected(1, 2);
+    auto* seq_len = app.add_option("--seq-len", r.seq_len, "text models: bytes the model reads per window (its "
+                                   "labels: the same window one byte on)")->check(CLI::PositiveNumber);
     app.add_option("--batch-size", r.batch_size, "the micro-batch")->check(CLI::PositiveNumber);
     app.add_option("--precision", r.precision, "32.32, 16.32 or 16.16")->check(CLI::IsMember({"32.32", "16.32", "16.16"}));
     app.add_option("--loss-scaling", r.loss_scaling, "none, static:F or dynamic");
@@ -92,14 +97,17 @@ int main(int argc, char** argv) {
     app.add_flag("--optimizer-sharding,!--no-optimizer-sharding", r.optimizer_sharding,
                  "each replica keeps the optimiser state of 1/R of the weights and updates those, the all-reduce "
                  "becoming a reduce-scatter and an all-gather (PopTorch's replicated tensor sharding; needs --replicas > 1)");
-    app.add_flag("--eight-bit-io,!--no-eight-bit-io", r.eight_bit_io, "send 8-bit images, normalised on the device");
+    auto* eight_bit = app.add_flag("--eight-bit-io,!--no-eight-bit-io", r.eight_bit_io,
+                                   "send 8-bit images, normalised on the device");
     app.add_flag("--async-dataloader,!--no-async-dataloader", r.async_dataloader, "prepare batches ahead");
     app.add_option("--workers", r.workers, "loader workers")->check(CLI::PositiveNumber);
     app.add_option("--output-mode", r.output_mode, "final, all, sum or every:N");
-    app.add_option("--epochs", r.epochs, "epochs")->check(CLI::PositiveNumber);
-    app.add_option("--images", r.images, "training images used (synthetic: its size)");
-    app.add_option("--lr", r.lr, "peak learning rate (cosine schedule with warm-up)")->check(CLI::PositiveNumber);
-    app.add_option("--optimizer", r.optimizer, "sgd or adamw")->check(CLI::IsMember({"sgd", "adamw"}));
+    auto* epochs = app.add_option("--epochs", r.epochs, "epochs (text models: 1 by default)")->check(CLI::PositiveNumber);
+    auto* images = app.add_option("--images", r.images, "training images used (synthetic: its size)");
+    auto* lr = app.add_option("--lr", r.lr, "peak learning rate (cosine schedule with warm-up; text models: 2e-3 by "
+                                            "default)")->check(CLI::PositiveNumber);
+    auto* optimizer = app.add_option("--optimizer", r.optimizer, "sgd or adamw (text models: adamw by default)")
+                          ->check(CLI::IsMember({"sgd", "adamw"}));
     app.add_option("--seed", r.seed, "shuffling, augmentation and synthetic data");
     app.add_option("--metrics-json", r.metrics_json, "write the metrics as JSON");
     auto* timeline = app.add_option("--timeline", r.timeline, "write the SVG timeline of the last host call");
@@ -133,6 +141,28 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         const int code = app.exit(e);
         return code == 0 ? 0 : 2;
+    }
+    if (r.model.rfind("gpt-", 0) == 0) {
+        // A text model's defaults are its own: bytes of the fortunes as token ids, AdamW, no image I/O.
+        if (eight_bit->count() > 0 && r.eight_bit_io) {
+            std::fprintf(stderr, "tessera-train: error: --eight-bit-io sends 8-bit images, and %s reads token ids "
+                                 "(they travel as integers)\n", r.model.c_str());
+            return 2;
+        }
+        if (images->count() > 0) {
+            std::fprintf(stderr, "tessera-train: error: --images counts training images, and %s trains on text "
+                                 "windows (--seq-len sets their length)\n", r.model.c_str());
+            return 2;
+        }
+        r.eight_bit_io = false;
+        if (dataset_flag->count() == 0) dataset = {"fortunes"};
+        if (optimizer->count() == 0) r.optimizer = "adamw";
+        if (lr->count() == 0) r.lr = 2e-3;
+        if (epochs->count() == 0) r.epochs = 1;
+    } else if (seq_len->count() > 0) {
+        std::fprintf(stderr, "tessera-train: error: --seq-len sets a text model's window, and %s reads images\n",
+                     r.model.c_str());
+        return 2;
     }
     if (r.strategy == "single" && ipus->count() > 0 && r.ipus_per_replica != 1) {
         std::fprintf(stderr, "tessera-train: error: --ipus-per-replica %zu needs a staged strategy; 'single' runs "

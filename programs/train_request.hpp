@@ -67,6 +67,7 @@ struct train_request {
     double lr = 0.1;
     std::string optimizer = "sgd";
     std::uint64_t seed = 42;
+    std::size_t seq_len = 128;            ///< text models: tokens (bytes) a window gives the model
     std::string metrics_json, timeline, checkpoint, resume;
     bool dry_run = false;                 ///< the modelled epoch only: nothing trained, no data read
     bool inference = false;               ///< with dry_run: the configuration's inference form (G = 1)

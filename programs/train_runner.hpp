@@ -25,6 +25,7 @@
 #include "train_report.hpp"
 #include "train_request.hpp"
 #include "train_settings.hpp"
+#include "train_text.hpp"
 
 namespace tessera::programs {
 
@@ -126,6 +127,12 @@ decltype(auto) with_network(const train_request& r, std::size_t channels, std::s
 /// A request under configuration C: its dry run, or its training on the dataset's images.
 template <class C>
 int train_model(const train_request& r) {
+    if (text_model(r)) {
+        if constexpr (std::is_same_v<typename C::io_type, float>)
+            return train_text<C>(r);
+        else
+            throw usage_error("--eight-bit-io sends 8-bit images, and " + r.model + " reads token ids");
+    }
     const dataset_shape shape = shape_of_dataset(r);
     if (r.dry_run)
         return with_network<typename C::precision>(r, shape.channels, shape.classes,

@@ -17,10 +17,12 @@
 //                        device iterations, output modes; failures reach the caller
 //   session.hpp          training_model<Config>(staged model) / inference_model<Config>(...);
 //                        basic_session.hpp: what a session does once compiled, one type per model
-//   staged_network.hpp   a unit network (nn::resnet) + optimizer as a staged model;
+//   staged_network.hpp   a unit network (nn::resnet, nn::transformer) + optimizer + loss as a staged model;
+//                        staged_loss.hpp: its losses (a class per sample, a token per position);
 //                        activation_rounding.hpp: the streams stochastic rounding draws per micro-batch
 //   network_session.hpp  training_model<Config>(net, optimizer, sample shape, options)
-//   batch_feed.hpp       the data loader's combined batches as micro-batches with masks
+//   batch_feed.hpp       the data loader's combined batches as micro-batches with masks;
+//                        token_feed.hpp: batches of token windows as ids and next-token labels
 //   schedule_report.hpp, timeline.hpp, memory_report.hpp   text, SVG and JSON reports
 #include "tessera/exec/activation_rounding.hpp"
 #include "tessera/exec/basic_session.hpp"
@@ -47,6 +49,8 @@
 #include "tessera/exec/session.hpp"
 #include "tessera/exec/session_checkpoint.hpp"
 #include "tessera/exec/session_options.hpp"
+#include "tessera/exec/staged_loss.hpp"
 #include "tessera/exec/staged_network.hpp"
 #include "tessera/exec/timeline.hpp"
 #include "tessera/exec/timing.hpp"
+#include "tessera/exec/token_feed.hpp"

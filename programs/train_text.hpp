@@ -1,0 +1,149 @@
+#pragma once
+// tessera-train for a language model: --model gpt-<size> on a text corpus (--dataset fortunes):
+// its windows of --seq-len + 1 bytes, a session with a per-token loss, an epoch loop with a bar,
+// then the held-out split's cross-entropy in bits per byte and its perplexity. Included by
+// train_runner.hpp, for the float-I/O configurations (token ids travel as integers).
+#include <tessera/tessera.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "any_optimizer.hpp"
+#include "train_loop.hpp"
+#include "train_report.hpp"
+#include "train_request.hpp"
+#include "train_settings.hpp"
+
+namespace tessera::programs {
+
+/// Whether --model names a language model (gpt-<size>).
+[[nodiscard]] inline bool text_model(const train_request& r) noexcept { return r.model.rfind("gpt-", 0) == 0; }
+
+/// The corpus of --dataset: fortunes (Debian's `fortunes`, or the directory given after it).
+[[nodiscard]] inline data::text_corpus text_corpus_of(const train_request& r) {
+    if (r.dataset != "fortunes")
+        throw usage_error("--dataset '" + r.dataset + "' is not a text corpus: " + r.model + " trains on fortunes [DIR]");
+    return data::text_corpus(r.data_dir.empty() ? std::string(data::fortunes_default_path) : r.data_dir);
+}
+
+/// The GPT of --model gpt-<size>, its positions at least --seq-len; untied when its embedding and head
+/// would be on two stages (staged_network refuses a table tied across stages).
+[[nodiscard]] inline nn::transformer_spec text_spec_of(const train_request& r, std::size_t stages) {
+    nn::transformer_spec s = nn::gpt2_spec(r.model.substr(4));
+    if (r.seq_len > s.positions)
+        throw usage_error("--seq-len " + std::to_string(r.seq_len) + " is longer than " + r.model + "'s " +
+                          std::to_string(s.positions) + " positions");
+    s.tied = stages == 1;
+    return s;
+}
+
+/// The held-out windows' mean cross-entropy per token (nats), the network run on the host in
+/// evaluation mode (no dropout), `batch` windows at a time on `threads` threads.
+template <class Net>
+[[nodiscard]] double held_out_nats(Net net, const data::token_windows<>& windows, std::size_t batch, std::size_t threads) {
+    using P = typename Net::precision;
+    const std::size_t T = windows.context();
+    nn::token_cross_entropy<P> loss;
+    nn::context ctx{nn::mode::eval, threads};
+    kernels::thread_pool pool(threads > 1 ? threads - 1 : 0);
+    if (threads > 1) ctx.pool = &pool;
+    double total = 0;
+    std::size_t tokens = 0;
+    for (std::size_t first = 0; first < windows.size(); first += batch) {
+        const std::size_t n = std::min(batch, windows.size() - first);
+        std::vector<std::uint16_t> ids;
+        std::vector<std::int32_t> labels;
+        for (std::size_t i = first; i < first + n; ++i) {
+            const auto w = windows.window(i);
+            ids.insert(ids.end(), w.begin(), w.end() - 1);
+            for (std::size_t t = 1; t <= T; ++t) labels.push_back(w[t]);
+        }
+        const auto x = nn::token_activation<P>(std::span<const std::uint16_t>(ids), n, T);
+        typename Net::state st;
+        const auto r = loss(net.forward(x, st, ctx), labels);
+        total += r.sum;
+        tokens += r.labelled;
+    }
+    return tokens == 0 ? 0.0 : total / double(tokens);
+}
+
+/// Trains --model gpt-<size> under configuration C on the corpus's training windows, then scores the
+/// held-out windows: per epoch its training loss (nats per token), then bits per byte and perplexity.
+template <class C>
+int train_text(const train_request& r) {
+    using P = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
+    if (r.dry_run) throw usage_error("--dry-run of " + r.model + ": the dry run prices image models only so far");
+    if (r.instances > 1) throw usage_error("--instances " + std::to_string(r.instances) + ": " + r.model +
+                                           " trains in one process so far");
+    for (const auto* flag : {&r.metrics_json, &r.timeline, &r.checkpoint, &r.resume})
+        if (!flag->empty())
+            throw usage_error(std::string(flag == &r.metrics_json ? "--metrics-json" : flag == &r.timeline ? "--timeline"
+                                          : flag == &r.checkpoint  ? "--checkpoint" : "--resume") +
+                              ": not yet for " + r.model);
+    const data::text_corpus corpus = text_corpus_of(r);
+    const data::token_windows<> train_part(corpus, data::text_part::train, r.seq_len);
+    const data::token_windows<> held_out(corpus, data::text_part::held_out, r.seq_len);
+    const config::options counts = counts_of(r);
+    const config::batching b = config::make_batching<C>(counts);
+    auto net = nn::make_gpt2<P>(text_spec_of(r, b.stages));
+    data::loader_options loading{.shuffle = true, .seed = r.seed, .num_workers = r.workers,
+                                 .mode = r.async_dataloader ? data::loader_mode::async : data::loader_mode::sync};
+    b.check_fits_dataset(train_part.size());
+    exec::session_options settings = session_options_of(r, net, b, loading);
+    settings.progress = &std::cout;
+    settings.dropout_seed = r.seed;
+    const any_optimizer optimizer = optimizer_of(r);
+    auto session = exec::training_model<C>(net, optimizer, {1, 1, r.seq_len, 1}, counts, settings, exec::token_loss<P>{});
+    std::printf("%s, %s%s\n", compiled_text<C>(session, settings, net, optimizer).c_str(),
+                net.tied() ? "the LM head tied to wte" : "the LM head untied (its embedding on another stage)",
+                b.stages > 1 ? "" : "");
+    std::printf("corpus: %s, %zu training windows of %zu + 1 bytes (%zu documents), %zu held out (%zu documents)\n",
+                corpus.name().c_str(), train_part.size(), r.seq_len, train_part.documents(), held_out.size(),
+                held_out.documents());
+    data::data_loader<data::token_windows<>> loader(train_part, b, loading);
+    const exec::output_selection outputs = session.outputs();
+    const std::size_t calls = loader.batches_per_epoch(), updates = calls * r.epochs * r.device_iterations;
+    const optim::cosine_lr schedule{.base = r.lr, .total = std::max<std::size_t>(updates, 2), .min = 0.0,
+                                    .warmup = std::min<std::size_t>(updates / 20, updates - 1)};
+    const std::size_t micro_batches = r.device_iterations * r.gradient_accumulation;
+    std::size_t step = 0;
+    for (std::size_t epoch = 1; epoch <= r.epochs; ++epoch) {
+        char name[32];
+        std::snprintf(name, sizeof name, "[Epoch %02zu]", epoch);
+        report::progress_bar bar(std::cout, name, calls);
+        loader.seek(epoch - 1);
+        double loss_sum = 0;
+        std::size_t ran = 0;
+        const auto started = std::chrono::steady_clock::now();
+        for (auto& batch : loader) {
+            session.set_learning_rate(schedule(step));
+            const auto result = session(exec::token_feed<P>(batch, b));
+            step += r.device_iterations;
+            loss_sum += call_figures(result, outputs, micro_batches)[0];
+            ++ran;
+            bar.set_postfix("loss", loss_sum / double(ran), 3);
+            bar.update();
+        }
+        bar.close();
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const double tokens = double(ran * b.combined_batch() * r.seq_len);
+        std::printf("[Epoch %02zu] loss: %.3f (nats per token), %.0f tokens/s\n", epoch,
+                    loss_sum / double(std::max<std::size_t>(ran, 1)), wall > 0 ? tokens / wall : 0.0);
+        std::fflush(stdout);
+    }
+    const double nats = held_out_nats(session.model().network(), held_out, 16,
+                                      std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 2));
+    // Byte tokens: bits per token are bits per byte.
+    std::printf("held-out: %.4f bits per byte, perplexity %.3f per byte (%zu windows, %zu bytes scored)\n",
+                nats / std::log(2.0), std::exp(nats), held_out.size(), held_out.size() * r.seq_len);
+    return 0;
+}
+
+}  // namespace tessera::programs
