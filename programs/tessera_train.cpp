@@ -183,6 +183,12 @@ int main(int argc, char** argv) {
                                      "pass and no optimiser\n", flag == &r.recompute ? "--recompute" : "--optimizer-sharding");
                 return 2;
             }
+    try {
+        programs::check_output_mode(r);  // a count read whole, from 1 to D × G
+    } catch (const programs::usage_error& e) {
+        std::fprintf(stderr, "tessera-train: error: %s\n", e.what());
+        return 2;
+    }
     if (r.dry_run)
         for (const auto* flag : {timeline, checkpoint, resume, stop_after})
             if (flag->count() > 0) {
