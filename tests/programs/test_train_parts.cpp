@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "train_datasets.hpp"
+#include "train_report.hpp"
 #include "train_settings.hpp"
 
 namespace test_train_parts {
@@ -82,6 +83,18 @@ TEST_CASE("output mode every:N returns a micro-batch of every call: 1 <= N <= D 
     r.output_mode = "every:18446744073709551615", r.device_iterations = std::size_t{1} << 62;
     CHECK(programs::call_micro_batches(r) == SIZE_MAX);
     CHECK_NOTHROW(programs::check_output_mode(r));
+}
+
+TEST_CASE("a checkpoint's configuration text: what shapes the weights, and nothing else", "[programs]") {
+    programs::train_request r;
+    r.replicas = 2;
+    const std::string text = programs::configuration_text(r, 256);
+    CHECK_THAT(text, Catch::Contains(" R=2 input-group=1 "));
+    r.input_replica_group = 2;  // the replicas of a group share an input slice: other samples, other weights
+    CHECK(programs::configuration_text(r, 256) != text);
+    r.input_replica_group = 1;
+    r.eight_bit_io = false, r.optimizer_sharding = true, r.workers = 3, r.async_dataloader = false;  // no bit changes
+    CHECK(programs::configuration_text(r, 256) == text);
 }
 
 TEST_CASE("datasets by shape, and the ones with no reader refused", "[programs]") {
