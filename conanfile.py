@@ -2,18 +2,22 @@
 
 tests/CMakeLists.txt checks this file as Conan uses it ("package: conan"): only exports_sources are
 copied, configured with package()'s variables, installed without compiling."""
+import os
+
 from conan import ConanFile
 from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
+from conan.tools.files import copy
 
 
 class TesseraConan(ConanFile):
     name = "tessera"
     version = "0.1.0"
     description = "The IPU execution model as compile-time policies, on a threaded IPU emulator"
+    license = "BSD-3-Clause"
     topics = ("ipu", "pipeline", "header-only", "deep-learning")
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
-    exports_sources = "CMakeLists.txt", "cmake/*", "include/*"
+    exports_sources = "CMakeLists.txt", "LICENSE", "cmake/*", "include/*"
     no_copy_source = True
 
     def requirements(self):
@@ -32,7 +36,8 @@ class TesseraConan(ConanFile):
     def package(self):
         cmake = CMake(self)
         cmake.configure(variables={"TESSERA_BUILD_TESTS": "OFF", "TESSERA_BUILD_EXAMPLES": "OFF", "TESSERA_BUILD_PROGRAMS": "OFF", "TESSERA_BUILD_BENCHMARKS": "OFF"})
-        cmake.install()
+        cmake.install()  # LICENSE into share/doc/tessera, as the CMake install puts it
+        copy(self, "LICENSE", self.source_folder, os.path.join(self.package_folder, "licenses"))  # where Conan looks
 
     def package_id(self):
         self.info.clear()

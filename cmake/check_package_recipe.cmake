@@ -110,6 +110,33 @@ if(NOT EXISTS ${prefix}/include/tessera/tessera.hpp OR NOT EXISTS ${prefix}/shar
   message(FATAL_ERROR "check_package_recipe (${CLIENT}): the headers or the CMake package are missing under ${prefix}")
 endif()
 
+# The licence (BSD 3-Clause): installed beside the package, and named by each recipe.
+file(READ ${SOURCE}/LICENSE licence)
+if(NOT licence MATCHES "^BSD 3-Clause License\n\nCopyright \\(c\\) [0-9]+, the tessera authors\n")
+  message(FATAL_ERROR "check_package_recipe: ${SOURCE}/LICENSE is not the BSD 3-Clause licence of the tessera authors")
+endif()
+if(NOT EXISTS ${prefix}/share/doc/tessera/LICENSE)
+  message(FATAL_ERROR "check_package_recipe (${CLIENT}): the install has no share/doc/tessera/LICENSE")
+endif()
+file(READ ${prefix}/share/doc/tessera/LICENSE installed)
+if(NOT installed STREQUAL licence)
+  message(FATAL_ERROR "check_package_recipe (${CLIENT}): share/doc/tessera/LICENSE differs from ${SOURCE}/LICENSE")
+endif()
+if(CLIENT STREQUAL "conan" AND NOT recipe MATCHES "\n    license = \"BSD-3-Clause\"\n")
+  message(FATAL_ERROR "check_package_recipe: conanfile.py has no license = \"BSD-3-Clause\"")
+endif()
+if(CLIENT STREQUAL "vcpkg")
+  file(READ ${SOURCE}/ports/tessera/vcpkg.json manifest)
+  string(JSON port_licence ERROR_VARIABLE no_licence GET "${manifest}" license)
+  if(NOT port_licence STREQUAL "BSD-3-Clause")
+    message(FATAL_ERROR "check_package_recipe: ports/tessera/vcpkg.json's license is '${port_licence}', not BSD-3-Clause")
+  endif()
+  if(NOT port MATCHES "\nvcpkg_install_copyright\\(FILE_LIST \"\\\${SOURCE_PATH}/LICENSE\"\\)")
+    message(FATAL_ERROR "check_package_recipe: ports/tessera/portfile.cmake does not install LICENSE as its copyright "
+                        "(vcpkg_install_copyright(FILE_LIST \"\${SOURCE_PATH}/LICENSE\"))")
+  endif()
+endif()
+
 # The consumer: a user's project that finds the package.
 if(NOT DEFINED EXPECT_DIST)
   set(EXPECT_DIST OFF)

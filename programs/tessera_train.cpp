@@ -11,6 +11,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train_processes.hpp"
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
                                    "labels: the same window one byte on)")->check(CLI::PositiveNumber);
     app.add_option("--batch-size", r.batch_size, "the micro-batch")->check(CLI::PositiveNumber);
     app.add_option("--precision", r.precision, "32.32, 16.32 or 16.16")->check(CLI::IsMember({"32.32", "16.32", "16.16"}));
-    app.add_option("--loss-scaling", r.loss_scaling, "none, static:F or dynamic");
+    auto* loss_scaling = app.add_option("--loss-scaling", r.loss_scaling, "none, static:F or dynamic");
     app.add_option("--gradient-accumulation", r.gradient_accumulation, "G")->check(CLI::PositiveNumber);
     app.add_option("--device-iterations", r.device_iterations, "D")->check(CLI::PositiveNumber);
     app.add_option("--replicas", r.replicas, "R (over all instances)")->check(CLI::PositiveNumber);
@@ -86,10 +87,10 @@ int main(int argc, char** argv) {
     app.add_option("--split", r.split, "the unit starting each stage after the first (PopTorch's BeginBlock), "
                                        "e.g. layer3[0]; balanced by FLOPs when absent")->delimiter(',');
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
-    app.add_option("--recompute-checkpoints", r.recompute_checkpoints,
-                   "units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint), e.g. "
-                   "layer2[0],layer3[0], or every-unit: a stage holding one stashes its checkpoints and recomputes "
-                   "one segment at a time during backward")->delimiter(',');
+    auto* checkpoints = app.add_option("--recompute-checkpoints", r.recompute_checkpoints,
+                                       "units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint), e.g. "
+                                       "layer2[0],layer3[0], or every-unit: a stage holding one stashes its checkpoints and recomputes "
+                                       "one segment at a time during backward")->delimiter(',');
     app.add_flag("--stochastic-rounding,!--no-stochastic-rounding", r.stochastic_rounding,
                  "round 16-bit results (updated weights, activations, their gradients) up or down with "
                  "probability proportional to the distance, as the IPU's stochastic rounding does (keyed by "
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
                                    "send 8-bit images, normalised on the device");
     app.add_flag("--async-dataloader,!--no-async-dataloader", r.async_dataloader, "prepare batches ahead");
     app.add_option("--workers", r.workers, "loader workers")->check(CLI::PositiveNumber);
-    app.add_option("--output-mode", r.output_mode, "final, all, sum or every:N");
+    auto* output_mode = app.add_option("--output-mode", r.output_mode, "final, all, sum or every:N");
     auto* epochs = app.add_option("--epochs", r.epochs, "epochs (text models: 1 by default)")->check(CLI::PositiveNumber);
     auto* images = app.add_option("--images", r.images, "training images used (synthetic: its size)");
     auto* lr = app.add_option("--lr", r.lr, "peak learning rate (cosine schedule with warm-up; text models: 2e-3 by "
@@ -206,13 +207,31 @@ int main(int argc, char** argv) {
                              "training run evaluates the test split after each run)\n");
         return 2;
     }
-    if (r.inference)
-        for (const auto* flag : {&r.optimizer_sharding, &r.recompute})
-            if (*flag) {
+    if (r.inference) {
+        // Flags of the backward pass and the optimiser, and the output mode inference replaces: refused
+        // rather than accepted and ignored.
+        const std::pair<bool, const char*> training_only[] = {
+            {r.optimizer_sharding, "--optimizer-sharding"}, {r.recompute, "--recompute"},
+            {checkpoints->count() > 0, "--recompute-checkpoints"}, {loss_scaling->count() > 0, "--loss-scaling"}};
+        for (const auto& [given, name] : training_only)
+            if (given) {
                 std::fprintf(stderr, "tessera-train: error: %s has nothing to do in inference, which has no backward "
-                                     "pass and no optimiser\n", flag == &r.recompute ? "--recompute" : "--optimizer-sharding");
+                                     "pass and no optimiser\n", name);
                 return 2;
             }
+        if (output_mode->count() > 0) {
+            std::fprintf(stderr, "tessera-train: error: --output-mode %s has nothing to do in inference, whose calls "
+                                 "return every micro-batch's output (PopTorch's inference output mode, all)\n",
+                         r.output_mode.c_str());
+            return 2;
+        }
+    }
+    try {
+        programs::check_output_mode(r);  // a count read whole, from 1 to D × G
+    } catch (const programs::usage_error& e) {
+        std::fprintf(stderr, "tessera-train: error: %s\n", e.what());
+        return 2;
+    }
     if (r.dry_run)
         for (const auto* flag : {timeline, checkpoint, resume, stop_after})
             if (flag->count() > 0) {

@@ -83,16 +83,21 @@ template <config::Config C, class Model, class Net, class Optimizer>
 }
 
 /// What a checkpoint must have been made for: everything that shapes the weights and the data order.
+/// The input replica group is in it (replicas that share an input slice see other samples); not in
+/// it, as they change no bit of the weights: optimiser sharding, --eight-bit-io (8-bit images are
+/// normalised on the device by the arithmetic the host applies to float I/O: a checkpoint is the same
+/// file either way), the loader's workers and --async-dataloader.
 inline std::string configuration_text(const train_request& r, std::size_t images) {
     std::string split;
     for (const auto& c : r.split) split += c + ",";
     return r.model + " " + r.dataset + " images=" + std::to_string(images) + " b=" + std::to_string(r.batch_size) +
            " " + r.precision + " " + r.loss_scaling + " G=" + std::to_string(r.gradient_accumulation) +
-           " D=" + std::to_string(r.device_iterations) + " R=" + std::to_string(r.replicas) + " " + r.strategy + " " +
+           " D=" + std::to_string(r.device_iterations) + " R=" + std::to_string(r.replicas) +
+           " input-group=" + std::to_string(r.input_replica_group) + " " + r.strategy + " " +
            r.schedule + (runs_chunks(r) ? " chunks=" + std::to_string(r.virtual_stages) : std::string()) +
            " ipus=" + std::to_string(r.ipus_per_replica) + " split=" + split + " " + r.optimizer +
            " lr=" + std::to_string(r.lr) + " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed) +
-           (r.stochastic_rounding ? " stochastic-rounding" : "");  // optimiser sharding changes no bit: a run may resume with or without it
+           (r.stochastic_rounding ? " stochastic-rounding" : "");
 }
 
 /// The "configuration" member of --metrics-json: every flag that shapes the run.

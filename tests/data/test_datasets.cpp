@@ -519,6 +519,41 @@ TEST_CASE("IDX reader: a gzip file inflates no further than its header declares"
     CHECK_THAT(cut.found(), Catch::Contains("inside the header"));
 }
 
+TEST_CASE("IDX reader: a gzip header that declares more than the file can hold is refused before inflating",
+          "[data][idx][gzip][errors]") {
+    temp_dir dir;
+    // The file: 2^24 x 256 x 256 bytes (2^40) declared over 16 MiB of deflated zeros (about 16 KB).
+    // Refused before inflating: by the limit (2^40 + 16 > 4 GiB); before the fix it inflated all 16 MiB.
+    const auto header = tessera_test::idx_bytes(0x0803, {1u << 24, 256, 256}, {});
+    {
+        gzFile f = gzopen((dir / "terabyte-images.gz").string().c_str(), "wb9");
+        REQUIRE(f != nullptr);
+        gzwrite(f, header.data(), static_cast<unsigned>(header.size()));
+        const std::vector<std::uint8_t> zeros(1u << 20, 0);
+        for (int i = 0; i < 16; ++i) gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size()));
+        gzclose(f);
+    }
+    const auto terabyte = require_throws<data::corrupt_data_error>([&] { (void)data::read_idx(dir / "terabyte-images.gz", 3); });
+    CHECK(terabyte.offset() == 16);
+    CHECK(terabyte.found() == "a file of 1099511627792 bytes, as the header declares 16777216x256x256");
+    CHECK(terabyte.expected() == "at most 4294967296 bytes inflated (data::default_inflate_limit)");
+    // Under the limit but more than deflate's largest ratio allows: 1000 x 256 x 256 bytes (65 MB) declared
+    // in a file of a few dozen bytes, which can inflate to at most 1032 times its size.
+    tessera_test::write_gzip(dir / "small-images.gz", tessera_test::idx_bytes(0x0803, {1000, 256, 256}, {1, 2, 3}));
+    const auto size = tessera_test::read_bytes(dir / "small-images.gz").size();
+    REQUIRE(size * data::deflate_max_ratio < 1000u * 256 * 256);
+    const auto ratio = require_throws<data::count_mismatch_error>([&] { (void)data::read_idx(dir / "small-images.gz", 3); });
+    CHECK(ratio.offset() == 16);
+    CHECK(ratio.found() == std::to_string(size) + " bytes of gzip data, which inflate to at most " +
+                               std::to_string(size * 1032) + " bytes (deflate's largest ratio, 1032:1)");
+    CHECK(ratio.expected() == "65536016 bytes, as the header declares 1000x256x256");
+    // The bounds saturate rather than wrap, and a file that deflate could have made is read as before.
+    CHECK(data::max_inflated_size(SIZE_MAX / 1000) == SIZE_MAX);
+    CHECK(data::max_inflated_size(10) == 10320);
+    tessera_test::write_gzip(dir / "zeros-images.gz", tessera_test::idx_bytes(0x0803, {64, 256, 256}, std::vector<std::uint8_t>(64u << 16, 0)));
+    CHECK(data::read_idx(dir / "zeros-images.gz", 3).values.size() == 64u << 16);
+}
+
 TEST_CASE("gzip reader: bounded output, concatenated members, no trailing garbage", "[data][gzip][errors]") {
     temp_dir dir;
     // A "bomb": 64 MiB of zeros compresses to ~64 KiB; a 1 MiB limit stops it with a clear error.

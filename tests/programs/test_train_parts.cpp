@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "train_datasets.hpp"
+#include "train_report.hpp"
 #include "train_settings.hpp"
 
 namespace test_train_parts {
@@ -37,6 +38,11 @@ TEST_CASE("output modes, loss scales and hosts are parsed or refused by name", "
     CHECK(programs::parse_output_mode("sum").kind == cfg::output_kind::sum);
     REQUIRE_THROWS_WITH(programs::parse_output_mode("every:0"), Catch::Contains("every:N needs N > 0"));
     REQUIRE_THROWS_AS(programs::parse_output_mode("most"), programs::usage_error);
+    // A count is read whole: a sign, trailing characters, no digits or more than a size_t are refused.
+    for (const char* bad : {"every:3x", "every:-1", "every:", "every:+3", "every: 3", "every:18446744073709551616"})
+        REQUIRE_THROWS_WITH(programs::parse_output_mode(bad),
+                            Catch::Contains("takes a whole count N") && Catch::Contains(std::string("'") + bad + "'"));
+    CHECK(programs::parse_output_mode("every:18446744073709551615").period == 18446744073709551615u);
     CHECK(programs::static_scale("static:128") == 128.0);
     CHECK_FALSE(programs::static_scale("dynamic").has_value());
     REQUIRE_THROWS_AS(programs::static_scale("static:0"), programs::usage_error);
@@ -53,6 +59,42 @@ TEST_CASE("output modes, loss scales and hosts are parsed or refused by name", "
     CHECK(programs::host_of(r).cores == 7);
     std::remove(r.host.c_str());
     REQUIRE_THROWS_WITH(programs::host_of(r), Catch::Contains("--host: ") && Catch::Contains("cannot read"));
+}
+
+TEST_CASE("output mode every:N returns a micro-batch of every call: 1 <= N <= D x G", "[programs]") {
+    programs::train_request r;  // the main job: D = 4, G = 8, so 32 micro-batches a call per replica
+    CHECK(programs::call_micro_batches(r) == 32);
+    for (const char* fine : {"final", "all", "sum", "every:1", "every:32"}) {
+        r.output_mode = fine;
+        CHECK_NOTHROW(programs::check_output_mode(r));
+    }
+    r.output_mode = "every:33";
+    REQUIRE_THROWS_WITH(programs::check_output_mode(r),
+                        Catch::Contains("--output-mode every:33 returns one micro-batch in every 33 of a host call, and a "
+                                        "call runs 32 per replica (device iterations × gradient accumulation = 4 × 8)") &&
+                            Catch::Contains("give N from 1 to 32"));
+    r.output_mode = "every:64", r.gradient_accumulation = 16;  // D × G = 64: the last micro-batch of each call
+    CHECK_NOTHROW(programs::check_output_mode(r));
+    r.output_mode = "every:3x";
+    REQUIRE_THROWS_WITH(programs::check_output_mode(r), Catch::Contains("takes a whole count N"));
+    r.output_mode = "most";
+    REQUIRE_THROWS_WITH(programs::check_output_mode(r), Catch::Contains("is not one of final, all, sum, every:N"));
+    // A product beyond a size_t bounds nothing (the sample count is refused on its own).
+    r.output_mode = "every:18446744073709551615", r.device_iterations = std::size_t{1} << 62;
+    CHECK(programs::call_micro_batches(r) == SIZE_MAX);
+    CHECK_NOTHROW(programs::check_output_mode(r));
+}
+
+TEST_CASE("a checkpoint's configuration text: what shapes the weights, and nothing else", "[programs]") {
+    programs::train_request r;
+    r.replicas = 2;
+    const std::string text = programs::configuration_text(r, 256);
+    CHECK_THAT(text, Catch::Contains(" R=2 input-group=1 "));
+    r.input_replica_group = 2;  // the replicas of a group share an input slice: other samples, other weights
+    CHECK(programs::configuration_text(r, 256) != text);
+    r.input_replica_group = 1;
+    r.eight_bit_io = false, r.optimizer_sharding = true, r.workers = 3, r.async_dataloader = false;  // no bit changes
+    CHECK(programs::configuration_text(r, 256) == text);
 }
 
 TEST_CASE("datasets by shape, and the ones with no reader refused", "[programs]") {

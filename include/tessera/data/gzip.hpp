@@ -34,6 +34,19 @@ namespace tessera::data {
 /// file tessera reads inflates to 150 MB; a "gzip bomb" stops here instead of exhausting memory).
 inline constexpr std::size_t default_inflate_limit = std::size_t{4} << 30;
 
+/// Deflate's largest compression ratio, 1032:1: a match copies at most 258 bytes and costs at least
+/// two bits (a one-bit length code and a one-bit distance code), 258 x 8 / 2 = 1032 (RFC 1951,
+/// section 3.2.5; zlib's technical details, https://zlib.net/zlib_tech.html: "the theoretical limit
+/// for the zlib format is 1032:1"). A gzip file of n bytes inflates to at most n x 1032 bytes.
+inline constexpr std::size_t deflate_max_ratio = 1032;
+
+/// The most bytes `compressed_bytes` of gzip data can inflate to (deflate_max_ratio, saturating).
+[[nodiscard]] constexpr std::size_t max_inflated_size(std::size_t compressed_bytes) noexcept {
+    return compressed_bytes > std::numeric_limits<std::size_t>::max() / deflate_max_ratio
+               ? std::numeric_limits<std::size_t>::max()
+               : compressed_bytes * deflate_max_ratio;
+}
+
 namespace detail {
 
 /// What inflate_gzip does on reaching `limit` bytes: throw (a whole file must fit) or stop (a prefix).

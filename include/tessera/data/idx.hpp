@@ -106,7 +106,10 @@ struct idx_header {
 /// corrupt_data_error (bad gzip, header cut short), count_mismatch_error (payload size differs
 /// from what the header declares). A gzip file is inflated no further than its header declares and
 /// one byte more: a small file that declares two images but inflates to gigabytes is refused after a
-/// few kilobytes.
+/// few kilobytes. Before inflating past the header, a gzip file whose header declares more than
+/// default_inflate_limit bytes (corrupt_data_error), or more than its compressed size can inflate to
+/// at deflate's largest ratio (count_mismatch_error, see deflate_max_ratio), is refused: a small file
+/// that declares a terabyte costs no more memory than its own size.
 [[nodiscard]] inline idx_array read_idx(const std::string& path, std::size_t rank) {
     if (rank == 0 || rank > 8)
         throw std::invalid_argument("tessera::data::read_idx: rank must be 1 to 8, got " + std::to_string(rank));
@@ -115,6 +118,18 @@ struct idx_header {
     const std::string& name = path;
     const detail::idx_header h =
         detail::read_idx_header(gunzip_prefix(bytes, name, 4 + 4 * rank), name, rank, "values of any size");
+    const std::size_t declared = h.header_bytes + h.count;  // read_idx_header refuses a sum that overflows
+    const std::string declares = std::to_string(declared) + " bytes, as the header declares " + detail::dims_text(h.dims);
+    if (declared > default_inflate_limit)
+        throw corrupt_data_error(name, h.header_bytes, "a file of " + declares,
+                                 "at most " + std::to_string(default_inflate_limit) +
+                                     " bytes inflated (data::default_inflate_limit)");
+    if (declared > max_inflated_size(bytes.size()))
+        throw count_mismatch_error(name, h.header_bytes,
+                                   std::to_string(bytes.size()) + " bytes of gzip data, which inflate to at most " +
+                                       std::to_string(max_inflated_size(bytes.size())) + " bytes (deflate's largest ratio, " +
+                                       std::to_string(deflate_max_ratio) + ":1)",
+                                   declares);
     auto plain = gunzip_prefix(bytes, name, h.header_bytes + h.count + 1);
     if (plain.size() > h.header_bytes + h.count)
         throw count_mismatch_error(name, h.header_bytes, "more than " + std::to_string(h.count) + " bytes of values",
