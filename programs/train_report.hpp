@@ -31,7 +31,10 @@ template <config::Config C, class Model, class Net, class Optimizer>
                                         Net& net, const Optimizer& optimizer) {
     using strategy = typename C::strategy;
     std::size_t parameters = 0;
-    net.visit_parameters([&](std::string_view, auto values, auto) { parameters += values.size(); });
+    if constexpr (requires { net.parameters(); })
+        parameters = net.parameters();  // a tied table counted once
+    else
+        net.visit_parameters([&](std::string_view, auto values, auto) { parameters += values.size(); });
     std::string text = "compiled: " + std::string(C::precision::name) + ", " + std::to_string(parameters) +
                        " parameters, " + optimizer.name() + " (" + std::to_string(optimizer.state_values_per_parameter()) +
                        " state values per parameter), " + std::string(strategy::name);

@@ -353,6 +353,7 @@ public:
             using W = typename decltype(value)::value_type;
             for (auto& v : value) v = static_cast<W>(flat.at(k++));
         });
+        tie_weights(s);  // each copy's elements came from the replica whose shard they are in
     }
 
     /// Runs stage s on micro-batch `micro_batch` of the step, of any size from 0 to the compiled one (a
@@ -489,6 +490,7 @@ public:
         else
             opt.step(p, grad_scale);
         optim::zero_grad(p, par);
+        tie_weights(s);
         if (m_rule.dynamic && ++m_good_steps[s] >= m_rule.growth_interval) {
             if (m_scale[s] < max_loss_scale) m_scale[s] = std::min(m_scale[s] * m_rule.factor, max_loss_scale);
             m_good_steps[s] = 0;
@@ -549,6 +551,10 @@ private:
                 m_net.tie_gradients();
                 m_tied_this_step = true;
             }
+    }
+    void tie_weights(std::size_t s) {
+        if constexpr (TiedNetwork<N>)
+            if (s == 0 && m_net.tied()) m_net.tie_weights();
     }
     void keep_own_shards() {
         if constexpr (requires(O& o, unit_parameters<N>& p, optim::element_range r) { o.keep_shard(p, r); })

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 
 namespace tessera::kernels {
@@ -85,17 +86,28 @@ void attention_forward(const T* qkv, const attention_shape& a, const attention_m
         const gemm_options one{1, &ws.packs[t], nullptr};
         gemm(trans::no, trans::yes, L, L, dh, scale, q, ld, k, ld, C(0), scores, L, one);
         const std::uint16_t* seg = mask.segments == nullptr ? nullptr : mask.segments + s * L;
+        constexpr C minus_infinity = -std::numeric_limits<C>::infinity();
         for (std::size_t i = 0; i < L; ++i) {
             C* row = scores + i * L;
-            C top = -std::numeric_limits<C>::infinity();
-            for (std::size_t j = 0; j < L; ++j)
-                if (detail::attends(mask, seg, i, j)) top = std::max(top, row[j]);
+            C top = minus_infinity;
+            for (std::size_t j = 0; j < L; ++j) {
+                if (detail::attends(mask, seg, i, j))
+                    top = std::max(top, row[j]);
+                else
+                    row[j] = minus_infinity;
+            }
+            if (top == minus_infinity) {  // a query that sees no key (padding): a row of zeros
+                std::fill(row, row + L, C(0));
+                continue;
+            }
+            // exp in lanes (xsimd's), every element in a whole batch: the same bits wherever it falls
+            simd::map_batches<C>(row, row, L, [top](const simd::batch<C>& v) { return xsimd::exp(v - simd::batch<C>(top)); });
             C sum = 0;
             for (std::size_t j = 0; j < L; ++j) {
-                row[j] = detail::attends(mask, seg, i, j) ? std::exp(row[j] - top) : C(0);
+                if (row[j] != row[j] || !detail::attends(mask, seg, i, j)) row[j] = C(0);  // exp(-inf) is 0 exactly
                 sum += row[j];
             }
-            const C inv = sum > 0 ? C(1) / sum : C(0);
+            const C inv = C(1) / sum;
             for (std::size_t j = 0; j < L; ++j) row[j] *= inv;
         }
         if constexpr (!std::is_same_v<C, Y>) p_dst.commit_part(scores, p0, p0 + L * L);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 
 namespace tessera::kernels {
@@ -15,28 +16,35 @@ enum class gelu_form : std::uint8_t { erf, tanh };
 
 namespace detail {
 
-template <Compute C>
-[[nodiscard]] inline C gelu_value(C x, gelu_form form) noexcept {
-    if (form == gelu_form::erf) return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
-    const C u = C(0.79788456080286535588) * std::fma(C(0.044715) * x * x, x, x);
-    return C(0.5) * x * (C(1) + std::tanh(u));
+/// gelu(x) of a batch, in its form; every product that feeds a sum fused by hand.
+template <class V>
+[[nodiscard]] inline V gelu_value(const V& x, gelu_form form) noexcept {
+    using C = typename V::value_type;
+    const V half_x = V(C(0.5)) * x;
+    if (form == gelu_form::erf) return half_x * (V(C(1)) + xsimd::erf(x * V(C(0.70710678118654752440))));
+    const V u = V(C(0.79788456080286535588)) * kernels::simd::fused_multiply_add<C>(V(C(0.044715)) * x * x, x, x);
+    return half_x * (V(C(1)) + xsimd::tanh(u));
 }
 
-template <Compute C>
-[[nodiscard]] inline C gelu_slope(C x, gelu_form form) noexcept {
+/// gelu'(x) of a batch.
+template <class V>
+[[nodiscard]] inline V gelu_slope(const V& x, gelu_form form) noexcept {
+    using C = typename V::value_type;
+    const V one(C(1)), half(C(0.5));
     if (form == gelu_form::erf) {
-        const C cdf = C(0.5) * (C(1) + std::erf(x * C(0.70710678118654752440)));
-        return std::fma(x, C(0.39894228040143267794) * std::exp(C(-0.5) * x * x), cdf);
+        const V cdf = half * (one + xsimd::erf(x * V(C(0.70710678118654752440))));
+        return kernels::simd::fused_multiply_add<C>(x, V(C(0.39894228040143267794)) * xsimd::exp(V(C(-0.5)) * x * x), cdf);
     }
-    const C k0 = C(0.79788456080286535588), k1 = C(0.044715);
-    const C t = std::tanh(k0 * std::fma(k1 * x * x, x, x));
-    const C du = k0 * std::fma(C(3) * k1 * x, x, C(1));
-    return std::fma(C(0.5) * x * std::fma(-t, t, C(1)), du, C(0.5) * (C(1) + t));
+    const V k0(C(0.79788456080286535588)), k1(C(0.044715));
+    const V t = xsimd::tanh(k0 * kernels::simd::fused_multiply_add<C>(k1 * x * x, x, x));
+    const V du = k0 * kernels::simd::fused_multiply_add<C>(V(C(3)) * k1 * x, x, one);
+    return kernels::simd::fused_multiply_add<C>(half * x * kernels::simd::fused_multiply_add<C>(-t, t, one), du, half * (one + t));
 }
 
 }  // namespace detail
 
-/// y = gelu(x), n elements. Each element on its own: the same bits on any thread count.
+/// y = gelu(x), n elements, in batches of lanes (xsimd's erf and tanh; simd::map_batches): each
+/// element on its own, the same bits on any thread count.
 template <Compute C, Storage T, Storage Y>
 void gelu_forward(const T* x, std::size_t n, Y* y, gelu_form form, workspace<C>& ws, parallelism par = {},
                   const tensor::rounding& rounding = {}) {
@@ -44,7 +52,7 @@ void gelu_forward(const T* x, std::size_t n, Y* y, gelu_form form, workspace<C>&
     store_compute<C, Y> dst(y, n, ws.c, par, rounding);
     C* out = dst.target();
     detail::parallel_ranges(par, n, detail::elementwise_grain(par), [&](std::size_t b, std::size_t e, std::size_t) {
-        for (std::size_t i = b; i < e; ++i) out[i] = detail::gelu_value(xc[i], form);
+        simd::map_batches<C>(xc + b, out + b, e - b, [form](const simd::batch<C>& v) { return detail::gelu_value(v, form); });
     });
     dst.commit();
 }
@@ -58,7 +66,8 @@ void gelu_backward(const T* x, const D* dy, std::size_t n, X* dx, gelu_form form
     store_compute<C, X> dst(dx, n, ws.c, par, rounding);
     C* out = dst.target();
     detail::parallel_ranges(par, n, detail::elementwise_grain(par), [&](std::size_t b, std::size_t e, std::size_t) {
-        for (std::size_t i = b; i < e; ++i) out[i] = dyc[i] * detail::gelu_slope(xc[i], form);
+        simd::map_batches<C>(xc + b, out + b, e - b, [form](const simd::batch<C>& v) { return detail::gelu_slope(v, form); });
+        for (std::size_t i = b; i < e; ++i) out[i] *= dyc[i];
     });
     dst.commit();
 }

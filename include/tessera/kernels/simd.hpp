@@ -177,6 +177,21 @@ inline void over_elements(std::size_t from, std::size_t to, bool lanes, F&& f) {
     for (std::size_t i = from; i < to; ++i) f.template operator()<C>(i);
 }
 
+/// y[i] = f(batch)[lane] for n elements of C (y may be x): every element in a full batch, the last
+/// ones padded with zeros, so each element's result is the batch function's whatever its place (a
+/// thread's range, the tail): the bits do not depend on where a range starts or ends.
+template <class C, class F>
+inline void map_batches(const C* x, C* y, std::size_t n, F&& f) noexcept {
+    constexpr std::size_t w = batch<C>::size;
+    std::size_t i = 0;
+    for (; i + w <= n; i += w) f(batch<C>::load_unaligned(x + i)).store_unaligned(y + i);
+    if (i == n) return;
+    alignas(64) C lanes[w] = {};
+    for (std::size_t k = i; k < n; ++k) lanes[k - i] = x[k];
+    f(batch<C>::load_aligned(lanes)).store_aligned(lanes);
+    for (std::size_t k = i; k < n; ++k) y[k] = lanes[k - i];
+}
+
 /// v rounded to nearest through T and back: what storing it as T and loading it would give. In
 /// registers where T loads into them (in_register), else lane by lane.
 template <class C, class T>

@@ -325,6 +325,16 @@ public:
         }
     }
 
+    /// The decoder's copy of the tied table made the table's again, after an update: the two copies
+    /// take the same update from the same sums, and differ only where 16-bit weights round
+    /// stochastically, whose streams are named by the parameter (optim::weight_rounding). Nothing when untied.
+    void tie_weights() {
+        if (!m_spec.tied) return;
+        const auto [table, table_grad] = tied_parts(0);
+        const auto [decoder, decoder_grad] = tied_parts(units() - 1);
+        std::copy(table.begin(), table.end(), decoder.begin());
+    }
+
 private:
     using W = typename P::weight_type;
     using C = typename P::accumulate_type;
