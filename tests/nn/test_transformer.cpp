@@ -74,7 +74,7 @@ TEST_CASE("GELU's values are the published ones; layer norm's rows have mean 0 a
     const double xs[] = {1.0, -0.5};
     const double erf_ref[] = {0.8413447460685429, -0.15426876936299344};
     const double tanh_ref[] = {0.8411919906082768, -0.15428599017485606};
-    for (const auto [form, ref, eps] : {std::tuple{kernels::gelu_form::erf, erf_ref, 1e-14},
+    for (const auto& [form, ref, eps] : {std::tuple{kernels::gelu_form::erf, erf_ref, 1e-14},
                                         std::tuple{kernels::gelu_form::tanh, tanh_ref, 1e-14}}) {
         double y[2];
         kernels::workspace<double> ws;

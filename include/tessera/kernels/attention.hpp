@@ -101,7 +101,7 @@ void attention_forward(const T* qkv, const attention_shape& a, const attention_m
                 continue;
             }
             // exp in lanes (xsimd's), every element in a whole batch: the same bits wherever it falls
-            simd::map_batches<C>(row, row, L, [top](const simd::batch<C>& v) { return xsimd::exp(v - simd::batch<C>(top)); });
+            simd::map_batches<C>(row, row, L, [top](const simd::batch<C>& lanes) { return xsimd::exp(lanes - simd::batch<C>(top)); });
             C sum = 0;
             for (std::size_t j = 0; j < L; ++j) {
                 if (row[j] != row[j] || !detail::attends(mask, seg, i, j)) row[j] = C(0);  // exp(-inf) is 0 exactly

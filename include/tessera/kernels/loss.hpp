@@ -12,6 +12,22 @@
 
 namespace tessera::kernels {
 
+namespace detail {
+
+/// Stores element i of a loss gradient computed in C as D: to nearest, or stochastically with
+/// element i's bits where D is a half and `rounding` says so.
+template <Storage D, Compute C>
+inline void store_gradient(D* out, std::size_t i, C g, const tensor::rounding& rounding) noexcept {
+    if constexpr (std::is_same_v<D, tensor::half> && std::is_same_v<C, float>)
+        if (rounding.stochastic) {
+            out[i] = tensor::round_element(g, rounding, i);
+            return;
+        }
+    out[i] = store_as<D>(g);
+}
+
+}  // namespace detail
+
 /// Mean loss over the batch and the number of samples whose largest logit is the label.
 template <Compute C>
 struct loss_result {
@@ -55,13 +71,7 @@ loss_result<C> softmax_cross_entropy(const T* logits, std::size_t batch, std::si
             for (std::size_t k = 0; k < classes; ++k) {
                 const C p = std::exp(zr[k] - log_sum);
                 const C g = (p - (k == static_cast<std::size_t>(label) ? C(1) : C(0))) * scale / static_cast<C>(batch);
-                const std::size_t i = r * classes + k;
-                if constexpr (std::is_same_v<D, tensor::half> && std::is_same_v<C, float>)
-                    if (rounding.stochastic) {
-                        dlogits[i] = tensor::round_element(g, rounding, i);
-                        continue;
-                    }
-                dlogits[i] = detail::store_as<D>(g);
+                detail::store_gradient(dlogits, r * classes + k, g, rounding);
             }
     }
     result.loss = static_cast<C>(total / static_cast<double>(batch));

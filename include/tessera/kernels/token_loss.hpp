@@ -64,13 +64,7 @@ token_loss_result<C> token_cross_entropy(const T* logits, std::size_t rows, std:
         for (std::size_t k = 0; k < classes; ++k) {
             const C g = counted ? (std::exp(zr[k] - log_sum) - (k == static_cast<std::size_t>(label) ? C(1) : C(0))) * per
                                 : C(0);
-            const std::size_t i = r * classes + k;
-            if constexpr (std::is_same_v<D, tensor::half> && std::is_same_v<C, float>)
-                if (rounding.stochastic) {
-                    dlogits[i] = tensor::round_element(g, rounding, i);
-                    continue;
-                }
-            dlogits[i] = detail::store_as<D>(g);
+            detail::store_gradient(dlogits, r * classes + k, g, rounding);
         }
     }
     result.loss = result.labelled == 0 ? C(0) : static_cast<C>(result.sum / static_cast<double>(result.labelled));
