@@ -86,7 +86,8 @@ TEST_CASE("text_corpus: fortune files split into documents at % lines, CRLF, tra
     write_text(dir / "a.dat", "fake index\n%\nnot a document\n");
     write_text(dir / "b_crlf.u8", "linked twin\n%\n");
     write_text(dir / ".hidden", "hidden\n%\n");
-    write_text(dir / "binary", std::string_view("text\n%\nwith a \0 byte\n", 23));
+    constexpr char binary[] = "text\n%\nwith a \0 byte\n";  // 21 bytes, one of them NUL
+    write_text(dir / "binary", std::string_view(binary, sizeof binary - 1));
     std::filesystem::create_directory(dir / "off");
     write_text(dir / "off" / "nested", "never read\n%\n");
 
