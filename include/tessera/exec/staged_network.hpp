@@ -468,7 +468,7 @@ public:
     /// contributes the gradient of the mean loss over its real samples (nothing when it has none).
     void update(std::size_t s, float scale) {
         tie(s);
-        m_tied_this_step = false;
+        if (s == 0) m_tied_this_step = false;  // stage 0's alone: other stages run on other threads
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         if (m_gathered.at(s)) {
             std::size_t k = 0;
@@ -517,7 +517,7 @@ public:
     /// The step overflowed somewhere: zero the stage's gradients without stepping, and lower its scale.
     /// Every stage does the same in the same step (the executor's vote), so their scales stay equal.
     void skip_update(std::size_t s) {
-        m_tied_this_step = false;
+        if (s == 0) m_tied_this_step = false;
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
         m_gathered.at(s) = 0;
@@ -547,7 +547,7 @@ private:
     // update, whichever comes first: every strategy and shard then sees the same sums.
     void tie(std::size_t s) {
         if constexpr (TiedNetwork<N>)
-            if (!m_tied_this_step && s == 0 && m_net.tied()) {
+            if (s == 0 && !m_tied_this_step && m_net.tied()) {
                 m_net.tie_gradients();
                 m_tied_this_step = true;
             }
@@ -664,7 +664,7 @@ private:
         std::uint64_t seed = 0;
         std::size_t replica = 0, micro_batches = 0;
     } m_dropout{};
-    bool m_tied_this_step = false;  // tie_gradients ran since the last update
+    bool m_tied_this_step = false;  // tie_gradients ran since the last update; stage 0's thread alone touches it
     std::optional<std::uint64_t> m_rounding_seed;  // stochastic rounding of activations, when set
     std::size_t m_rounding_replica = 0;
     static constexpr double max_loss_scale = 65536.0 * 65536.0;
