@@ -1,10 +1,12 @@
-// A small GPT with dropout through sessions: every strategy and pipeline schedule, 1 and 2 replicas,
-// fp32 and 16.16 with dynamic loss scaling and stochastic rounding, bit for bit against `single`;
+// A small GPT with dropout, LAMB and max_grad_norm through sessions: every strategy and pipeline
+// schedule, 1 and 2 replicas, fp32 and 16.16 with dynamic loss scaling and stochastic rounding, bit
+// for bit against `single`;
 // the tied head on one stage with and without the optimiser state sharded; a stage that throws.
 // Release builds only (tests/exec/CMakeLists.txt).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -18,6 +20,7 @@
 #include "tessera/nn/tokens.hpp"
 #include "tessera/nn/transformer.hpp"
 #include "tessera/optim/adamw.hpp"
+#include "tessera/optim/lamb.hpp"
 
 namespace test_transformer_stages {
 
@@ -66,24 +69,23 @@ std::vector<float> weights_of(Net net) {
     return all;
 }
 
-TEMPLATE_TEST_CASE("a small GPT with dropout trains bit for bit through every strategy and schedule, 1 and 2 replicas",
+TEMPLATE_TEST_CASE("a small GPT with dropout, LAMB and max_grad_norm trains bit for bit through every strategy and "
+                   "schedule, 1 and 2 replicas",
                    "[exec][nn][transformer][session][threads]", cfg::fp32, cfg::half) {
     using P = TestType;
     constexpr bool half = std::is_same_v<P, cfg::half>;
     constexpr std::size_t G = 6, D = 2;
     const auto net = nn::make_gpt2<P>(small_gpt(false));
-    const optim::adamw adam({.learning_rate = 2e-3});
-    const auto train = [&]<class Strategy>(Strategy, std::size_t R, cfg::options options) {
-        using c = cfg::config<P, Strategy, cfg::gradient_accumulation<G>, cfg::device_iterations<D>,
+    const optim::lamb lamb({.learning_rate = 2e-3, .max_grad_norm = 0.01});
+    const auto train = [&]<class Strategy>(Strategy, std::size_t R, cfg::options options, optim::lamb opt) {
+        // 16.16: 2^24 overflows the half gradients and 2^24 / 256 does not, so exactly one step is skipped.
+        using scaled = std::conditional_t<half, typename P::template with<cfg::dynamic_loss_scaling<0x1p24, 2000, 256.0>>, P>;
+        using c = cfg::config<scaled, Strategy, cfg::gradient_accumulation<G>, cfg::device_iterations<D>,
                               cfg::replication<cfg::dynamic>, cfg::all>;
         exec::session_options settings{.dropout_seed = 11};
-        if (half) {
-            settings.stochastic_rounding = 5;
-            settings.loss_scale = 0x1p30;  // overflows the half gradients at first: steps are skipped
-            settings.dynamic_loss_scaling = true;
-        }
+        if (half) settings.stochastic_rounding = 5;
         options.micro_batch = batch, options.replicas = R;
-        auto run = exec::training_model<c>(net, adam, {1, 1, length, 1}, options, settings, exec::token_loss<P>{});
+        auto run = exec::training_model<c>(net, opt, {1, 1, length, 1}, options, settings, exec::token_loss<P>{});
         const auto result = tessera::test::within_deadline(300, "GPT session", [&] { return run(token_feed<P>{}); });
         std::vector<std::vector<float>> replicas;
         for (std::size_t r = 0; r < R; ++r) replicas.push_back(weights_of(run.replica(r).network()));
@@ -93,9 +95,13 @@ TEMPLATE_TEST_CASE("a small GPT with dropout trains bit for bit through every st
     using one_f_one_b = cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>;
     for (const std::size_t R : {1u, 2u}) {
         CAPTURE(R);
-        const auto [want, want_losses, want_skipped, single] = train(cfg::single{}, R, {});
+        const auto [want, want_losses, want_skipped, single] = train(cfg::single{}, R, {}, lamb);
         CHECK(single.rfind("single", 0) == 0);
-        if (half) CHECK(want_skipped >= 1);  // the overflow vote did skip steps
+        CHECK(single.find("gradient-norm vote") != std::string::npos);
+        auto unclipped = lamb;
+        unclipped.options().max_grad_norm = std::numeric_limits<double>::infinity();
+        CHECK(std::get<0>(train(cfg::single{}, R, {}, unclipped)) != want);  // max_grad_norm clipped
+        if (half) CHECK(want_skipped == 1);  // the overflow vote skipped the first step, and the second trained
         if (R == 2) CHECK(want[0] == want[1]);
         const auto check = [&](const auto& got) {
             const auto& [weights, losses, skipped, description] = got;
@@ -105,15 +111,15 @@ TEMPLATE_TEST_CASE("a small GPT with dropout trains bit for bit through every st
             CHECK(weights == want);
             return description.substr(0, description.find(','));
         };
-        CHECK(check(train(cfg::sharded<cfg::dynamic>{}, R, {.stages = 3})) == "sharded");
-        CHECK(check(train(cfg::phased<cfg::dynamic>{}, R, {.stages = 2})) == "phased");
-        CHECK(check(train(dynamic_pipeline{}, R, {.stages = 2})) == "pipelined<gpipe>");
-        CHECK(check(train(one_f_one_b{}, R, {.stages = 3})) == "pipelined<1f1b>");
-        CHECK(check(train(one_f_one_b{}, R, {.stages = 4, .virtual_stages = 2})) == "pipelined<interleaved<2>>");
-        CHECK(check(train(dynamic_pipeline{}, R, {.stages = 4, .virtual_stages = 2})) == "pipelined<looped_bfs<2>>");
-        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1})) ==
+        CHECK(check(train(cfg::sharded<cfg::dynamic>{}, R, {.stages = 3}, lamb)) == "sharded");
+        CHECK(check(train(cfg::phased<cfg::dynamic>{}, R, {.stages = 2}, lamb)) == "phased");
+        CHECK(check(train(dynamic_pipeline{}, R, {.stages = 2}, lamb)) == "pipelined<gpipe>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3}, lamb)) == "pipelined<1f1b>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 4, .virtual_stages = 2}, lamb)) == "pipelined<interleaved<2>>");
+        CHECK(check(train(dynamic_pipeline{}, R, {.stages = 4, .virtual_stages = 2}, lamb)) == "pipelined<looped_bfs<2>>");
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1}, lamb)) ==
               "pipelined<zero_bubble_h1>");
-        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h2})) ==
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h2}, lamb)) ==
               "pipelined<zero_bubble_h2>");
     }
 }

@@ -77,6 +77,9 @@ template <StagedModel M, class Progress = void (*)()>
     // Dynamic loss scaling: a step's updates wait for its overflow vote, so all stages skip together.
     request.check_overflow = c.training && settings.dynamic_loss_scaling.value_or(c.loss_scaling.dynamic);
     request.optimizer_sharding = c.training && settings.optimizer_sharding;
+    // max_grad_norm: the same vote carries the parts of the global gradient norm.
+    if constexpr (requires { { model.clips_gradients() } -> std::convertible_to<bool>; })
+        request.gradient_norm = c.training && model.clips_gradients();
     request.lock_step = settings.lock_step;
     plan.program = make_schedule(request);
     progress();

@@ -10,6 +10,7 @@
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/optim/shard.hpp"
+#include "tessera/optim/square_sum.hpp"
 
 namespace tessera::exec {
 
@@ -74,6 +75,16 @@ template <class M>
 concept OverflowCheckedModel = StagedModel<M> && requires(M& m, std::size_t s) {
     { m.gradients_finite(s) } -> std::convertible_to<bool>;
     m.skip_update(s);
+};
+
+/// A staged model that clips by the global gradient norm (optim's max_grad_norm). When the schedule
+/// asks (schedule_request::gradient_norm), each IPU adds gradient_squares(s, scale) of its stages
+/// (exact: optim::square_sum) into the vote, and gives the total to set_gradient_squares(s, total)
+/// of each of them before their updates: every stage clips with the norm over all of them.
+template <class M>
+concept NormClippedModel = StagedModel<M> && requires(M& m, std::size_t s, const optim::square_sum& total) {
+    { m.gradient_squares(s, 1.0f) } -> std::same_as<optim::square_sum>;
+    m.set_gradient_squares(s, total);
 };
 
 /// A staged model whose replicas can each keep and step a shard of the optimiser state

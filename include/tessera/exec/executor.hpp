@@ -1,6 +1,7 @@
 #pragma once
 // Runs a static schedule on emulated IPU threads: R replicas, D device iterations, output modes.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,7 @@
 #include "tessera/exec/run_result.hpp"
 #include "tessera/exec/schedule.hpp"
 #include "tessera/exec/timing.hpp"
+#include "tessera/optim/square_sum.hpp"
 
 namespace tessera::exec {
 
@@ -239,10 +241,20 @@ private:
             if (!ShardedOptimizerModel<M>)
                 throw config::config_error("tessera::exec::executor: the schedule shards the optimiser state, and "
                                            "this model cannot keep a shard of it (see ShardedOptimizerModel)");
-            if (across.processes > 1 && (!across.gather || (sched.request.check_overflow && !across.vote)))
+            if (across.processes > 1 && (!across.gather || ((sched.request.check_overflow || sched.request.gradient_norm) && !across.vote)))
                 throw config::config_error("tessera::exec::executor: sharded optimiser state over " +
                                            std::to_string(across.processes) + " processes needs the cross-process "
                                            "all-gather and vote (dist::gradient_reduction gives them)");
+        }
+        if (sched.request.training && sched.request.gradient_norm) {
+            if (!NormClippedModel<M>)
+                throw config::config_error("tessera::exec::executor: the schedule clips by the global gradient norm, and "
+                                           "this model cannot give its part of it (see NormClippedModel)");
+            const std::size_t voters = sched.optimizer_sharded() ? replicas * sched.ipus : sched.ipus;
+            if (voters > optim::square_sum::max_participants)
+                throw config::config_error("tessera::exec::executor: the gradient-norm vote has " + std::to_string(voters) +
+                                           " voters; its exact sums hold " +
+                                           std::to_string(optim::square_sum::max_participants) + " at most");
         }
         return plan_memory(sched, costs, spec);
     }
@@ -491,16 +503,35 @@ private:
                     }
                     break;
                 case opcode::vote: {
-                    float overflowed = 0.0f;
+                    // The ballot: whether a gradient overflowed, then (clipping) the IPU's part of the
+                    // squared global norm as exact chunks, whose float sums in the vote stay exact.
+                    std::array<float, 1 + optim::square_sum::chunk_count> ballot{};
+                    const auto on_this_ipu = [&](std::size_t t) { return m_schedule.request.ipu_of_stage[t] == i; };
                     if constexpr (OverflowCheckedModel<M>)
-                        for (std::size_t t = 0; t < m_schedule.stages; ++t)
-                            if (m_schedule.request.ipu_of_stage[t] == i && !model.gradients_finite(t)) overflowed = 1.0f;
+                        if (m_schedule.request.check_overflow)
+                            for (std::size_t t = 0; t < m_schedule.stages; ++t)
+                                if (on_this_ipu(t) && !model.gradients_finite(t)) ballot[0] = 1.0f;
+                    const bool norm = m_schedule.request.gradient_norm;
+                    if constexpr (NormClippedModel<M>)
+                        if (norm) {
+                            optim::square_sum part;
+                            for (std::size_t t = 0; t < m_schedule.stages; ++t)
+                                if (on_this_ipu(t)) part += model.gradient_squares(t, scale);
+                            part.to_chunks(std::span<float>(ballot).subspan(1));
+                        }
                     // Sharded optimiser state: a replica checks its shard of the sums, so all replicas vote together.
                     const bool across_replicas = m_schedule.optimizer_sharded();
                     const double latest = w.votes[across_replicas ? 0 : r]->reduce(
-                        across_replicas ? r * m_schedule.ipus + i : i, std::span<float>(&overflowed, 1), clock.now());
+                        across_replicas ? r * m_schedule.ipus + i : i, std::span<float>(ballot).first(norm ? ballot.size() : 1),
+                        clock.now());
                     clock.wait_until(latest, clock.recording() ? "wait vote" : std::string());
-                    skip_updates = overflowed > 0.0f;
+                    skip_updates = ballot[0] > 0.0f;
+                    if constexpr (NormClippedModel<M>)
+                        if (norm) {
+                            const auto total = optim::square_sum::from_chunks(std::span<const float>(ballot).subspan(1));
+                            for (std::size_t t = 0; t < m_schedule.stages; ++t)
+                                if (on_this_ipu(t)) model.set_gradient_squares(t, total);
+                        }
                     break;
                 }
                 case opcode::update:

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -36,6 +37,8 @@
 #include "tessera/nn/layer.hpp"
 #include "tessera/nn/loss.hpp"
 #include "tessera/optim/shard.hpp"
+#include "tessera/optim/clip.hpp"
+#include "tessera/optim/square_sum.hpp"
 #include "tessera/tensor/dense.hpp"
 
 namespace tessera::exec {
@@ -87,7 +90,8 @@ public:
         : m_net(std::move(net)), m_first(std::move(first_units)), m_input(input_shape), m_rule(scaling),
           m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0),
           m_flat_weights(m_first.size()), m_spare(m_first.size()),
-          m_scale(m_first.size(), scaling.initial), m_good_steps(m_first.size(), 0), m_skipped(m_first.size(), 0) {
+          m_scale(m_first.size(), scaling.initial), m_good_steps(m_first.size(), 0), m_skipped(m_first.size(), 0),
+          m_norm(m_first.size()) {
         if (!(scaling.initial > 0) || !std::isfinite(scaling.initial))
             throw config::config_error("tessera::exec::staged_network: loss scale must be positive and finite, got " +
                                        std::to_string(scaling.initial));
@@ -483,12 +487,20 @@ public:
         const kernels::parallelism par = m_pools.context(s, m_context).parallel();
         auto& opt = m_optimizers[s];
         const double grad_scale = static_cast<double>(scale) / m_scale[s];
-        if constexpr (requires { opt.step(p, grad_scale, par, optim::element_range{}); })
+        if (clips_gradients()) {  // the global norm from the vote (gradient_squares of every stage and shard)
+            if (!m_norm[s])
+                throw config::config_error("tessera::exec::staged_network::update: the optimiser clips by the global "
+                                           "gradient norm (max_grad_norm) but stage " + std::to_string(s) + " was given "
+                                           "none (the schedule needs schedule_request::gradient_norm)");
+            if constexpr (requires { opt.step(p, grad_scale, par, optim::element_range{}, std::optional<double>{}); })
+                opt.step(p, grad_scale, par, optimizer_shard(s), std::exchange(m_norm[s], std::nullopt));
+        } else if constexpr (requires { opt.step(p, grad_scale, par, optim::element_range{}); }) {
             opt.step(p, grad_scale, par, optimizer_shard(s));
-        else if constexpr (requires { opt.step(p, grad_scale, par); })
+        } else if constexpr (requires { opt.step(p, grad_scale, par); }) {
             opt.step(p, grad_scale, par);
-        else
+        } else {
             opt.step(p, grad_scale);
+        }
         optim::zero_grad(p, par);
         tie_weights(s);
         if (m_rule.dynamic && ++m_good_steps[s] >= m_rule.growth_interval) {
@@ -496,6 +508,51 @@ public:
             m_good_steps[s] = 0;
         }
     }
+
+    /// Whether the optimiser clips by the global gradient norm (a finite max_grad_norm): then the
+    /// schedule's vote carries every stage's gradient_squares and update() clips with their total.
+    [[nodiscard]] bool clips_gradients() const {
+        if constexpr (requires(const O& o) { { o.options().max_grad_norm } -> std::convertible_to<double>; }) {
+            if (m_optimizers.front().options().max_grad_norm < std::numeric_limits<double>::infinity()) {
+                if constexpr (!requires(O& o, unit_parameters<N>& p) {
+                                  o.step(p, 1.0, kernels::parallelism{}, optim::element_range{}, std::optional<double>{});
+                              })
+                    throw config::config_error("tessera::exec::staged_network: the optimiser has a max_grad_norm but no "
+                                               "step(params, scale, parallelism, element_range, global norm) to take the "
+                                               "norm over every stage");
+                return true;
+            }
+        }
+        return false;
+    }
+    /// Stage s's part of the squared global gradient norm: Σ (g · scale / loss scale)² over its
+    /// accumulated gradients (after the all-reduce; sharded, this replica's shard of them), the tied
+    /// table's second copy left out (one parameter, counted once). Exact (optim::square_sum): the
+    /// parts of any stage split, shard split and thread count add up to the same bits.
+    [[nodiscard]] optim::square_sum gradient_squares(std::size_t s, float scale) {
+        tie(s);
+        const double gs = static_cast<double>(scale) / m_scale.at(s);
+        const void* skip = nullptr;
+        if constexpr (TiedNetwork<N>)
+            if (m_net.tied() && last_unit(s) == m_net.units()) skip = m_net.tied_copy();
+        const bool gathered = m_gathered.at(s) != 0;
+        const optim::element_range shard = gathered ? optimizer_shard(s) : optim::element_range{};
+        const kernels::parallelism par = m_pools.context(s, m_context).parallel();
+        optim::square_sum total;
+        std::size_t at = 0;
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        p.visit_parameters([&](std::string_view, auto, auto grad) {
+            const std::size_t n = grad.size(), lo = std::clamp(shard.begin, at, at + n), hi = std::clamp(shard.end, at, at + n);
+            if (hi > lo && static_cast<const void*>(grad.data()) != skip)
+                total += gathered ? optim::squares_of(std::span<const float>(m_flat[s]).subspan(lo, hi - lo), gs, par)
+                                  : optim::squares_of(grad.subspan(lo - at, hi - lo), gs, par);
+            at += n;
+        });
+        return total;
+    }
+    /// The vote's total of every stage's (and shard's) gradient_squares: stage s's next update clips
+    /// with its square root.
+    void set_gradient_squares(std::size_t s, const optim::square_sum& total) { m_norm.at(s) = std::sqrt(total.value()); }
 
     /// Whether the stage's accumulated gradients (after the all-reduce, when there was one) are all finite.
     [[nodiscard]] bool gradients_finite(std::size_t s) {
@@ -518,6 +575,7 @@ public:
     /// Every stage does the same in the same step (the executor's vote), so their scales stay equal.
     void skip_update(std::size_t s) {
         if (s == 0) m_tied_this_step = false;
+        m_norm.at(s).reset();
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
         m_gathered.at(s) = 0;
@@ -659,6 +717,7 @@ private:
     // only its own (on its IPU's thread), and the vote makes every copy take the same steps.
     std::vector<double> m_scale;
     std::vector<std::size_t> m_good_steps, m_skipped;
+    std::vector<std::optional<double>> m_norm;  // per stage: the global gradient norm from this step's vote
     recomputation m_recompute;  // which stages recompute their forward during backward
     struct dropout_key {
         std::uint64_t seed = 0;

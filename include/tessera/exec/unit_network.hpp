@@ -40,12 +40,14 @@ concept SplitBackwardNetwork =
 
 /// A unit network with a table used twice (a language model's embedding and its tied head): tied()
 /// says whether it is, tie_gradients() adds the two uses' gradients before an update, tie_weights()
-/// makes the second copy the first's again after it (nn::transformer).
+/// makes the second copy the first's again after it, and tied_copy() names the second copy's
+/// gradient (its data), which the global gradient norm leaves out (nn::transformer).
 template <class N>
 concept TiedNetwork = UnitNetwork<N> && requires(N& n, const N& cn) {
     { cn.tied() } -> std::convertible_to<bool>;
     n.tie_gradients();
     n.tie_weights();
+    { n.tied_copy() } -> std::convertible_to<const void*>;
 };
 
 /// The parameters of units [first, last) of a network, as a parameter set an optimizer can step

@@ -335,6 +335,12 @@ public:
         std::copy(table.begin(), table.end(), decoder.begin());
     }
 
+    /// The gradient of the tied table's second copy (the head's decoder), nullptr when untied: one
+    /// parameter, which the global gradient norm counts once.
+    [[nodiscard]] const void* tied_copy() {
+        return m_spec.tied ? static_cast<const void*>(tied_parts(units() - 1).second.data()) : nullptr;
+    }
+
 private:
     using W = typename P::weight_type;
     using C = typename P::accumulate_type;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "tessera/kernels/simd.hpp"
+#include "tessera/optim/clip.hpp"
 #include "tessera/optim/shard.hpp"
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/weight_rounding.hpp"
@@ -23,6 +26,8 @@ struct adamw_options {
     double eps = 1e-8;
     double weight_decay = 1e-2;
     weight_rounding rounding{};  ///< how updated 16-bit weights are stored
+    /// Clip the gradients to this global L2 norm before the step (PopTorch's max_grad_norm; +inf: never).
+    double max_grad_norm = std::numeric_limits<double>::infinity();
 };
 
 /// p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;
@@ -31,6 +36,7 @@ struct adamw_options {
 class adamw {
 public:
     explicit adamw(adamw_options options = {}) : m_options(options) {
+        detail::check_max_grad_norm(options.max_grad_norm, "tessera::optim::adamw");
         if (options.learning_rate < 0 || options.weight_decay < 0 || options.eps <= 0 || options.beta1 < 0 ||
             options.beta1 >= 1 || options.beta2 < 0 || options.beta2 >= 1)
             throw std::invalid_argument("tessera::optim::adamw: need lr >= 0, wd >= 0, eps > 0 and betas in [0, 1) (beta1=" +
@@ -54,11 +60,14 @@ public:
         });
     }
 
-    /// One step; a large parameter's elements are split between par's threads (each element's update
+    /// One step (with max_grad_norm, of gradients clipped to the norm over `global_norm`, else params'
+    /// own: see detail::clipped_scale); a large parameter's elements are split between par's threads (each element's update
     /// is its own, so the result is the same on any number of threads). With a `shard`, only its
     /// elements are updated and have moments (sharded optimiser state: see sgd::step).
     template <ParameterSet S>
-    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, element_range shard = {}) {
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, element_range shard = {},
+              std::optional<double> global_norm = {}) {
+        grad_scale = detail::clipped_scale(params, grad_scale, m_options.max_grad_norm, shard, global_norm, par, "tessera::optim::adamw");
         ++m_steps;
         const double t = static_cast<double>(m_steps);
         const float lr = static_cast<float>(m_options.learning_rate);

@@ -2,6 +2,8 @@
 // Stochastic gradient descent with momentum, Nesterov momentum and L2 weight decay (PyTorch's torch.optim.SGD).
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "tessera/kernels/simd.hpp"
+#include "tessera/optim/clip.hpp"
 #include "tessera/optim/shard.hpp"
 #include "tessera/optim/parameters.hpp"
 #include "tessera/optim/weight_rounding.hpp"
@@ -23,6 +26,8 @@ struct sgd_options {
     double weight_decay = 0.0;
     bool nesterov = false;
     weight_rounding rounding{};  ///< how updated 16-bit weights are stored
+    /// Clip the gradients to this global L2 norm before the step (PopTorch's max_grad_norm; +inf: never).
+    double max_grad_norm = std::numeric_limits<double>::infinity();
 };
 
 /// For each parameter p with gradient g (times grad_scale, e.g. 1/loss scale):
@@ -41,6 +46,7 @@ struct sgd_options {
 class sgd {
 public:
     explicit sgd(sgd_options options = {}) : m_options(options) {
+        detail::check_max_grad_norm(options.max_grad_norm, "tessera::optim::sgd");
         if (options.learning_rate < 0 || options.momentum < 0 || options.weight_decay < 0 || options.dampening < 0)
             throw std::invalid_argument("tessera::optim::sgd: learning rate, momentum, dampening and weight decay must "
                                         "be non-negative (lr=" + std::to_string(options.learning_rate) + ", momentum=" +
@@ -68,12 +74,15 @@ public:
         });
     }
 
-    /// One step; a large parameter's elements are split between par's threads (each element's update
+    /// One step (with max_grad_norm, of gradients clipped to the norm over `global_norm`, else params'
+    /// own: see detail::clipped_scale); a large parameter's elements are split between par's threads (each element's update
     /// is its own, so the result is the same on any number of threads). With a `shard`, only the
     /// elements in it are updated, and the momentum is kept for them alone: replicas that each step
     /// their own shard compute, element by element, what one unsharded step computes.
     template <ParameterSet S>
-    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, element_range shard = {}) {
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, element_range shard = {},
+              std::optional<double> global_norm = {}) {
+        grad_scale = detail::clipped_scale(params, grad_scale, m_options.max_grad_norm, shard, global_norm, par, "tessera::optim::sgd");
         const float lr = static_cast<float>(m_options.learning_rate), mom = static_cast<float>(m_options.momentum);
         const float wd = static_cast<float>(m_options.weight_decay), damp = static_cast<float>(1.0 - m_options.dampening);
         const float gs = static_cast<float>(grad_scale);
