@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite: a Release build with assertions on (-O2, NDEBUG unset; the
-# programs, whose tests check what they do, and the test suites not marked BUILD_LEVEL, session,
-# schedule, loader and optimiser types more than arithmetic whose kernels are compiled once at -O2, at
-# -O1: 20-35 % less to compile; tessera-train, which calls those kernels too, at -Og), then
+# programs, whose tests check what they do, and the suites whose tests mean most with the optimiser
+# on, TESSERA_TEST_SUITES: the kernels', the optimisers' hand-fused steps, the number formats', every
+# strategy's bit-identity at 16.16 and the programs'; the suites not marked BUILD_LEVEL at -O1, 20-35 %
+# less to compile, their kernels compiled once at -O2; tessera-train, which calls those kernels too,
+# at -Og), then
 # the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (the BUILD_LEVEL suites at -Og;
 # the kernels' instances at -O1 without ASan's stack redzones, TESSERA_KERNELS_FLAGS: about 50 s more
 # to compile than at -Og, where xsimd's operators stay calls, and the suites' tests run in half the
@@ -51,8 +53,12 @@ if [[ "${1:-}" == "--stress" ]]; then
 fi
 
 echo "== tessera tests: Release with assertions"
+# The other suites (layers, sessions, the loader, the emulator...) run in the sanitizer stages only;
+# --quick, which runs no sanitizer, builds every suite here.
+optimised_suites="kernels_tests;optim_tests;tensor_tests;exec_release_tests;seed_tests;programs_tests"
+[[ "${1:-}" == "--quick" ]] && optimised_suites=""
 run_suite build/test -O2 -DTESSERA_BUILD_PROGRAMS=ON -DTESSERA_PROGRAMS_FLAGS=-O1 -DTESSERA_TRAIN_FLAGS=-Og \
-  -DTESSERA_TESTS_FLAGS=-O1 -DTESSERA_EXAMPLES_SYNTAX_ONLY=ON
+  -DTESSERA_TESTS_FLAGS=-O1 -DTESSERA_EXAMPLES_SYNTAX_ONLY=ON "-DTESSERA_TEST_SUITES=$optimised_suites"
 if [[ "${1:-}" != "--quick" ]]; then
   echo "== tessera tests: AddressSanitizer + UndefinedBehaviorSanitizer"
   run_suite build/test-asan -Og -DTESSERA_SANITIZE=address,undefined -DTESSERA_TESTS_FLAGS=-O0 \

@@ -14,8 +14,10 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "tessera/emulator/collective_group.hpp"
 #include "tessera/kernels/thread_pool.hpp"
 #include "tessera/optim.hpp"
 
@@ -43,6 +45,8 @@ struct params {
             f("p" + std::to_string(i), std::span<float>(values[i]), std::span<float>(grads[i]));
     }
 };
+
+double norm_of(params& p) { return std::sqrt(optim::gradient_squares(p).value()); }
 
 long double naive_squares(std::span<const float> v, double scale = 1.0) {
     long double s = 0;
@@ -217,6 +221,48 @@ TEST_CASE("lamb and max_grad_norm give the same bits on 1, 2 and 3 threads", "[o
         CHECK(run({threads}) == one);
         CHECK(run({threads, &pool}) == one);
     }
+}
+
+TEST_CASE("lamb with its state sharded over 3 replicas steps as one unsharded lamb, bit for bit", "[optim][lamb][threads]") {
+    const std::vector<std::size_t> sizes{7, 1, 12, 5000};  // shards cut inside and across tensors
+    const optim::lamb_options o{.learning_rate = 0.01, .weight_decay = 0.05, .max_weight_norm = 0.5};
+    params whole(sizes, 13);
+    optim::lamb reference(o);
+    const std::size_t n = optim::parameter_count(whole), R = 3;
+    std::vector<params> replicas(R, whole);
+    std::vector<optim::lamb> shards(R, optim::lamb(o));
+    emulator::collective_group<float> group(R);
+    for (int t = 0; t < 3; ++t) {
+        const double norm = std::sqrt(optim::gradient_squares(whole).value());  // as the vote gives it
+        reference.step(whole, 1.0, {}, {}, norm);
+        std::vector<std::thread> threads;
+        for (std::size_t r = 0; r < R; ++r)
+            threads.emplace_back([&, r] {
+                const auto across = [&](std::span<float> v) { (void)group.reduce(r, v); };
+                shards[r].step(replicas[r], 1.0, {}, optim::shard_of(n, r, R), norm, across);
+            });
+        for (auto& th : threads) th.join();
+        // each replica moved its shard; the all-gather of a session puts the shards together
+        params gathered = whole;
+        for (std::size_t r = 0; r < R; ++r) {
+            const auto range = optim::shard_of(n, r, R);
+            std::size_t at = 0;
+            for (std::size_t i = 0; i < sizes.size(); ++i)
+                for (std::size_t k = 0; k < sizes[i]; ++k, ++at)
+                    if (at >= range.begin && at < range.end) gathered.values[i][k] = replicas[r].values[i][k];
+        }
+        CHECK(gathered.values == whole.values);
+        for (auto& rep : replicas) rep.values = whole.values;
+    }
+    std::vector<const optim::lamb*> parts;
+    for (const auto& sh : shards) parts.push_back(&sh);
+    optim::lamb joined(o);
+    joined.gather_shards(whole, std::span<const optim::lamb* const>(parts));
+    std::vector<std::vector<float>> want, got;
+    reference.visit_state([&](const std::string&, std::span<float> v) { want.emplace_back(v.begin(), v.end()); });
+    joined.visit_state([&](const std::string&, std::span<float> v) { got.emplace_back(v.begin(), v.end()); });
+    CHECK(got == want);
+    CHECK_THROWS_AS(shards[0].step(replicas[0], 1.0, {}, optim::shard_of(n, 0, R), norm_of(whole)), std::invalid_argument);
 }
 
 }  // namespace test_lamb_clip

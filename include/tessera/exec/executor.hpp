@@ -541,6 +541,16 @@ private:
                             break;
                         }
                     }
+                    if constexpr (requires(optim::replica_sum f) { model.update(s, scale, f); }) {
+                        if (m_schedule.optimizer_sharded()) {  // sums over every replica's shard, on stage s's group
+                            const auto across = [&](std::span<float> v) {
+                                const double latest = w.reduce[s]->reduce(r, v, clock.now());
+                                clock.wait_until(latest, clock.recording() ? "wait shard sums s" + std::to_string(s) : std::string());
+                            };
+                            model.update(s, scale, across);
+                            break;
+                        }
+                    }
                     model.update(s, scale);
                     break;
                 case opcode::sync: break;  // lock-step cycles: the call's clocks are replayed after it (run_fed)

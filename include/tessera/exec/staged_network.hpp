@@ -470,44 +470,10 @@ public:
     /// Steps the stage's optimizer with gradients × scale, then zeroes the gradients. The executor's
     /// scale is 1 / (micro-batches × replicas) whatever the micro-batches' sizes: each micro-batch
     /// contributes the gradient of the mean loss over its real samples (nothing when it has none).
-    void update(std::size_t s, float scale) {
-        tie(s);
-        if (s == 0) m_tied_this_step = false;  // stage 0's alone: other stages run on other threads
-        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
-        if (m_gathered.at(s)) {
-            std::size_t k = 0;
-            p.visit_parameters([&](std::string_view, auto, auto grad) {
-                std::copy_n(m_flat[s].begin() + static_cast<std::ptrdiff_t>(k), grad.size(), grad.begin());
-                k += grad.size();
-            });
-            m_gathered[s] = 0;
-        }
-        // The stage's kernel threads split large parameters (each element's update is its own: the same
-        // result on any number of threads); an optimiser without that overload steps on one.
-        const kernels::parallelism par = m_pools.context(s, m_context).parallel();
-        auto& opt = m_optimizers[s];
-        const double grad_scale = static_cast<double>(scale) / m_scale[s];
-        if (clips_gradients()) {  // the global norm from the vote (gradient_squares of every stage and shard)
-            if (!m_norm[s])
-                throw config::config_error("tessera::exec::staged_network::update: the optimiser clips by the global "
-                                           "gradient norm (max_grad_norm) but stage " + std::to_string(s) + " was given "
-                                           "none (the schedule needs schedule_request::gradient_norm)");
-            if constexpr (requires { opt.step(p, grad_scale, par, optim::element_range{}, std::optional<double>{}); })
-                opt.step(p, grad_scale, par, optimizer_shard(s), std::exchange(m_norm[s], std::nullopt));
-        } else if constexpr (requires { opt.step(p, grad_scale, par, optim::element_range{}); }) {
-            opt.step(p, grad_scale, par, optimizer_shard(s));
-        } else if constexpr (requires { opt.step(p, grad_scale, par); }) {
-            opt.step(p, grad_scale, par);
-        } else {
-            opt.step(p, grad_scale);
-        }
-        optim::zero_grad(p, par);
-        tie_weights(s);
-        if (m_rule.dynamic && ++m_good_steps[s] >= m_rule.growth_interval) {
-            if (m_scale[s] < max_loss_scale) m_scale[s] = std::min(m_scale[s] * m_rule.factor, max_loss_scale);
-            m_good_steps[s] = 0;
-        }
-    }
+    void update(std::size_t s, float scale) { update_stage(s, scale, nullptr); }
+    /// The same with the optimiser state sharded: `across_replicas` sums what the optimiser's step
+    /// needs from the other replicas' shards (optim::lamb's norms), in a fixed order.
+    void update(std::size_t s, float scale, optim::replica_sum across_replicas) { update_stage(s, scale, &across_replicas); }
 
     /// Whether the optimiser clips by the global gradient norm (a finite max_grad_norm): then the
     /// schedule's vote carries every stage's gradient_squares and update() clips with their total.
@@ -601,6 +567,54 @@ public:
     }
 
 private:
+    void update_stage(std::size_t s, float scale, const optim::replica_sum* across) {
+        tie(s);
+        if (s == 0) m_tied_this_step = false;  // stage 0's alone: other stages run on other threads
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        if (m_gathered.at(s)) {
+            std::size_t k = 0;
+            p.visit_parameters([&](std::string_view, auto, auto grad) {
+                std::copy_n(m_flat[s].begin() + static_cast<std::ptrdiff_t>(k), grad.size(), grad.begin());
+                k += grad.size();
+            });
+            m_gathered[s] = 0;
+        }
+        // The stage's kernel threads split large parameters (each element's update is its own: the same
+        // result on any number of threads); an optimiser without that overload steps on one.
+        const kernels::parallelism par = m_pools.context(s, m_context).parallel();
+        auto& opt = m_optimizers[s];
+        const double grad_scale = static_cast<double>(scale) / m_scale[s];
+        std::optional<double> norm;  // the global norm from the vote (gradient_squares of every stage and shard)
+        if (clips_gradients()) {
+            if (!m_norm[s])
+                throw config::config_error("tessera::exec::staged_network::update: the optimiser clips by the global "
+                                           "gradient norm (max_grad_norm) but stage " + std::to_string(s) + " was given "
+                                           "none (the schedule needs schedule_request::gradient_norm)");
+            norm = std::exchange(m_norm[s], std::nullopt);
+        }
+        const optim::element_range shard = optimizer_shard(s);
+        if constexpr (requires { opt.step(p, grad_scale, par, shard, norm, *across); }) {
+            if (across != nullptr && !shard.whole())
+                opt.step(p, grad_scale, par, shard, norm, *across);
+            else
+                opt.step(p, grad_scale, par, shard, norm);
+        } else if constexpr (requires { opt.step(p, grad_scale, par, shard, norm); }) {
+            opt.step(p, grad_scale, par, shard, norm);
+        } else if constexpr (requires { opt.step(p, grad_scale, par, shard); }) {
+            opt.step(p, grad_scale, par, shard);  // clips_gradients() refused max_grad_norm for it
+        } else if constexpr (requires { opt.step(p, grad_scale, par); }) {
+            opt.step(p, grad_scale, par);
+        } else {
+            opt.step(p, grad_scale);
+        }
+        optim::zero_grad(p, par);
+        tie_weights(s);
+        if (m_rule.dynamic && ++m_good_steps[s] >= m_rule.growth_interval) {
+            if (m_scale[s] < max_loss_scale) m_scale[s] = std::min(m_scale[s] * m_rule.factor, max_loss_scale);
+            m_good_steps[s] = 0;
+        }
+    }
+
     // The tied table's two gradients added, once a step, before the all-reduce (gradients) or the
     // update, whichever comes first: every strategy and shard then sees the same sums.
     void tie(std::size_t s) {

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tessera/detail/function_ref.hpp"
 #include "tessera/optim/parameters.hpp"
 
 namespace tessera::optim {
@@ -25,6 +27,11 @@ struct element_range {
     }
     friend constexpr bool operator==(const element_range&, const element_range&) = default;
 };
+
+/// Sums a buffer element by element over the replicas that share the optimiser state, in an order
+/// fixed by the replicas (the executor's all-reduce): what a sharded step calls when its update
+/// needs sums over whole tensors (optim::lamb's norms). Every replica calls it the same times.
+using replica_sum = tessera::detail::function_ref<void(std::span<float>)>;
 
 /// Shard `index` of `count` near-equal shards of `elements`: [index·n/count, (index+1)·n/count).
 /// Consecutive shards tile [0, n) without gaps; their sizes differ by at most one element.
