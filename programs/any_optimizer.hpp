@@ -1,8 +1,10 @@
 #pragma once
-// One optimizer type for a command line that chooses SGD or AdamW at run time (one set of sessions).
+// One optimizer type for a command line that chooses SGD, AdamW or LAMB at run time (one set of sessions).
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -11,15 +13,36 @@
 
 namespace tessera::programs {
 
-/// optim::sgd or optim::adamw behind one type: every call forwards to the one it holds.
+/// optim::sgd, optim::adamw or optim::lamb behind one type: every call forwards to the one it holds.
 class any_optimizer {
 public:
     any_optimizer(optim::sgd o) : m_opt(std::move(o)) {}    // NOLINT(google-explicit-constructor)
     any_optimizer(optim::adamw o) : m_opt(std::move(o)) {}  // NOLINT(google-explicit-constructor)
+    any_optimizer(optim::lamb o) : m_opt(std::move(o)) {}   // NOLINT(google-explicit-constructor)
+
+    /// What every optimizer held has: its max_grad_norm (staged_network asks for the global norm).
+    struct common_options {
+        double max_grad_norm;
+    };
+    [[nodiscard]] common_options options() const {
+        return std::visit([](const auto& o) { return common_options{o.options().max_grad_norm}; }, m_opt);
+    }
 
     template <class S>
-    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, optim::element_range shard = {}) {
-        std::visit([&](auto& o) { o.step(params, grad_scale, par, shard); }, m_opt);
+    void step(S& params, double grad_scale = 1.0, kernels::parallelism par = {}, optim::element_range shard = {},
+              std::optional<double> global_norm = {}) {
+        std::visit([&](auto& o) { o.step(params, grad_scale, par, shard, global_norm); }, m_opt);
+    }
+    /// A step over a shard whose update needs sums over the replicas (LAMB's norms); the others ignore them.
+    template <class S>
+    void step(S& params, double grad_scale, kernels::parallelism par, optim::element_range shard,
+              std::optional<double> global_norm, optim::replica_sum across_replicas) {
+        std::visit([&]<class O>(O& o) {
+            if constexpr (std::is_same_v<O, optim::lamb>)
+                o.step(params, grad_scale, par, shard, global_norm, across_replicas);
+            else
+                o.step(params, grad_scale, par, shard, global_norm);
+        }, m_opt);
     }
     template <class S>
     void prepare(S& params, optim::element_range shard = {}) {
@@ -53,8 +76,10 @@ public:
     void set_learning_rate(double lr) {
         std::visit([&](auto& o) { o.set_learning_rate(lr); }, m_opt);
     }
-    /// "sgd" or "adamw": the optimizer held.
-    [[nodiscard]] const char* name() const noexcept { return m_opt.index() == 0 ? "sgd" : "adamw"; }
+    /// "sgd", "adamw" or "lamb": the optimizer held.
+    [[nodiscard]] const char* name() const noexcept {
+        return m_opt.index() == 0 ? "sgd" : m_opt.index() == 1 ? "adamw" : "lamb";
+    }
     [[nodiscard]] std::size_t state_values_per_parameter() const {
         return std::visit([](const auto& o) { return o.state_values_per_parameter(); }, m_opt);
     }
@@ -64,7 +89,7 @@ public:
     }
 
 private:
-    std::variant<optim::sgd, optim::adamw> m_opt;
+    std::variant<optim::sgd, optim::adamw, optim::lamb> m_opt;
 };
 
 }  // namespace tessera::programs

@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
     app.add_option("--available-memory-proportion", q.base.available_memory_proportion,
                    "share of each tile's memory a contraction's temporaries may take (0 to 1; default 0.6)")
         ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--optimizer", q.base.optimizer, "sgd or adamw (its state takes memory)")
-        ->check(CLI::IsMember({"sgd", "adamw"}));
+    app.add_option("--optimizer", q.base.optimizer, "sgd, adamw or lamb (its state takes memory)")
+        ->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
     app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");
     app.add_option("--strategies", strategies, "allowed strategies, e.g. pipelined,single");
     app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b (interleaved: 2 model chunks per IPU; looped-bfs, "

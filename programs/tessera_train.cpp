@@ -31,12 +31,12 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     char line[2048];
     std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%g, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
-                "io_tiles=%zu, ipus_per_replica=%zu, loss_scaling='%s', lr=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
+                "io_tiles=%zu, ipus_per_replica=%zu, loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "seq_len=%zu, split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
-                tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr,
+                tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr, r.max_grad_norm,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
@@ -107,8 +107,10 @@ int main(int argc, char** argv) {
     auto* images = app.add_option("--images", r.images, "training images used (synthetic: its size)");
     auto* lr = app.add_option("--lr", r.lr, "peak learning rate (cosine schedule with warm-up; text models: 2e-3 by "
                                             "default)")->check(CLI::PositiveNumber);
-    auto* optimizer = app.add_option("--optimizer", r.optimizer, "sgd or adamw (text models: adamw by default)")
-                          ->check(CLI::IsMember({"sgd", "adamw"}));
+    auto* optimizer = app.add_option("--optimizer", r.optimizer, "sgd, adamw or lamb (text models: adamw by default)")
+                          ->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
+    auto* max_grad_norm = app.add_option("--max-grad-norm", r.max_grad_norm, "clip the gradients to this global L2 norm "
+                                         "(PopTorch's max_grad_norm; default: never)")->check(CLI::PositiveNumber);
     app.add_option("--seed", r.seed, "shuffling, augmentation and synthetic data");
     app.add_option("--metrics-json", r.metrics_json, "write the metrics as JSON");
     auto* timeline = app.add_option("--timeline", r.timeline, "write the SVG timeline of the last host call");
@@ -212,7 +214,8 @@ int main(int argc, char** argv) {
         // rather than accepted and ignored.
         const std::pair<bool, const char*> training_only[] = {
             {r.optimizer_sharding, "--optimizer-sharding"}, {r.recompute, "--recompute"},
-            {checkpoints->count() > 0, "--recompute-checkpoints"}, {loss_scaling->count() > 0, "--loss-scaling"}};
+            {checkpoints->count() > 0, "--recompute-checkpoints"}, {loss_scaling->count() > 0, "--loss-scaling"},
+            {max_grad_norm->count() > 0, "--max-grad-norm"}, {optimizer->count() > 0, "--optimizer"}};
         for (const auto& [given, name] : training_only)
             if (given) {
                 std::fprintf(stderr, "tessera-train: error: %s has nothing to do in inference, which has no backward "

@@ -4,6 +4,7 @@
 // each IPU's memory, --metrics-json and --timeline.
 #include <tessera/tessera.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
@@ -82,6 +83,10 @@ template <config::Config C, class Model, class Net, class Optimizer>
                 (activations ? "activations and gradients" : "");
     if (session.program().optimizer_sharded())
         text += ", optimiser state sharded over " + std::to_string(session.program().request.replicas) + " replicas";
+    if (session.program().request.gradient_norm) {
+        std::snprintf(figure, sizeof figure, ", gradients clipped to a global norm of %g", optimizer.options().max_grad_norm);
+        text += figure;
+    }
     return text;
 }
 
@@ -99,7 +104,9 @@ inline std::string configuration_text(const train_request& r, std::size_t images
            " input-group=" + std::to_string(r.input_replica_group) + " " + r.strategy + " " +
            r.schedule + (runs_chunks(r) ? " chunks=" + std::to_string(r.virtual_stages) : std::string()) +
            " ipus=" + std::to_string(r.ipus_per_replica) + " split=" + split + " " + r.optimizer +
-           " lr=" + std::to_string(r.lr) + " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed) +
+           " lr=" + std::to_string(r.lr) +
+           (std::isfinite(r.max_grad_norm) ? " max-grad-norm=" + std::to_string(r.max_grad_norm) : std::string()) +
+           " epochs=" + std::to_string(r.epochs) + " seed=" + std::to_string(r.seed) +
            (r.stochastic_rounding ? " stochastic-rounding" : "");
 }
 
@@ -125,6 +132,7 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host);
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);
     j.member("optimizer", r.optimizer).member("seed", r.seed).member("images", images);
+    if (std::isfinite(r.max_grad_norm)) j.member("max_grad_norm", r.max_grad_norm);  // absent: never clipped
     j.end_object();
 }
 

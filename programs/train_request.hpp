@@ -69,6 +69,7 @@ struct train_request {
     std::size_t epochs = 3;
     std::size_t images = 0;               ///< training images used (0: all)
     double lr = 0.1;
+    double max_grad_norm = std::numeric_limits<double>::infinity();  ///< clip to this global gradient norm (+inf: never)
     std::string optimizer = "sgd";
     std::uint64_t seed = 42;
     std::size_t seq_len = 128;            ///< text models: tokens (bytes) a window gives the model

@@ -73,13 +73,18 @@ template <class C>
     return loading;
 }
 
-/// The optimizer of --optimizer, --lr and --stochastic-rounding (keyed by --seed).
+/// The optimizer of --optimizer, --lr, --max-grad-norm and --stochastic-rounding (keyed by --seed).
 [[nodiscard]] inline any_optimizer optimizer_of(const train_request& r) {
     const optim::weight_rounding rounding{.stochastic = r.stochastic_rounding, .seed = r.seed};
+    const double clip = r.max_grad_norm;
     if (r.optimizer == "sgd")
-        return optim::sgd({.learning_rate = r.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true, .rounding = rounding});
-    if (r.optimizer == "adamw") return optim::adamw({.learning_rate = r.lr, .weight_decay = 0.05, .rounding = rounding});
-    throw usage_error("--optimizer '" + r.optimizer + "' is not one of sgd, adamw");
+        return optim::sgd({.learning_rate = r.lr, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true, .rounding = rounding,
+                           .max_grad_norm = clip});
+    if (r.optimizer == "adamw")
+        return optim::adamw({.learning_rate = r.lr, .weight_decay = 0.05, .rounding = rounding, .max_grad_norm = clip});
+    if (r.optimizer == "lamb")  // poptorch.optim.LAMB's defaults but the learning rate
+        return optim::lamb({.learning_rate = r.lr, .rounding = rounding, .max_grad_norm = clip});
+    throw usage_error("--optimizer '" + r.optimizer + "' is not one of sgd, adamw, lamb");
 }
 
 /// The session options of a request for network `net` cut into `b.stages` stages: output mode, loss

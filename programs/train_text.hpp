@@ -33,14 +33,12 @@ namespace tessera::programs {
     return data::text_corpus(r.data_dir.empty() ? std::string(data::fortunes_default_path) : r.data_dir);
 }
 
-/// The GPT of --model gpt-<size>, its positions at least --seq-len; untied when its embedding and head
-/// would be on two stages (staged_network refuses a table tied across stages).
-[[nodiscard]] inline nn::transformer_spec text_spec_of(const train_request& r, std::size_t stages) {
+/// The GPT of --model gpt-<size>, its positions at least --seq-len, its head tied to its embedding.
+[[nodiscard]] inline nn::transformer_spec text_spec_of(const train_request& r) {
     nn::transformer_spec s = nn::gpt2_spec(r.model.substr(4));
     if (r.seq_len > s.positions)
         throw usage_error("--seq-len " + std::to_string(r.seq_len) + " is longer than " + r.model + "'s " +
                           std::to_string(s.positions) + " positions");
-    s.tied = stages == 1;
     return s;
 }
 
@@ -92,7 +90,7 @@ int train_text(const train_request& r) {
     const data::token_windows<> held_out(corpus, data::text_part::held_out, r.seq_len);
     const config::options counts = counts_of(r);
     const config::batching b = config::make_batching<C>(counts);
-    auto net = nn::make_gpt2<P>(text_spec_of(r, b.stages));
+    auto net = nn::make_gpt2<P>(text_spec_of(r));
     data::loader_options loading{.shuffle = true, .seed = r.seed, .num_workers = r.workers,
                                  .mode = r.async_dataloader ? data::loader_mode::async : data::loader_mode::sync};
     b.check_fits_dataset(train_part.size());
@@ -101,9 +99,7 @@ int train_text(const train_request& r) {
     settings.dropout_seed = r.seed;
     const any_optimizer optimizer = optimizer_of(r);
     auto session = exec::training_model<C>(net, optimizer, {1, 1, r.seq_len, 1}, counts, settings, exec::token_loss<P>{});
-    std::printf("%s, %s%s\n", compiled_text<C>(session, settings, net, optimizer).c_str(),
-                net.tied() ? "the LM head tied to wte" : "the LM head untied (its embedding on another stage)",
-                b.stages > 1 ? "" : "");
+    std::printf("%s, the LM head tied to wte\n", compiled_text<C>(session, settings, net, optimizer).c_str());
     std::printf("corpus: %s, %zu training windows of %zu + 1 bytes (%zu documents), %zu held out (%zu documents)\n",
                 corpus.name().c_str(), train_part.size(), r.seq_len, train_part.documents(), held_out.size(),
                 held_out.documents());

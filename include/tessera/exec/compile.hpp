@@ -80,6 +80,9 @@ template <StagedModel M, class Progress = void (*)()>
     // max_grad_norm: the same vote carries the parts of the global gradient norm.
     if constexpr (requires { { model.clips_gradients() } -> std::convertible_to<bool>; })
         request.gradient_norm = c.training && model.clips_gradients();
+    // A tied table: the vote adds its two copies' gradients, on whichever stages they are.
+    if constexpr (requires { { model.tied_elements() } -> std::convertible_to<std::size_t>; })
+        request.tied_table = c.training && model.tied_elements() > 0;
     request.lock_step = settings.lock_step;
     plan.program = make_schedule(request);
     progress();

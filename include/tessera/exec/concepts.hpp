@@ -87,6 +87,17 @@ concept NormClippedModel = StagedModel<M> && requires(M& m, std::size_t s, const
     m.set_gradient_squares(s, total);
 };
 
+/// A staged model with a table tied between stages (GPT-2's embedding and head). When the schedule
+/// asks (schedule_request::tied_table), each IPU adds add_tied_gradient(s, sum) of its stages into a
+/// buffer of tied_elements() zeros, the vote sums the buffers, and set_tied_gradient(s, sum) gives
+/// each copy the total, before the overflow check, the gradient norm and the updates.
+template <class M>
+concept TiedStagesModel = StagedModel<M> && requires(M& m, const M& cm, std::size_t s, std::span<float> sum) {
+    { cm.tied_elements() } -> std::convertible_to<std::size_t>;
+    m.add_tied_gradient(s, sum);
+    m.set_tied_gradient(s, std::span<const float>(sum));
+};
+
 /// A staged model whose replicas can each keep and step a shard of the optimiser state
 /// (session_options::optimizer_sharding; staged_network is one): shard_optimizer_state(index, count)
 /// makes it a replica's model, optimizer_shard(s) names the elements of stage s's weights it updates

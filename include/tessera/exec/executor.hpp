@@ -241,11 +241,14 @@ private:
             if (!ShardedOptimizerModel<M>)
                 throw config::config_error("tessera::exec::executor: the schedule shards the optimiser state, and "
                                            "this model cannot keep a shard of it (see ShardedOptimizerModel)");
-            if (across.processes > 1 && (!across.gather || ((sched.request.check_overflow || sched.request.gradient_norm) && !across.vote)))
+            if (across.processes > 1 && (!across.gather || ((sched.request.check_overflow || sched.request.gradient_norm || sched.request.tied_table) && !across.vote)))
                 throw config::config_error("tessera::exec::executor: sharded optimiser state over " +
                                            std::to_string(across.processes) + " processes needs the cross-process "
                                            "all-gather and vote (dist::gradient_reduction gives them)");
         }
+        if (sched.request.training && sched.request.tied_table && !TiedStagesModel<M>)
+            throw config::config_error("tessera::exec::executor: the schedule adds a tied table's gradients, and this "
+                                       "model has none to give (see TiedStagesModel)");
         if (sched.request.training && sched.request.gradient_norm) {
             if (!NormClippedModel<M>)
                 throw config::config_error("tessera::exec::executor: the schedule clips by the global gradient norm, and "
@@ -503,10 +506,23 @@ private:
                     }
                     break;
                 case opcode::vote: {
+                    const bool across_replicas = m_schedule.optimizer_sharded();  // (each replica has its shard's sums)
+                    auto& group = *w.votes[across_replicas ? 0 : r];
+                    const std::size_t rank = across_replicas ? r * m_schedule.ipus + i : i;
+                    const auto on_this_ipu = [&](std::size_t t) { return m_schedule.request.ipu_of_stage[t] == i; };
+                    if constexpr (TiedStagesModel<M>)
+                        if (m_schedule.request.tied_table) {  // first the tied table's two copies' gradients
+                            std::vector<float> sum(model.tied_elements(), 0.0f);
+                            for (std::size_t t = 0; t < m_schedule.stages; ++t)
+                                if (on_this_ipu(t)) model.add_tied_gradient(t, sum);
+                            clock.wait_until(group.reduce(rank, sum, clock.now()),
+                                             clock.recording() ? "wait tied table" : std::string());
+                            for (std::size_t t = 0; t < m_schedule.stages; ++t)
+                                if (on_this_ipu(t)) model.set_tied_gradient(t, sum);
+                        }
                     // The ballot: whether a gradient overflowed, then (clipping) the IPU's part of the
                     // squared global norm as exact chunks, whose float sums in the vote stay exact.
                     std::array<float, 1 + optim::square_sum::chunk_count> ballot{};
-                    const auto on_this_ipu = [&](std::size_t t) { return m_schedule.request.ipu_of_stage[t] == i; };
                     if constexpr (OverflowCheckedModel<M>)
                         if (m_schedule.request.check_overflow)
                             for (std::size_t t = 0; t < m_schedule.stages; ++t)
@@ -520,10 +536,7 @@ private:
                             part.to_chunks(std::span<float>(ballot).subspan(1));
                         }
                     // Sharded optimiser state: a replica checks its shard of the sums, so all replicas vote together.
-                    const bool across_replicas = m_schedule.optimizer_sharded();
-                    const double latest = w.votes[across_replicas ? 0 : r]->reduce(
-                        across_replicas ? r * m_schedule.ipus + i : i, std::span<float>(ballot).first(norm ? ballot.size() : 1),
-                        clock.now());
+                    const double latest = group.reduce(rank, std::span<float>(ballot).first(norm ? ballot.size() : 1), clock.now());
                     clock.wait_until(latest, clock.recording() ? "wait vote" : std::string());
                     skip_updates = ballot[0] > 0.0f;
                     if constexpr (NormClippedModel<M>)

@@ -109,6 +109,9 @@ struct schedule_request {
     /// Clipping by the global gradient norm (max_grad_norm): the same vote carries each IPU's part of
     /// the squared norm, and every update waits for the total.
     bool gradient_norm = false;
+    /// A table tied between stage 0 and the last (GPT-2's head): the vote first adds the two copies'
+    /// gradients (after the all-reduce), and every update waits for the sum.
+    bool tied_table = false;
     std::size_t virtual_stages = 1;  ///< interleaved, looped BFS: model chunks per IPU (stage s on IPU s mod stages / V)
     /// Pipelines: run in lock-step pipeline cycles, as Poplar does. Each cycle every IPU runs the
     /// passes whose inputs earlier cycles produced, then all IPUs synchronise (opcode::sync) and
@@ -185,12 +188,14 @@ struct schedule {
              (request.training ? "training" : "inference");
         if (request.replicas > 1) s += ", " + std::to_string(request.replicas) + " replicas";
         if (optimizer_sharded()) s += ", optimiser state sharded";
-        if (request.training && request.check_overflow && request.gradient_norm)
-            s += ", updates after an overflow and gradient-norm vote";
-        else if (request.training && request.check_overflow)
-            s += ", updates after an overflow vote";
-        else if (request.training && request.gradient_norm)
-            s += ", updates after a gradient-norm vote";
+        if (request.training && (request.check_overflow || request.gradient_norm || request.tied_table)) {
+            std::string votes;
+            for (const auto& [on, what] : {std::pair{request.tied_table, "the tied table's gradients"},
+                                           std::pair{request.check_overflow, "overflow"},
+                                           std::pair{request.gradient_norm, "the gradient norm"}})
+                if (on) votes += (votes.empty() ? "" : ", ") + std::string(what);
+            s += ", updates after a vote (" + votes + ")";
+        }
         if (lock_step_cycles()) s += ", lock-step pipeline cycles";
         return s;
     }
@@ -364,7 +369,7 @@ inline schedule make_schedule(const schedule_request& r) {
         resident[ipu] = static_cast<long>(stage);
     };
     const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
-    const bool overflow_vote = r.training && (r.check_overflow || r.gradient_norm);
+    const bool overflow_vote = r.training && (r.check_overflow || r.gradient_norm || r.tied_table);
     const bool split = out.backward_split();
     const bool shard_state = out.optimizer_sharded();
     std::vector<std::size_t> deferred_updates;

@@ -45,8 +45,10 @@ namespace tessera::exec {
 
 /// Stages of a UnitNetwork with a loss (Loss: exec::class_loss, a class per sample, the default;
 /// exec::token_loss, a token per position) and one optimizer per stage. Satisfies StagedModel. A
-/// network with a tied table (nn::transformer's head) has its two uses' gradients added before each
-/// update (tie_gradients); both uses must then be on one stage. In training, every micro-batch's
+/// network with a tied table (nn::transformer's head: its embedding on stage 0, its decoder on the
+/// last) has its two copies' gradients added once a step, after the all-reduce, in the schedule's
+/// vote (add_tied_gradient, set_tied_gradient), and both copies are stepped under the table's name,
+/// so that they take the same update, stochastic rounding included. In training, every micro-batch's
 /// context carries a dropout stream (set_dropout).
 /// @code
 ///   nn::resnet20<> net(3, 10);
@@ -110,10 +112,12 @@ public:
                                            " (stages need increasing first units below " +
                                            std::to_string(m_net.units()) + ")");
         if constexpr (TiedNetwork<N>)
-            if (m_net.tied() && m_first.size() > 1)
-                throw config::config_error("tessera::exec::staged_network: the network's tied table (its embedding and "
-                                           "its head) would be on stages 0 and " + std::to_string(m_first.size() - 1) +
-                                           "; tied weights on two stages are not supported yet: untie them or run one stage");
+            if (m_net.tied())
+                m_net.visit_unit_parameters(0, 1, [&, first = true](std::string_view name, auto, auto) mutable {
+                    if (first) m_tied_name = std::string(name);  // the table, the embedding's first parameter
+                    first = false;
+                });
+        visit_tied(0, [&](std::size_t, auto grad) { m_tied_elements = grad.size(); });
         // Until set_kernel_threads says which IPU runs which stage: each stage a scratch of its own.
         std::vector<std::size_t> own(m_first.size());
         std::iota(own.begin(), own.end(), std::size_t{0});
@@ -357,7 +361,6 @@ public:
             using W = typename decltype(value)::value_type;
             for (auto& v : value) v = static_cast<W>(flat.at(k++));
         });
-        tie_weights(s);  // each copy's elements came from the replica whose shard they are in
     }
 
     /// Runs stage s on micro-batch `micro_batch` of the step, of any size from 0 to the compiled one (a
@@ -458,7 +461,6 @@ public:
 
     /// The stage's gradients gathered into one contiguous buffer (for the all-reduce); update() puts them back.
     std::span<float> gradients(std::size_t s) {
-        tie(s);
         auto& flat = m_flat.at(s);
         flat.clear();
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
@@ -496,11 +498,8 @@ public:
     /// table's second copy left out (one parameter, counted once). Exact (optim::square_sum): the
     /// parts of any stage split, shard split and thread count add up to the same bits.
     [[nodiscard]] optim::square_sum gradient_squares(std::size_t s, float scale) {
-        tie(s);
         const double gs = static_cast<double>(scale) / m_scale.at(s);
-        const void* skip = nullptr;
-        if constexpr (TiedNetwork<N>)
-            if (m_net.tied() && last_unit(s) == m_net.units()) skip = m_net.tied_copy();
+        const void* const skip = tied_copy(s);
         const bool gathered = m_gathered.at(s) != 0;
         const optim::element_range shard = gathered ? optimizer_shard(s) : optim::element_range{};
         const kernels::parallelism par = m_pools.context(s, m_context).parallel();
@@ -516,6 +515,35 @@ public:
         });
         return total;
     }
+    /// Elements of the tied table (0: no table is tied): what the vote adds first.
+    [[nodiscard]] std::size_t tied_elements() const noexcept { return m_tied_elements; }
+    /// Adds stage s's copies of the tied table's accumulated gradient (after the all-reduce; sharded,
+    /// this replica's shard of them) into `sum`: the embedding's on stage 0, the decoder's on the last
+    /// stage, in that order when one stage holds both. Over every stage (the vote), `sum` holds the
+    /// table's gradient, its two uses added once.
+    void add_tied_gradient(std::size_t s, std::span<float> sum) {
+        const bool gathered = m_gathered.at(s) != 0;
+        const optim::element_range shard = gathered ? optimizer_shard(s) : optim::element_range{};
+        visit_tied(s, [&](std::size_t at, auto grad) {
+            check_tied(sum.size(), grad.size());
+            const std::size_t n = grad.size();
+            const std::size_t lo = std::clamp(shard.begin, at, at + n) - at, hi = std::clamp(shard.end, at, at + n) - at;
+            for (std::size_t k = lo; k < hi; ++k) sum[k] += gathered ? m_flat[s][at + k] : static_cast<float>(grad[k]);
+        });
+    }
+    /// Gives stage s's copies of the tied table the vote's sum (add_tied_gradient over every stage).
+    void set_tied_gradient(std::size_t s, std::span<const float> sum) {
+        const bool gathered = m_gathered.at(s) != 0;
+        visit_tied(s, [&](std::size_t at, auto grad) {
+            check_tied(sum.size(), grad.size());
+            using G = typename decltype(grad)::value_type;
+            if (gathered)
+                std::copy(sum.begin(), sum.end(), m_flat[s].begin() + static_cast<std::ptrdiff_t>(at));
+            else
+                for (std::size_t k = 0; k < grad.size(); ++k) grad[k] = static_cast<G>(sum[k]);
+        });
+    }
+
     /// The vote's total of every stage's (and shard's) gradient_squares: stage s's next update clips
     /// with its square root.
     void set_gradient_squares(std::size_t s, const optim::square_sum& total) { m_norm.at(s) = std::sqrt(total.value()); }
@@ -540,7 +568,6 @@ public:
     /// The step overflowed somewhere: zero the stage's gradients without stepping, and lower its scale.
     /// Every stage does the same in the same step (the executor's vote), so their scales stay equal.
     void skip_update(std::size_t s) {
-        if (s == 0) m_tied_this_step = false;
         m_norm.at(s).reset();
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
@@ -568,9 +595,8 @@ public:
 
 private:
     void update_stage(std::size_t s, float scale, const optim::replica_sum* across) {
-        tie(s);
-        if (s == 0) m_tied_this_step = false;  // stage 0's alone: other stages run on other threads
-        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        unit_parameters<N> units(m_net, first_unit(s), last_unit(s));
+        tied_names p{units, tied_copy(s), m_tied_name};  // the tied copy stepped under the table's name
         if (m_gathered.at(s)) {
             std::size_t k = 0;
             p.visit_parameters([&](std::string_view, auto, auto grad) {
@@ -608,25 +634,52 @@ private:
             opt.step(p, grad_scale);
         }
         optim::zero_grad(p, par);
-        tie_weights(s);
         if (m_rule.dynamic && ++m_good_steps[s] >= m_rule.growth_interval) {
             if (m_scale[s] < max_loss_scale) m_scale[s] = std::min(m_scale[s] * m_rule.factor, max_loss_scale);
             m_good_steps[s] = 0;
         }
     }
 
-    // The tied table's two gradients added, once a step, before the all-reduce (gradients) or the
-    // update, whichever comes first: every strategy and shard then sees the same sums.
-    void tie(std::size_t s) {
-        if constexpr (TiedNetwork<N>)
-            if (s == 0 && !m_tied_this_step && m_net.tied()) {
-                m_net.tie_gradients();
-                m_tied_this_step = true;
-            }
+    // A stage's parameters as its optimiser steps them: the tied table's second copy (the decoder)
+    // under the first's name, so that stochastic rounding, whose stream the name keys, rounds both
+    // copies alike and they stay equal without a copy between stages.
+    struct tied_names {
+        unit_parameters<N>& units;
+        const void* copy;
+        std::string_view table;
+        template <class F>
+        void visit_parameters(F&& f) {
+            units.visit_parameters([&](std::string_view name, auto value, auto grad) {
+                f(copy != nullptr && static_cast<const void*>(grad.data()) == copy ? table : name, value, grad);
+            });
+        }
+    };
+    // Calls f(offset, gradient) for each copy of the tied table stage s holds (the embedding's, the
+    // first parameter of stage 0; the decoder's, on the last stage), offset counted in the stage's
+    // flat gradients.
+    template <class F>
+    void visit_tied(std::size_t s, F&& f) {
+        if (m_tied_name.empty()) return;
+        const void* const copy = tied_copy(s);
+        std::size_t at = 0;
+        bool first = true;
+        unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
+        p.visit_parameters([&](std::string_view, auto, auto grad) {
+            if ((s == 0 && first) || static_cast<const void*>(grad.data()) == copy) f(at, grad);
+            first = false;
+            at += grad.size();
+        });
     }
-    void tie_weights(std::size_t s) {
+    static void check_tied(std::size_t given, std::size_t copy) {
+        if (given != copy)
+            throw config::config_error("tessera::exec::staged_network: " + std::to_string(given) + " values given for the "
+                                       "tied table's " + std::to_string(copy));
+    }
+    // The tied table's second copy's gradient (its data) when stage s holds it, else nullptr.
+    [[nodiscard]] const void* tied_copy(std::size_t s) {
         if constexpr (TiedNetwork<N>)
-            if (s == 0 && m_net.tied()) m_net.tie_weights();
+            if (m_net.tied() && last_unit(s) == m_net.units()) return m_net.tied_copy();
+        return nullptr;
     }
     void keep_own_shards() {
         if constexpr (requires(O& o, unit_parameters<N>& p, optim::element_range r) { o.keep_shard(p, r); })
@@ -737,7 +790,8 @@ private:
         std::uint64_t seed = 0;
         std::size_t replica = 0, micro_batches = 0;
     } m_dropout{};
-    bool m_tied_this_step = false;  // tie_gradients ran since the last update; stage 0's thread alone touches it
+    std::string m_tied_name;  // the tied table's parameter name (empty: none)
+    std::size_t m_tied_elements = 0;
     std::optional<std::uint64_t> m_rounding_seed;  // stochastic rounding of activations, when set
     std::size_t m_rounding_replica = 0;
     static constexpr double max_loss_scale = 65536.0 * 65536.0;
