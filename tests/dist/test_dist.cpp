@@ -142,7 +142,66 @@ void same_as_replicas(bool sharded = false) {
     CHECK_NOTHROW(world().check_same("weights", bytes));
 }
 
+/// A small GPT (dropout, its head tied across the pipeline's first and last stage, LAMB with
+/// max_grad_norm) over `instances` processes: the weights after two calls, and each call's losses of
+/// this process's replicas. Micro-batch m of device iteration d of replica q (counted over every
+/// process) holds tokens drawn from (call, q, d, m), and next-token labels.
+outcome train_gpt(std::size_t instances, bool sharded) {
+    using P = cfg::fp32;
+    constexpr std::size_t batch = 2, length = 8, vocab = 23;
+    using c = cfg::dispatched_config<P, cfg::pipelined<cfg::one_f_one_b, 2>, cfg::float_io>;
+    auto spec = nn::gpt2_spec("tiny");
+    spec.vocab = vocab, spec.width = 16, spec.layers = 2, spec.heads = 2, spec.positions = length, spec.dropout = 0.1;
+    const auto net = nn::make_gpt2<P>(spec);
+    exec::session_options settings{.record_trace = false, .optimizer_sharding = sharded, .dropout_seed = 9};
+    if (instances > 1) settings.across = dist::gradient_reduction(world(), 2);
+    const std::size_t local = 2 / instances, first = instances > 1 ? world().rank() * local : 0;
+    auto run = exec::training_model<c>(net, optim::lamb({.learning_rate = 2e-3, .max_grad_norm = 0.01}), {1, 1, length, 1},
+                                       {.micro_batch = batch, .gradient_accumulation = 3, .device_iterations = 2,
+                                        .replicas = 2, .instances = instances, .input_group = 1},
+                                       settings,
+                                       exec::token_loss<P>{});
+    outcome o;
+    for (std::uint32_t call = 0; call < 2; ++call) {
+        const auto feed = [&](std::size_t r, std::size_t d, std::size_t m) {
+            std::mt19937 rng(static_cast<std::uint32_t>(call * 7919 + (first + r) * 1009 + d * 101 + m));
+            std::vector<std::uint32_t> ids(batch * length);
+            for (auto& id : ids) id = rng() % vocab;
+            std::vector<std::int32_t> labels(ids.size());
+            for (std::size_t i = 0; i < ids.size(); ++i)
+                labels[i] = (i + 1) % length == 0 ? kernels::ignore_label : std::int32_t(ids[i + 1]);
+            return std::pair{nn::token_activation<P>(std::span<const std::uint32_t>(ids), batch, length), std::move(labels)};
+        };
+        const auto r = run(feed);
+        std::vector<float> losses;
+        for (const auto& per_replica : r.losses) losses.insert(losses.end(), per_replica.begin(), per_replica.end());
+        o.losses.push_back(std::move(losses));
+    }
+    auto trained = run.model().network();
+    o.parameters = parameters_of(trained);
+    return o;
+}
+
 }  // namespace
+
+TEST_CASE("2 processes x 1 replica train a GPT as 1 process x 2 replicas: dropout, a head tied across stages, LAMB "
+          "with max_grad_norm, its state sharded or not", "[dist][weights][transformer]") {
+    REQUIRE(world().size() == 2);
+    const outcome reference = train_gpt(1, false);
+    for (const bool sharded : {false, true}) {
+        CAPTURE(sharded);
+        const outcome processes = train_gpt(2, sharded);
+        REQUIRE(processes.parameters.size() == reference.parameters.size());
+        CHECK(std::memcmp(processes.parameters.data(), reference.parameters.data(),
+                          reference.parameters.size() * sizeof(float)) == 0);
+        REQUIRE(processes.losses.size() == reference.losses.size());
+        for (std::size_t k = 0; k < reference.losses.size(); ++k) {
+            const std::size_t half = reference.losses[k].size() / 2;
+            REQUIRE(processes.losses[k].size() == half);
+            for (std::size_t i = 0; i < half; ++i) CHECK(processes.losses[k][i] == reference.losses[k][world().rank() * half + i]);
+        }
+    }
+}
 
 TEST_CASE("2 processes x 1 replica end with 1 process x 2 replicas' weights, bit for bit: one IPU per replica",
           "[dist][weights]") {
