@@ -15,6 +15,7 @@
 #include "tessera/data/iterable_view.hpp"
 #include "tessera/data/loader.hpp"
 #include "tessera/data/make_loader.hpp"
+#include "tessera/data/masked_lm.hpp"
 #include "tessera/data/micro_batches.hpp"
 #include "tessera/data/normalize.hpp"
 #include "tessera/data/random.hpp"

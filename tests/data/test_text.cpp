@@ -312,4 +312,56 @@ TEST_CASE("scripts/ngram_baseline.py --counts agrees with text_corpus and token_
 #endif
 }
 
+TEST_CASE("masked_lm: 15 % of positions chosen, 80/10/10 masked, random and kept, keyed by sample, epoch and seed",
+          "[data][text][masked_lm]") {
+    const data::masked_lm masking{.seed = 11, .mask_token = 256, .vocabulary = 256};
+    constexpr std::size_t T = 512, samples = 200;
+    std::size_t chosen = 0, masked = 0, kept = 0, replaced = 0;
+    for (std::size_t i = 0; i < samples; ++i) {
+        std::vector<std::uint16_t> tokens(T), original;
+        for (std::size_t t = 0; t < T; ++t) tokens[t] = static_cast<std::uint16_t>((i * 31 + t * 7) % 256);
+        original = tokens;
+        std::vector<std::int32_t> labels(T);
+        masking.apply(std::span<std::uint16_t>(tokens), std::span<std::int32_t>(labels), i, 2);
+        // The same draws again for the same sample and epoch; others for another epoch or seed.
+        auto again = original, other_epoch = original, other_seed = original;
+        std::vector<std::int32_t> l2(T), l3(T), l4(T);
+        masking.apply(std::span<std::uint16_t>(again), std::span<std::int32_t>(l2), i, 2);
+        masking.apply(std::span<std::uint16_t>(other_epoch), std::span<std::int32_t>(l3), i, 3);
+        data::masked_lm reseeded = masking;
+        reseeded.seed = 12;
+        reseeded.apply(std::span<std::uint16_t>(other_seed), std::span<std::int32_t>(l4), i, 2);
+        REQUIRE(again == tokens);
+        REQUIRE(l2 == labels);
+        CHECK(l3 != labels);
+        CHECK(l4 != labels);
+        for (std::size_t t = 0; t < T; ++t) {
+            if (labels[t] == data::masked_lm::ignore) {
+                REQUIRE(tokens[t] == original[t]);
+                continue;
+            }
+            REQUIRE(labels[t] == original[t]);
+            ++chosen;
+            if (tokens[t] == 256) ++masked;
+            else if (tokens[t] == original[t]) ++kept;  // a random draw of the same token counts here too
+            else {
+                ++replaced;
+                REQUIRE(tokens[t] < 256);
+            }
+        }
+    }
+    const double n = double(samples * T), c = double(chosen);
+    // Binomial standard deviations: 0.15 of 102,400 positions ± 0.11 %; shares of ~15,360 ± 0.3 %.
+    CHECK(c / n == Approx(0.15).margin(0.005));
+    CHECK(masked / c == Approx(0.80).margin(0.015));
+    CHECK(replaced / c == Approx(0.10 * 255.0 / 256.0).margin(0.01));
+    CHECK(kept / c == Approx(0.10 + 0.10 / 256.0).margin(0.01));
+    std::vector<std::uint16_t> few(3);
+    std::vector<std::int32_t> two(2);
+    CHECK_THROWS_WITH(masking.apply(std::span<std::uint16_t>(few), std::span<std::int32_t>(two), 0),
+                      Catch::Contains("2 labels for 3 tokens"));
+    CHECK_THROWS_WITH((data::masked_lm{.probability = 0.0, .vocabulary = 4}.check()), Catch::Contains("got 0.0"));
+    CHECK_THROWS_WITH((data::masked_lm{.mask_token = 1}.check()), Catch::Contains("a vocabulary of at least 1 token"));
+}
+
 }  // namespace test_text

@@ -1,12 +1,18 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <map>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "../emulator/deadline.hpp"
 #include "tessera/config.hpp"
+#include "tessera/data/in_memory.hpp"
+#include "tessera/data/loader.hpp"
+#include "tessera/data/micro_batches.hpp"
 #include "tessera/exec/session.hpp"
+#include "tessera/exec/token_feed.hpp"
 #include "tiny_model.hpp"
 
 namespace test_session {
@@ -125,6 +131,74 @@ TEST_CASE("session configuration errors are raised at compilation", "[exec][sess
     using dyn = cfg::config<cfg::pipelined<cfg::gpipe, 2>, cfg::gradient_accumulation<cfg::dynamic>>;
     REQUIRE_THROWS_AS(exec::training_model<dyn>(model2(), {.micro_batch = batch, .gradient_accumulation = 2}),
                       cfg::pipeline_depth_error);
+}
+
+TEST_CASE("token_feed masks each window for BERT alike in every combined batch's layout, next-token labels otherwise",
+          "[exec][text][masked_lm]") {
+    // 24 windows of 9 tokens (T = 8): window i holds i·9 + t modulo 256.
+    constexpr std::size_t windows = 24, T1 = 9, T = T1 - 1;
+    std::vector<std::uint16_t> values;
+    std::vector<tessera::data::label_t> labels;
+    for (std::size_t i = 0; i < windows; ++i) {
+        for (std::size_t t = 0; t < T1; ++t) values.push_back(static_cast<std::uint16_t>((i * T1 + t) % 256));
+        labels.push_back(0);
+    }
+    const tessera::data::in_memory_dataset<std::uint16_t> dataset({1, 1, T1}, 256, values, labels, "windows");
+    const tessera::data::masked_lm masking{.seed = 3, .probability = 0.5, .mask_token = 300, .vocabulary = 256};
+    // Per dataset index: the ids and labels fed, in each layout of an 8-window combined batch.
+    using fed = std::map<std::size_t, std::pair<std::vector<std::uint32_t>, std::vector<std::int32_t>>>;
+    const auto feed_all = [&](cfg::options counts, bool mask) {
+        using c = cfg::config<cfg::fp32, cfg::single, cfg::gradient_accumulation<cfg::dynamic>,
+                              cfg::replication<cfg::dynamic>, cfg::micro_batch<cfg::dynamic>>;
+        const auto b = cfg::make_batching<c>(counts);
+        tessera::data::data_loader<tessera::data::in_memory_dataset<std::uint16_t>> loader(dataset, b, {.shuffle = true, .seed = 5});
+        fed out;
+        for (auto& batch : loader) {
+            const exec::token_feed<cfg::fp32> feed = mask ? exec::token_feed<cfg::fp32>(batch, b, masking)
+                                                          : exec::token_feed<cfg::fp32>(batch, b);
+            for (std::size_t g = 0; g < b.local_replicas(); ++g)
+                for (std::size_t m = 0; m < b.gradient_accumulation; ++m) {
+                    auto [input, token_labels] = feed(g, 0, m);
+                    const auto x = std::move(input).prepare();
+                    const auto mb = tessera::data::micro_batch(batch, b, 0, g, m);
+                    for (std::size_t row = 0; row < b.micro_batch; ++row) {
+                        auto& [ids, ls] = out[mb.indices[row]];
+                        for (std::size_t t = 0; t < T; ++t) ids.push_back(tessera::nn::token_id(x.data()[row * T + t]));
+                        ls.assign(token_labels.tokens.begin() + std::ptrdiff_t(row * T), token_labels.tokens.begin() + std::ptrdiff_t((row + 1) * T));
+                    }
+                }
+        }
+        return out;
+    };
+    const fed one = feed_all({.micro_batch = 2, .gradient_accumulation = 4, .replicas = 1}, true);
+    const fed two = feed_all({.micro_batch = 2, .gradient_accumulation = 2, .replicas = 2}, true);
+    const fed four = feed_all({.micro_batch = 1, .gradient_accumulation = 2, .replicas = 4}, true);
+    REQUIRE(one.size() == windows);
+    CHECK(two == one);
+    CHECK(four == one);
+    std::size_t chosen = 0, masked = 0;
+    for (const auto& [i, got] : one) {
+        const auto& [ids, ls] = got;
+        for (std::size_t t = 0; t < T; ++t) {
+            const auto original = static_cast<std::int32_t>((i * T1 + t) % 256);
+            if (ls[t] == tessera::data::masked_lm::ignore) {
+                CHECK(ids[t] == std::uint32_t(original));  // not chosen: fed as it is
+                continue;
+            }
+            ++chosen;
+            CHECK(ls[t] == original);  // chosen: labelled with its token
+            masked += ids[t] == masking.mask_token ? 1 : 0;
+        }
+    }
+    CHECK(chosen > 60);  // of 192 positions, half chosen on average
+    CHECK(chosen < 132);
+    CHECK(masked > chosen / 2);
+    // Without masking: next-token labels, the inputs untouched.
+    for (const auto& [i, got] : feed_all({.micro_batch = 2, .gradient_accumulation = 4, .replicas = 1}, false))
+        for (std::size_t t = 0; t < T; ++t) {
+            CHECK(got.first[t] == (i * T1 + t) % 256);
+            CHECK(got.second[t] == std::int32_t((i * T1 + t + 1) % 256));
+        }
 }
 
 }  // namespace test_session

@@ -19,6 +19,7 @@ struct micro_batch_view {
     std::span<const T> images;              ///< micro_batch x C x H x W
     std::span<const label_t> labels;        ///< micro_batch
     std::span<const std::uint8_t> mask;     ///< 1 = real sample, 0 = padding: count it in no loss, gradient or metric
+    std::span<const std::size_t> indices;   ///< each sample's dataset index (padding_index for padding)
     std::size_t valid = 0;                  ///< real samples (padding is always at the end)
 };
 
@@ -46,6 +47,7 @@ template <BatchValue T>
     view.images = batch.images().subspan(first * n, b.micro_batch * n);
     view.labels = batch.labels().subspan(first, b.micro_batch);
     view.mask = batch.mask().subspan(first, b.micro_batch);
+    view.indices = batch.indices().subspan(first, b.micro_batch);
     view.valid = static_cast<std::size_t>(std::count(view.mask.begin(), view.mask.end(), std::uint8_t{1}));
     return view;
 }
