@@ -177,6 +177,11 @@ TEMPLATE_TEST_CASE("a tied GPT on one stage, LAMB and max_grad_norm: 2 replicas 
     });
     REQUIRE(tables.size() == 2);
     CHECK(tables[0] == tables[1]);
+    // An update of a stage holding a copy that the vote did not give the two copies' sum is refused.
+    exec::staged_network<std::remove_const_t<decltype(net)>, optim::lamb, exec::token_loss<P>> staged(
+        net, {0, 2}, {batch, 1, length, 1}, lamb);
+    CHECK(staged.tied_elements() == vocab * 16);
+    CHECK_THROWS_WITH(staged.update(1, 1.0f), Catch::Contains("the vote gave it no sum of the two copies' gradients"));
 }
 
 TEST_CASE("a transformer stage that throws surfaces its exception with its type and message", "[exec][nn][transformer][threads]") {

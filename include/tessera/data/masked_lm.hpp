@@ -3,6 +3,7 @@
 // sample alone: every rank, replica, strategy and loader layout masks a sample alike.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,9 @@ struct masked_lm {
         if (labels.size() != tokens.size())
             throw std::invalid_argument("tessera::data::masked_lm: " + std::to_string(labels.size()) + " labels for " +
                                         std::to_string(tokens.size()) + " tokens");
+        if (mask_token > std::numeric_limits<Id>::max() || vocabulary - 1 > std::numeric_limits<Id>::max())
+            throw std::invalid_argument("tessera::data::masked_lm: the mask token " + std::to_string(mask_token) +
+                                        " or a token below " + std::to_string(vocabulary) + " does not fit the ids' type");
         const std::uint64_t base = tensor::counter_base(seed, tensor::mix64(epoch) ^ static_cast<std::uint64_t>(index));
         const auto threshold = static_cast<std::uint64_t>(probability * 16777216.0);  // of 2^24
         for (std::size_t t = 0; t < tokens.size(); ++t) {

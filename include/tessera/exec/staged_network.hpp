@@ -93,7 +93,7 @@ public:
           m_optimizers(m_first.size(), optimizer), m_flat(m_first.size()), m_gathered(m_first.size(), 0),
           m_flat_weights(m_first.size()), m_spare(m_first.size()),
           m_scale(m_first.size(), scaling.initial), m_good_steps(m_first.size(), 0), m_skipped(m_first.size(), 0),
-          m_norm(m_first.size()) {
+          m_norm(m_first.size()), m_tie_given(m_first.size(), 0) {
         if (!(scaling.initial > 0) || !std::isfinite(scaling.initial))
             throw config::config_error("tessera::exec::staged_network: loss scale must be positive and finite, got " +
                                        std::to_string(scaling.initial));
@@ -534,6 +534,7 @@ public:
     /// Gives stage s's copies of the tied table the vote's sum (add_tied_gradient over every stage).
     void set_tied_gradient(std::size_t s, std::span<const float> sum) {
         const bool gathered = m_gathered.at(s) != 0;
+        m_tie_given.at(s) = 1;
         visit_tied(s, [&](std::size_t at, auto grad) {
             check_tied(sum.size(), grad.size());
             using G = typename decltype(grad)::value_type;
@@ -569,6 +570,7 @@ public:
     /// Every stage does the same in the same step (the executor's vote), so their scales stay equal.
     void skip_update(std::size_t s) {
         m_norm.at(s).reset();
+        m_tie_given.at(s) = 0;
         unit_parameters<N> p(m_net, first_unit(s), last_unit(s));
         p.visit_parameters([](std::string_view, auto, auto grad) { std::fill(grad.begin(), grad.end(), 0.0f); });
         m_gathered.at(s) = 0;
@@ -595,6 +597,10 @@ public:
 
 private:
     void update_stage(std::size_t s, float scale, const optim::replica_sum* across) {
+        if (holds_tied(s) && !std::exchange(m_tie_given.at(s), 0))  // the copies would part
+            throw config::config_error("tessera::exec::staged_network::update: stage " + std::to_string(s) + " holds a "
+                                       "copy of the tied table, and the vote gave it no sum of the two copies' gradients "
+                                       "(the schedule needs schedule_request::tied_table)");
         unit_parameters<N> units(m_net, first_unit(s), last_unit(s));
         tied_names p{units, tied_copy(s), m_tied_name};  // the tied copy stepped under the table's name
         if (m_gathered.at(s)) {
@@ -674,6 +680,10 @@ private:
         if (given != copy)
             throw config::config_error("tessera::exec::staged_network: " + std::to_string(given) + " values given for the "
                                        "tied table's " + std::to_string(copy));
+    }
+    // Whether stage s holds a copy of the tied table (the first stage, the last).
+    [[nodiscard]] bool holds_tied(std::size_t s) const noexcept {
+        return !m_tied_name.empty() && (s == 0 || s + 1 == m_first.size());
     }
     // The tied table's second copy's gradient (its data) when stage s holds it, else nullptr.
     [[nodiscard]] const void* tied_copy(std::size_t s) {
@@ -792,6 +802,7 @@ private:
     } m_dropout{};
     std::string m_tied_name;  // the tied table's parameter name (empty: none)
     std::size_t m_tied_elements = 0;
+    std::vector<char> m_tie_given;  // per stage: the vote gave it the tied sum this step (its IPU's thread alone)
     std::optional<std::uint64_t> m_rounding_seed;  // stochastic rounding of activations, when set
     std::size_t m_rounding_replica = 0;
     static constexpr double max_loss_scale = 65536.0 * 65536.0;
