@@ -4,6 +4,7 @@
 // data_loader.
 #include "tessera/data/augment.hpp"
 #include "tessera/data/batch.hpp"
+#include "tessera/data/bpe_tokenizer.hpp"
 #include "tessera/data/byte_tokenizer.hpp"
 #include "tessera/data/cifar10.hpp"
 #include "tessera/data/concepts.hpp"
