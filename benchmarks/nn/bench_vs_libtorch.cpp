@@ -15,7 +15,8 @@
 // resident memory is its own: the rounds alternate libtorch NCHW, libtorch channels-last and
 // tessera (the GPT: libtorch and tessera), at 1 and 2 threads. libtorch runs at its best settings
 // found here: oneDNN (MKL-DNN) on, intra-op threads = the thread count, one inter-op thread,
-// gradients set to none between steps; both memory formats are measured for the ResNets and the
+// OpenBLAS's threads = the thread count and its AVX-512 kernels (openblas_environment), gradients
+// set to none between steps; both memory formats are measured for the ResNets and the
 // faster one is the baseline. Counters: images/s (tokens/s for the GPT) of each (median of the
 // rounds), tessera's ratio to the (faster) libtorch, and peak RSS of each process and their ratio.
 //
@@ -261,12 +262,29 @@ std::string self_path() {
     return std::string(buf.data(), static_cast<std::size_t>(n));
 }
 
+// The environment of a libtorch worker: Debian's libtorch does its GEMMs in OpenBLAS (pthreads),
+// whose threads libtorch's set_num_threads does not set, so OPENBLAS_NUM_THREADS does; and OpenBLAS
+// 0.3.21 takes a CPU it does not know (Emerald Rapids, family 6 model 207, among them) for a
+// Prescott and runs its SSE3 kernels, 3.6× slower than its AVX-512 ones on the GPT here, so on an
+// AVX-512 CPU OPENBLAS_CORETYPE=SkylakeX, unless it is set already.
+std::string openblas_environment(int threads) {
+    std::string env = "OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " ";
+    if (std::getenv("OPENBLAS_CORETYPE") == nullptr && __builtin_cpu_supports("avx512f")) env += "OPENBLAS_CORETYPE=SkylakeX ";
+    return env;
+}
+
+// The OpenBLAS kernels a libtorch worker runs (OPENBLAS_CORETYPE as openblas_environment sets it).
+std::string openblas_core() {
+    if (const char* forced = std::getenv("OPENBLAS_CORETYPE")) return forced;
+    return __builtin_cpu_supports("avx512f") ? "SkylakeX (forced)" : "detected";
+}
+
 // Runs a worker and reads its one line: "<images/s or tokens/s> <peak RSS MiB>". libtorch's are this program,
 // tessera's the program beside it.
 worker_result run_worker(const std::string& kind, const std::string& model, int threads) {
     const std::string self = self_path();
     const std::string program = kind == "tessera" ? self.substr(0, self.rfind('/') + 1) + "tessera_step_worker"
-                                                  : self + " --worker " + kind;
+                                                  : openblas_environment(threads) + self + " --worker " + kind;
     const std::string command = program + " --model " + model + " --threads " + std::to_string(threads);
     FILE* pipe = ::popen(command.c_str(), "r");
     if (pipe == nullptr) throw std::runtime_error("bench_vs_libtorch: cannot start " + command);
@@ -302,7 +320,7 @@ void step_vs_libtorch(benchmark::State& state, const std::string& model) {
     state.counters["tessera_peak_rss_MiB"] = median(our_rss);
     state.counters["rss_ratio"] = median(our_rss) / median(cl_best ? cl_rss : nchw_rss);
     state.SetLabel("libtorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-                   (at::hasMKLDNN() ? ", oneDNN on" : ", no oneDNN") +
+                   (at::hasMKLDNN() ? ", oneDNN on" : ", no oneDNN") + ", OpenBLAS core " + openblas_core() +
                    ", best format " + (cl_best ? "channels-last" : "NCHW"));
 }
 BENCHMARK_CAPTURE(step_vs_libtorch, resnet20, std::string("resnet20"))->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kSecond);
@@ -323,7 +341,7 @@ void gpt_step_vs_libtorch(benchmark::State& state) {
     state.counters["tessera_peak_rss_MiB"] = median(our_rss);
     state.counters["rss_ratio"] = median(our_rss) / median(torch_rss);
     state.SetLabel("libtorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-                   ", bmm attention, d 256, 4 layers, seq 256, batch 16, AdamW");
+                   ", bmm attention, OpenBLAS core " + openblas_core());
 }
 BENCHMARK(gpt_step_vs_libtorch)->Name("step_vs_libtorch/gpt")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kSecond);
 
