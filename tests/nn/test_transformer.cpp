@@ -32,7 +32,7 @@ nn::activation<P> random_tokens(std::size_t samples, std::size_t length, std::si
 // A GPT of the given blocks: embedding, blocks, final layer norm and an untied LM head.
 template <class P, class Placement = nn::pre_norm>
 auto tiny_gpt(std::size_t vocab, std::size_t width, std::size_t heads, std::size_t positions, double dropout) {
-    nn::block_spec b{.width = width, .heads = heads, .causal = true, .dropout = dropout};
+    nn::block_spec b{.width = width, .heads = heads, .causal = true, .dropout = dropout, .attention_dropout = dropout};
     return nn::sequential(nn::token_embedding<P>({.vocab = vocab, .width = width, .positions = positions}),
                           nn::transformer_block<P, Placement>(b), nn::transformer_block<P, Placement>(b),
                           nn::layer_norm<P>(width), nn::token_linear<P>(width, vocab, false))
@@ -109,6 +109,57 @@ TEST_CASE("attention matches finite differences: causal, full, and with padded a
     ctx.segments = segments.data();
     check_gradients(full, {2, 1, 5, 3 * 6}, 23, 40, 1e-6, ctx);
     check_gradients(causal, {2, 1, 5, 3 * 6}, 24, 40, 1e-6, ctx);
+    // dropout on the probabilities: the mask is a function of the stream, so finite differences see it
+    nn::attention<fp64> dropped(2, true, 0.3);
+    ctx.dropout = {.active = true, .seed = 11, .step = 4, .stream = 0, .first_sample = 5};
+    check_gradients(dropped, {2, 1, 5, 3 * 6}, 25, 40, 1e-6, ctx);
+}
+
+TEST_CASE("attention's dropout: the probabilities (i, j) of head h of sample s keep by the stream's element "
+          "(first_sample + s)·heads·L² + (h·L + i)·L + j, scaled by 1/(1 − p); off in evaluation",
+          "[nn][transformer][dropout]") {
+    const std::size_t L = 6, heads = 2, dh = 3, d = heads * dh, N = 3;
+    const double p = 0.25;
+    nn::attention<fp64> attn(heads, true, p);
+    auto x = random_activation<fp64>({N, 1, L, 3 * d}, 51);
+    nn::context ctx{nn::mode::train, 1};
+    ctx.dropout = {.active = true, .seed = 3, .step = 9, .stream = 17, .first_sample = 10};
+    nn::attention<fp64>::state st;
+    const auto y = attn.forward(x, st, ctx);
+    const double* probs = st.probabilities.data();  // before dropout
+    const std::uint64_t base = ctx.dropout.base(), threshold = kernels::dropout_threshold(p);
+    std::size_t dropped = 0;
+    for (std::size_t s = 0; s < N; ++s)
+        for (std::size_t h = 0; h < heads; ++h)
+            for (std::size_t i = 0; i < L; ++i)
+                for (std::size_t c = 0; c < dh; ++c) {
+                    double expected = 0;
+                    for (std::size_t j = 0; j < L; ++j) {
+                        const std::uint64_t e = (10 + s) * heads * L * L + (h * L + i) * L + j;
+                        const bool keep = kernels::dropout_keeps(base, e, threshold);
+                        dropped += keep ? 0 : 1;
+                        const double v = x.data()[(s * L + j) * 3 * d + 2 * d + h * dh + c];
+                        if (keep) expected += probs[((s * heads + h) * L + i) * L + j] / (1 - p) * v;
+                    }
+                    CHECK(y.data()[(s * L + i) * d + h * dh + c] == Approx(expected).margin(1e-12));
+                }
+    CHECK(dropped > 0);  // the test can fail: some probabilities were dropped
+    // Sample 2 alone, as the micro-batch's first sample at index 12, draws the same masks.
+    auto last = random_activation<fp64>({1, 1, L, 3 * d}, 1);
+    std::copy(x.data() + 2 * L * 3 * d, x.data() + 3 * L * 3 * d, last.data());
+    nn::context one = ctx;
+    one.dropout.first_sample = 12;
+    nn::attention<fp64>::state st1;
+    const auto& y1 = attn.forward(last, st1, one);
+    for (std::size_t k = 0; k < L * d; ++k) REQUIRE(y1.data()[k] == y.data()[2 * L * d + k]);
+    // Evaluation: no dropout, the same as a layer without it.
+    nn::context eval{nn::mode::eval, 1};
+    eval.dropout = ctx.dropout;
+    nn::attention<fp64> plain(heads, true);
+    nn::attention<fp64>::state se, sp;
+    const auto ye = attn.forward(x, se, eval);
+    const auto& yp = plain.forward(x, sp, ctx);
+    for (std::size_t k = 0; k < N * L * d; ++k) REQUIRE(ye.data()[k] == yp.data()[k]);
 }
 
 TEST_CASE("attention's probabilities: causal rows see no later key, segments see only their own, padding sees nothing",
@@ -157,10 +208,11 @@ TEST_CASE("transformer blocks, pre-LN and post-LN, match finite differences with
           "[nn][transformer][gradcheck]") {
     nn::context ctx{nn::mode::train, 1};
     ctx.dropout = {.active = true, .seed = 5, .step = 2, .stream = 0, .first_sample = 3};
-    nn::transformer_block<fp64, nn::pre_norm> gpt_block({.width = 8, .heads = 2, .causal = true, .dropout = 0.25});
+    nn::transformer_block<fp64, nn::pre_norm> gpt_block(
+        {.width = 8, .heads = 2, .causal = true, .dropout = 0.25, .attention_dropout = 0.2});
     check_gradients(gpt_block, {2, 1, 4, 8}, 41, 30, 1e-6, ctx);
     nn::transformer_block<fp64, nn::post_norm> bert_block(
-        {.width = 8, .heads = 2, .mlp_width = 12, .causal = false, .dropout = 0.25, .eps = 1e-12,
+        {.width = 8, .heads = 2, .mlp_width = 12, .causal = false, .dropout = 0.25, .attention_dropout = 0.2, .eps = 1e-12,
          .gelu = kernels::gelu_form::erf, .names = nn::block_names::bert()});
     const std::vector<std::uint16_t> segments{1, 1, 1, 0, 1, 1, 1, 1};
     ctx.segments = segments.data();
@@ -386,7 +438,8 @@ TEST_CASE("attention, layer norm, the embedding and a block give the same bits o
 }
 
 TEST_CASE("a block's split backward gives the bits of its whole backward", "[nn][transformer][split]") {
-    nn::transformer_block<config::half, nn::post_norm> block({.width = 16, .heads = 4, .causal = false, .dropout = 0.1});
+    nn::transformer_block<config::half, nn::post_norm> block(
+        {.width = 16, .heads = 4, .causal = false, .dropout = 0.1, .attention_dropout = 0.1});
     auto x = random_activation<config::half>({2, 1, 8, 16}, 2);
     auto dy = random_activation<config::half>({2, 1, 8, 16}, 3);
     nn::context ctx{nn::mode::train, 1};

@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "tessera/kernels/dropout.hpp"
 #include "tessera/kernels/gemm.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
@@ -35,7 +36,28 @@ struct attention_mask {
     const std::uint16_t* segments = nullptr;  ///< samples × length, or null
 };
 
+/// Dropout on the attention probabilities (GPT-2's attn_pdrop, BERT's attention_probs_dropout_prob):
+/// probability p of dropping each, from `stream` (inactive: none dropped). Probability (i, j) of head h
+/// of sample s is element (first_sample + s) · heads · L² + (h · L + i) · L + j of the stream.
+struct attention_dropout {
+    double p = 0;
+    dropout_stream stream{};
+    [[nodiscard]] bool drops() const { return stream.active && dropout_threshold(p) > 0; }
+};
+
 namespace detail {
+
+/// kept[e] = p[e] / (1 − p) where the stream keeps probability e of the pair, else 0, for the L²
+/// probabilities of (sample s, head h) (or their gradients; `p` may be `kept`).
+template <class C, class Y>
+void kept_probabilities(const Y* p, std::size_t s, std::size_t h, std::size_t heads, std::size_t L,
+                        const attention_dropout& drop, C* kept) {
+    const std::uint64_t threshold = dropout_threshold(drop.p), base = drop.stream.base();
+    const std::uint64_t first = (drop.stream.first_sample + s) * heads * L * L + h * L * L;
+    const C scale = static_cast<C>(1.0 / (1.0 - drop.p));
+    for (std::size_t e = 0; e < L * L; ++e)
+        kept[e] = dropout_keeps(base, first + e, threshold) ? load_as<C>(p[e]) * scale : C(0);
+}
 
 /// Whether query i of a sample (segments `seg`, or null) sees key j.
 [[nodiscard]] inline bool attends(const attention_mask& mask, const std::uint16_t* seg, std::size_t i,
@@ -66,17 +88,19 @@ void over_head_pairs(std::size_t pairs, std::size_t per_thread, workspace<C>& ws
 /// that sees no key gets a row of zeros) and the context. Each (sample, head) pair is computed whole
 /// by one thread, its sums in one fixed order: the same bits on any thread count. The context is
 /// computed from the probabilities as stored (rounded once where they are 16-bit), as the backward
-/// reads them.
+/// reads them, after `drop` (the stored probabilities are those before it; the mask is drawn again
+/// in the backward).
 template <Compute C, Storage T, Storage Y>
 void attention_forward(const T* qkv, const attention_shape& a, const attention_mask& mask, Y* probs, Y* context,
                        workspace<C>& ws, parallelism par = {}, const tensor::rounding& probs_rounding = {},
-                       const tensor::rounding& context_rounding = {}) {
+                       const tensor::rounding& context_rounding = {}, const attention_dropout& drop = {}) {
     const std::size_t L = a.length, dh = a.head_width, d = a.width(), ld = 3 * d;
     const C scale = C(1) / std::sqrt(static_cast<C>(dh));
     store_compute<C, Y> p_dst(probs, a.probabilities(), ws.c, {}, probs_rounding, nullptr, staging::parts);
     store_compute<C, Y> ctx_dst(context, a.rows() * d, ws.partial, par, context_rounding);
     C* out = ctx_dst.target();
-    detail::over_head_pairs(a.samples * a.heads, L * L, ws, par, [&](std::size_t pair, std::size_t t) {
+    const bool drops = drop.drops();
+    detail::over_head_pairs(a.samples * a.heads, (drops ? 2 : 1) * L * L, ws, par, [&](std::size_t pair, std::size_t t) {
         const std::size_t s = pair / a.heads, h = pair % a.heads;
         const T* q = qkv + s * L * ld + h * dh;
         const T* k = q + d;
@@ -111,22 +135,31 @@ void attention_forward(const T* qkv, const attention_shape& a, const attention_m
             for (std::size_t j = 0; j < L; ++j) row[j] *= inv;
         }
         if constexpr (!std::is_same_v<C, Y>) p_dst.commit_part(scores, p0, p0 + L * L);
-        gemm(trans::no, trans::no, L, dh, L, C(1), probs + p0, L, v, ld, C(0), out + s * L * d + h * dh, d, one);
+        if (drops) {
+            C* kept = ws.cols[t].data() + L * L;
+            detail::kept_probabilities(probs + p0, s, h, a.heads, L, drop, kept);
+            gemm(trans::no, trans::no, L, dh, L, C(1), kept, L, v, ld, C(0), out + s * L * d + h * dh, d, one);
+        } else {
+            gemm(trans::no, trans::no, L, dh, L, C(1), probs + p0, L, v, ld, C(0), out + s * L * d + h * dh, d, one);
+        }
     });
     ctx_dst.commit();
 }
 
 /// Backward: dqkv (overwritten) from the context's gradient, the forward's fused QKV and stored
-/// probabilities. With P the probabilities and dO a head's context gradient: dV = Pᵀ·dO,
-/// dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √d_head, dQ = dS·K, dK = dSᵀ·Q.
+/// probabilities. With P the probabilities, M the forward's dropout (kept / (1 − p), else 0; 1
+/// without dropout) and dO a head's context gradient: dV = (M ⊙ P)ᵀ·dO, dP = M ⊙ (dO·Vᵀ),
+/// dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √d_head, dQ = dS·K, dK = dSᵀ·Q.
 template <Compute C, Storage T, Storage Y, Storage D, Storage X>
 void attention_backward(const T* qkv, const Y* probs, const D* dcontext, const attention_shape& a, X* dqkv,
-                        workspace<C>& ws, parallelism par = {}, const tensor::rounding& rounding = {}) {
+                        workspace<C>& ws, parallelism par = {}, const tensor::rounding& rounding = {},
+                        const attention_dropout& drop = {}) {
     const std::size_t L = a.length, dh = a.head_width, d = a.width(), ld = 3 * d;
     const C scale = C(1) / std::sqrt(static_cast<C>(dh));
     store_compute<C, X> dst(dqkv, a.rows() * ld, ws.partial, par, rounding);
     C* out = dst.target();
-    detail::over_head_pairs(a.samples * a.heads, L * L, ws, par, [&](std::size_t pair, std::size_t t) {
+    const bool drops = drop.drops();
+    detail::over_head_pairs(a.samples * a.heads, (drops ? 2 : 1) * L * L, ws, par, [&](std::size_t pair, std::size_t t) {
         const std::size_t s = pair / a.heads, h = pair % a.heads;
         const T* q = qkv + s * L * ld + h * dh;
         const T* k = q + d;
@@ -138,8 +171,16 @@ void attention_backward(const T* qkv, const Y* probs, const D* dcontext, const a
         C* dv = dq + 2 * d;
         C* dp = ws.cols[t].data();
         const gemm_options one{1, &ws.packs[t], nullptr};
-        gemm(trans::yes, trans::no, L, dh, L, C(1), p, L, dout, d, C(0), dv, ld, one);
-        gemm(trans::no, trans::yes, L, L, dh, C(1), dout, d, v, ld, C(0), dp, L, one);
+        if (drops) {
+            C* kept = dp + L * L;
+            detail::kept_probabilities(p, s, h, a.heads, L, drop, kept);
+            gemm(trans::yes, trans::no, L, dh, L, C(1), kept, L, dout, d, C(0), dv, ld, one);
+            gemm(trans::no, trans::yes, L, L, dh, C(1), dout, d, v, ld, C(0), dp, L, one);
+            detail::kept_probabilities(dp, s, h, a.heads, L, drop, dp);  // M ⊙ (dO·Vᵀ), in place
+        } else {
+            gemm(trans::yes, trans::no, L, dh, L, C(1), p, L, dout, d, C(0), dv, ld, one);
+            gemm(trans::no, trans::yes, L, L, dh, C(1), dout, d, v, ld, C(0), dp, L, one);
+        }
         for (std::size_t i = 0; i < L; ++i) {
             const Y* pr = p + i * L;
             C* row = dp + i * L;

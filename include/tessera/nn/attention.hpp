@@ -13,8 +13,9 @@ namespace tessera::nn {
 /// N × 1 × T × 3d (the queries, keys and values of every head, as a fused QKV projection writes
 /// them: kernels::attention_shape) to N × 1 × T × d: softmax(Q·Kᵀ / √(d/heads)) · V per head, the
 /// heads side by side. Causal (GPT) or not (BERT); the context's segments
-/// (nn::context::segments) mask padding and keep packed sequences apart. Keeps the probabilities
-/// (N × heads × T × T) for the backward.
+/// (nn::context::segments) mask padding and keep packed sequences apart. Dropout on the probabilities
+/// (GPT-2's attn_pdrop) draws from the context's dropout stream in training. Keeps the probabilities
+/// (N × heads × T × T, before dropout) for the backward.
 template <Numeric P>
 class attention : public parameter_free {
 public:
@@ -24,14 +25,18 @@ public:
     struct state {
         const activation<P>* input = nullptr;
         const std::uint16_t* segments = nullptr;
+        kernels::dropout_stream stream{};  ///< the forward's, for the backward
         activation<P> probabilities, output, grad_input;
     };
 
-    attention(std::size_t heads, bool causal) : m_heads(heads), m_causal(causal) {
+    /// Throws for no head, or a dropout probability outside [0, 1).
+    attention(std::size_t heads, bool causal, double dropout = 0.0) : m_heads(heads), m_causal(causal), m_dropout(dropout) {
         if (heads == 0) throw tensor::shape_error("tessera::nn::attention: needs at least one head");
+        (void)kernels::dropout_threshold(dropout);
     }
     [[nodiscard]] std::size_t heads() const noexcept { return m_heads; }
     [[nodiscard]] bool causal() const noexcept { return m_causal; }
+    [[nodiscard]] double dropout() const noexcept { return m_dropout; }
 
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
         if (s.h != 1 || s.c % (3 * m_heads) != 0)
@@ -46,7 +51,8 @@ public:
         const double pairs = static_cast<double>(a.samples * a.heads), probs = static_cast<double>(a.probabilities());
         const double macs = 2 * pairs * L * L * dh;  // Q·Kᵀ and P·V
         using enum pass_phase;
-        return {2 * macs + 5 * probs, 4 * macs + 4 * probs,
+        const double drop = m_dropout > 0 ? 1 : 0;  // the mask's multiply, forward and backward
+        return {2 * macs + (5 + drop) * probs, 4 * macs + (4 + drop) * probs,
                 detail::bytes_of(s.size() + out.size() + a.probabilities(), sizeof(T)),
                 detail::bytes_of(2 * (s.size() + out.size()) + a.probabilities(), sizeof(T)), 0,
                 {pass::contraction(forward, pairs * L, L, dh), pass::elementwise(forward, probs, 2),
@@ -62,8 +68,10 @@ public:
         detail::ensure_shape(st.output, output_shape(s));
         detail::ensure_shape(st.probabilities, {a.samples, a.heads, a.length, a.length});
         st.segments = ctx.segments;
+        st.stream = ctx.mode == mode::train ? ctx.dropout : kernels::dropout_stream{};
         kernels::attention_forward(x.data(), a, {m_causal, ctx.segments}, st.probabilities.data(), st.output.data(),
-                                   ws(ctx), ctx.parallel(), ctx.forward_rounding().child(1), ctx.forward_rounding());
+                                   ws(ctx), ctx.parallel(), ctx.forward_rounding().child(1), ctx.forward_rounding(),
+                                   {m_dropout, st.stream});
         st.input = &x;
         return st.output;
     }
@@ -72,7 +80,8 @@ public:
             const tensor::shape s = tensor::shape_of(*st.input);
             detail::ensure_shape(st.grad_input, s);
             kernels::attention_backward(st.input->data(), st.probabilities.data(), dy.data(), shape_of(s),
-                                        st.grad_input.data(), ws(ctx), ctx.parallel(), ctx.backward_rounding());
+                                        st.grad_input.data(), ws(ctx), ctx.parallel(), ctx.backward_rounding(),
+                                        {m_dropout, st.stream});
         }
         return st.grad_input;
     }
@@ -84,6 +93,7 @@ private:
     }
     std::size_t m_heads;
     bool m_causal;
+    double m_dropout;
     [[nodiscard]] kernels::workspace<C>& ws(const context& ctx) noexcept { return detail::workspace_of(ctx, m_ws); }
     kernels::workspace<C> m_ws;  // when the context gives no shared scratch
 };

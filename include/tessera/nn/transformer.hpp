@@ -26,6 +26,7 @@ struct transformer_spec {
     std::string family = "gpt2";      ///< for messages
     std::size_t vocab = 50257, width = 768, layers = 12, heads = 12, positions = 1024, types = 0, mlp_width = 0;
     double dropout = 0.1, eps = 1e-5;
+    double attention_dropout = 0.1;   ///< on the attention probabilities (attn_pdrop, attention_probs_dropout_prob)
     kernels::gelu_form gelu = kernels::gelu_form::tanh;
     bool causal = true;
     bool tied = true;                 ///< the head's decoder shares the token table (one parameter, two uses)
@@ -37,7 +38,7 @@ struct transformer_spec {
     embedding_spec embedding_names{};  ///< table names (its sizes are taken from the fields above)
     block_names block{};
     [[nodiscard]] block_spec block_sizes() const {
-        return {width, heads, mlp_width, causal, dropout, eps, gelu, block};
+        return {width, heads, mlp_width, causal, dropout, attention_dropout, eps, gelu, block};
     }
 };
 

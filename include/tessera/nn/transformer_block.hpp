@@ -46,6 +46,7 @@ struct block_spec {
     std::size_t mlp_width = 0;    ///< 0: 4 × width
     bool causal = true;
     double dropout = 0.1;         ///< after the attention's projection and after the MLP (hidden_dropout)
+    double attention_dropout = 0.0;  ///< on the attention probabilities (attn_pdrop; 0.1 in GPT-2 and BERT)
     double eps = 1e-5;            ///< the layer norms'
     kernels::gelu_form gelu = kernels::gelu_form::tanh;
     block_names names{};
@@ -157,7 +158,7 @@ private:
         auto lin = [&](std::size_t in, std::size_t out) {
             return shapes ? token_linear<P>(in, out, true, shapes_only) : token_linear<P>(in, out);
         };
-        attention_part a(lin(s.width, 3 * s.width), attention<P>(s.heads, s.causal), lin(s.width, s.width));
+        attention_part a(lin(s.width, 3 * s.width), attention<P>(s.heads, s.causal, s.attention_dropout), lin(s.width, s.width));
         a.named({s.names.qkv, "core", s.names.attn_proj});
         return a;
     }
