@@ -37,7 +37,7 @@ TEMPLATE_TEST_CASE("sessions train at the config's precision: 16.32 and 16.16 fo
         const nn::resnet20<P> net(1, 10);
         auto run = exec::training_model<c>(net, optim::sgd({.learning_rate = 0.02, .momentum = 0.9}), sample,
                                            {.micro_batch = 4}, {.loss_scale = 256.0});
-        static_assert(std::is_same_v<typename decltype(run)::tensor, nn::activation<P>>);  // it runs at P
+        static_assert(std::is_same_v<typename decltype(run)::tensor::values_type, nn::activation<P>>);  // it runs at P
         auto loader = data::make_data_loader<c>(train, {.micro_batch = 4}, {});
         std::vector<float> out;
         for (auto& batch : loader) {

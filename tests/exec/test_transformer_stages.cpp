@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include "network_helpers.hpp"
 #include "tessera/config.hpp"
 #include "tessera/exec/network_session.hpp"
+#include "tessera/nn/sequence_mask.hpp"
 #include "tessera/nn/tokens.hpp"
 #include "tessera/nn/transformer.hpp"
 #include "tessera/optim/adamw.hpp"
@@ -204,6 +206,88 @@ TEST_CASE("a transformer stage that throws surfaces its exception with its type 
         CHECK_THAT(e.what(), Catch::Contains("token 27 at position 5 of sample 0 is not below the vocabulary of 23"));
     }
     CHECK(thrown);
+}
+
+// Micro-batch (r, d, m) of a BERT: random tokens, a mask (sample 0 padded after 5 tokens, sample 1
+// two packed sequences of 3 and 4 tokens and one position of padding; token types A then B) and
+// masked-LM labels on a random third of the real positions.
+template <class P>
+struct bert_feed {
+    bool with_mask = true;
+    std::pair<exec::host_input<P>, exec::token_labels> operator()(std::size_t r, std::size_t d, std::size_t m) const {
+        std::mt19937 rng(static_cast<std::uint32_t>(17 + 1009 * r + 101 * d + m));
+        std::vector<std::uint32_t> ids(batch * length);
+        for (auto& id : ids) id = rng() % vocab;
+        auto mask = std::make_shared<nn::sequence_mask>(batch, length);
+        mask->segments = {1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 0};
+        mask->token_types = {0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0};
+        std::vector<std::int32_t> labels(ids.size(), tessera::kernels::ignore_label);
+        for (std::size_t i = 0; i < ids.size(); ++i)
+            if (mask->segments[i] != 0 && rng() % 3 == 0) labels[i] = std::int32_t(rng() % vocab);
+        auto x = nn::token_activation<P>(std::span<const std::uint32_t>(ids), batch, length);
+        if (!with_mask) return {exec::host_input<P>(std::move(x)), std::move(labels)};
+        return {exec::host_input<P>(std::move(x), std::move(mask)), std::move(labels)};
+    }
+};
+
+nn::transformer_spec small_bert(double dropout) {
+    auto s = nn::bert_spec("tiny");
+    s.vocab = vocab, s.width = 16, s.layers = 3, s.heads = 2, s.positions = length;
+    s.dropout = s.attention_dropout = dropout;
+    return s;
+}
+
+TEST_CASE("a BERT's attention mask and token types travel with the activations to every stage: padded and packed "
+          "sequences train bit for bit as on one IPU, whose losses are the network's own",
+          "[exec][nn][transformer][session][threads][mask]") {
+    using P = cfg::fp32;
+    constexpr std::size_t G = 5, D = 2;
+    // One IPU, no dropout: the first step's losses are those of the network run with the mask in its context.
+    {
+        const auto net = nn::make_bert<P>(small_bert(0.0));
+        using c = cfg::config<P, cfg::single, cfg::gradient_accumulation<G>, cfg::device_iterations<D>, cfg::all>;
+        const auto losses = [&](bool with_mask) {
+            auto run = exec::training_model<c>(net, optim::adamw(), {1, 1, length, 1}, {.micro_batch = batch}, {},
+                                               exec::token_loss<P>{});
+            return run(bert_feed<P>{with_mask}).losses.at(0);
+        };
+        const auto masked = losses(true);
+        REQUIRE(masked.size() == G * D);
+        CHECK(masked != losses(false));  // the mask changes the losses: the test can fail
+        for (std::size_t m = 0; m < G; ++m) {
+            auto [input, labels] = bert_feed<P>{}(0, 0, m);
+            const auto mask = input.mask();
+            auto plain = net;
+            nn::context ctx{nn::mode::train, 1};
+            mask->use(ctx);
+            typename decltype(plain)::state st;
+            const auto x = std::move(input).prepare();
+            nn::token_cross_entropy<P> loss;
+            const auto r = loss(plain.forward(x, st, ctx), labels.tokens);
+            CHECK(masked[m] == Approx(r.sum / double(r.labelled)).epsilon(1e-6));
+        }
+    }
+    // Every strategy, dropout on: the bits of `single`.
+    const auto net = nn::make_bert<P>(small_bert(0.1));
+    const auto train = [&]<class Strategy>(Strategy, cfg::options options, std::vector<bool> recompute = {}) {
+        using c = cfg::config<P, Strategy, cfg::gradient_accumulation<G>, cfg::device_iterations<D>, cfg::all>;
+        options.micro_batch = batch;
+        exec::session_options settings{.dropout_seed = 3};
+        settings.recompute = std::move(recompute);  // the recomputed forward reads the mask from the stash
+        auto run = exec::training_model<c>(net, optim::adamw({.learning_rate = 1e-2}), {1, 1, length, 1}, options,
+                                           settings, exec::token_loss<P>{});
+        const auto result = tessera::test::within_deadline(300, "BERT session", [&] { return run(bert_feed<P>{}); });
+        return std::pair{weights_of(run.model().network()), result.losses};
+    };
+    using one_f_one_b = cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>;
+    const auto want = train(cfg::single{}, {});
+    CHECK(want.first != weights_of(net));
+    CHECK(train(cfg::sharded<cfg::dynamic>{}, {.stages = 3}) == want);
+    CHECK(train(cfg::phased<cfg::dynamic>{}, {.stages = 2}) == want);
+    CHECK(train(cfg::pipelined<cfg::gpipe, cfg::dynamic>{}, {.stages = 2}) == want);
+    CHECK(train(one_f_one_b{}, {.stages = 3}) == want);
+    CHECK(train(one_f_one_b{}, {.stages = 3}, {true, true, false}) == want);
+    CHECK(train(one_f_one_b{}, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1}) == want);
 }
 
 }  // namespace test_transformer_stages

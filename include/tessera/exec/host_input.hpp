@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "tessera/data/concepts.hpp"
 #include "tessera/data/normalize.hpp"
 #include "tessera/nn/layer.hpp"
+#include "tessera/nn/sequence_mask.hpp"
 #include "tessera/tensor/dense.hpp"
 #include "tessera/tensor/stochastic_rounding.hpp"
 
@@ -33,6 +35,18 @@ public:
     host_input() = default;
     /// Values already normalised on the host (implicit: a feed may return an activation).
     host_input(nn::activation<P> values) noexcept : m_values(std::move(values)) {}  // NOLINT(google-explicit-constructor)
+    /// Sequences (token ids in the values' bits) with their mask, which travels to every stage
+    /// (exec::staged_activation); throws tensor::shape_error when the mask's tables do not fit the values.
+    host_input(nn::activation<P> values, std::shared_ptr<const nn::sequence_mask> mask)
+        : m_values(std::move(values)), m_mask(std::move(mask)) {
+        if (!m_mask) return;
+        m_mask->check();
+        const auto s = tessera::tensor::shape_of(m_values);
+        if (m_mask->samples != s.n || m_mask->length != s.w)
+            throw tessera::tensor::shape_error("tessera::exec::host_input: a mask of " + std::to_string(m_mask->samples) +
+                                               " samples of " + std::to_string(m_mask->length) + " positions for input " +
+                                               s.str());
+    }
 
     /// `rows` samples of `shape` as raw 8-bit pixels (rows × C × H × W), normalised on the device by `norm`.
     [[nodiscard]] static host_input pixels(std::vector<std::uint8_t> chw, data::sample_shape shape, std::size_t rows,
@@ -47,9 +61,11 @@ public:
     }
 
     [[nodiscard]] bool eight_bit() const noexcept { return m_eight_bit; }
+    /// The sequences' mask (null: none).
+    [[nodiscard]] const std::shared_ptr<const nn::sequence_mask>& mask() const noexcept { return m_mask; }
     /// Bytes that cross the host link.
     [[nodiscard]] std::size_t payload_bytes() const noexcept {
-        return m_eight_bit ? m_pixels.size() : m_values.size() * sizeof(value_type);
+        return (m_eight_bit ? m_pixels.size() : m_values.size() * sizeof(value_type)) + (m_mask ? m_mask->bytes() : 0);
     }
 
     /// The activation the first stage computes on: as sent, or normalised from the pixels into NHWC,
@@ -92,6 +108,7 @@ private:
     data::sample_shape m_shape{};
     std::size_t m_rows = 0;
     std::shared_ptr<const data::normalization> m_norm{};
+    std::shared_ptr<const nn::sequence_mask> m_mask{};
     bool m_eight_bit = false;
 };
 

@@ -28,6 +28,7 @@
 #include "tessera/exec/recomputation.hpp"
 #include "tessera/exec/run_result.hpp"
 #include "tessera/exec/spare_pool.hpp"
+#include "tessera/exec/staged_activation.hpp"
 #include "tessera/exec/staged_loss.hpp"
 #include "tessera/exec/unit_stage_cost.hpp"
 #include "tessera/exec/non_finite_loss.hpp"
@@ -58,7 +59,8 @@ template <UnitNetwork N, StageOptimizer<N> O, StagedLoss<typename N::precision> 
 class staged_network {
 public:
     using precision = typename N::precision;
-    using tensor = nn::activation<precision>;
+    /// An activation with its micro-batch's sequence mask, which every stage's context reads.
+    using tensor = staged_activation<precision>;
     using loss_type = Loss;
     using label = typename Loss::label;
     using input = host_input<precision>;  ///< what the host sends: values, or 8-bit pixels (see prepare)
@@ -592,7 +594,8 @@ public:
     /// The first stage's IPU prepares what the host sent for micro-batch m (8-bit I/O: normalises the
     /// pixels, rounding them as stochastic rounding says: exec::input_rounding).
     [[nodiscard]] tensor prepare(input x, std::size_t micro_batch = 0) {
-        return std::move(x).prepare(input_rounding(micro_batch_context(0, micro_batch).rounding));
+        auto mask = x.mask();
+        return {std::move(x).prepare(input_rounding(micro_batch_context(0, micro_batch).rounding)), std::move(mask)};
     }
 
 private:
@@ -730,10 +733,12 @@ private:
         nn::context ctx = m_pools.context(s, m_context);
         ctx.rounding = st.rounding;
         ctx.dropout = st.dropout;
+        st.input.use_mask(ctx);
         return ctx;
     }
 
-    std::pair<tensor, stash> run_forward(std::size_t s, tensor x, const nn::context& ctx) {
+    std::pair<tensor, stash> run_forward(std::size_t s, tensor x, nn::context ctx) {
+        x.use_mask(ctx);  // the stash keeps x, so the tables outlive the backward
         const auto in = tessera::tensor::shape_of(x);
         if (in.n > m_input.n)
             throw config::config_error("tessera::exec::staged_network::forward: a micro-batch of " +
@@ -753,9 +758,11 @@ private:
             return {tessera::tensor::make_nhwc<typename precision::data_type>(out.with_batch(0)), std::move(st)};
         }
         if (m_context.mode == nn::mode::train && recomputes(s))
-            return {m_recompute.forward(m_net, first_unit(s), last_unit(s), st->input, st->recomputed, ctx), std::move(st)};
+            return {tensor(m_recompute.forward(m_net, first_unit(s), last_unit(s), st->input, st->recomputed, ctx),
+                           st->input.mask()),
+                    std::move(st)};
         const auto& y = m_net.forward_units(first_unit(s), last_unit(s), st->input, st->state, ctx);
-        return {tensor(y), std::move(st)};
+        return {tensor(y, st->input.mask()), std::move(st)};
     }
 
     N m_net;
