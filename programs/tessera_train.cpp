@@ -29,19 +29,19 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     };
     const std::string split = joined(r.split), checkpoints = joined(r.recompute_checkpoints);
     char line[2048];
-    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%g, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dry_run=%s, "
+    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%g, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
                 "io_tiles=%zu, ipus_per_replica=%zu, loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
-                "seq_len=%zu, split='%s', stochastic_rounding=%s, strategy='%s', virtual_stages=%zu, workers=%zu)\n",
-                yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, yes(r.dry_run),
+                "seq_len=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
+                yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
                 tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr, r.max_grad_norm,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
                 static_cast<unsigned long long>(r.seed), r.seq_len, split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
-                tessera::programs::virtual_stages_of(r), r.workers);
+                r.tokenizer.c_str(), tessera::programs::virtual_stages_of(r), r.workers);
     return line;
 }
 
@@ -59,12 +59,19 @@ int main(int argc, char** argv) {
     std::vector<std::string> dataset{r.dataset};
     auto* dataset_flag = app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic | imagenet "
                                         "(--dry-run only) | fortunes [DIR] (text models)")->expected(1, 2);
-    auto* seq_len = app.add_option("--seq-len", r.seq_len, "text models: bytes the model reads per window (its "
-                                   "labels: the same window one byte on)")->check(CLI::PositiveNumber);
-    app.add_option("--batch-size", r.batch_size, "the micro-batch")->check(CLI::PositiveNumber);
+    auto* seq_len = app.add_option("--seq-len", r.seq_len, "text models: tokens the model reads per window (its "
+                                   "labels: the same window one token on)")->check(CLI::PositiveNumber);
+    auto* dropout = app.add_option("--dropout", r.dropout, "text models: the probability of every dropout in the "
+                                   "network (embedding, attention probabilities, residual branches; GPT-2 trained "
+                                   "with 0.1); 0, the default, for runs of a few epochs")
+                        ->check(CLI::Range(0.0, 0.99));
+    auto* tokenizer = app.add_option("--tokenizer", r.tokenizer, "text models: bytes (each byte a token), or bpe:N, a "
+                                     "byte-pair encoding of N tokens learnt on the training part (the model's vocabulary; "
+                                     "bpe:1024 by default)");
+    auto* batch_size = app.add_option("--batch-size", r.batch_size, "the micro-batch (text models: 8 by default)")->check(CLI::PositiveNumber);
     app.add_option("--precision", r.precision, "32.32, 16.32 or 16.16")->check(CLI::IsMember({"32.32", "16.32", "16.16"}));
     auto* loss_scaling = app.add_option("--loss-scaling", r.loss_scaling, "none, static:F or dynamic");
-    app.add_option("--gradient-accumulation", r.gradient_accumulation, "G")->check(CLI::PositiveNumber);
+    auto* accumulation = app.add_option("--gradient-accumulation", r.gradient_accumulation, "G (text models: 4 by default)")->check(CLI::PositiveNumber);
     app.add_option("--device-iterations", r.device_iterations, "D")->check(CLI::PositiveNumber);
     app.add_option("--replicas", r.replicas, "R (over all instances)")->check(CLI::PositiveNumber);
     app.add_option("--instances", r.instances, "host processes (PopRun's --num-instances)")->check(CLI::PositiveNumber);
@@ -103,7 +110,7 @@ int main(int argc, char** argv) {
     app.add_flag("--async-dataloader,!--no-async-dataloader", r.async_dataloader, "prepare batches ahead");
     app.add_option("--workers", r.workers, "loader workers")->check(CLI::PositiveNumber);
     auto* output_mode = app.add_option("--output-mode", r.output_mode, "final, all, sum or every:N");
-    auto* epochs = app.add_option("--epochs", r.epochs, "epochs (text models: 1 by default)")->check(CLI::PositiveNumber);
+    auto* epochs = app.add_option("--epochs", r.epochs, "epochs (text models: 4 by default)")->check(CLI::PositiveNumber);
     auto* images = app.add_option("--images", r.images, "training images used (synthetic: its size)");
     auto* lr = app.add_option("--lr", r.lr, "peak learning rate (cosine schedule with warm-up; text models: 2e-3 by "
                                             "default)")->check(CLI::PositiveNumber);
@@ -161,10 +168,15 @@ int main(int argc, char** argv) {
         if (dataset_flag->count() == 0) dataset = {"fortunes"};
         if (optimizer->count() == 0) r.optimizer = "adamw";
         if (lr->count() == 0) r.lr = 2e-3;
-        if (epochs->count() == 0) r.epochs = 1;
-    } else if (seq_len->count() > 0) {
-        std::fprintf(stderr, "tessera-train: error: --seq-len sets a text model's window, and %s reads images\n",
-                     r.model.c_str());
+        if (epochs->count() == 0) r.epochs = 4;
+        if (tokenizer->count() == 0) r.tokenizer = "bpe:1024";
+        // Smaller steps than the images' 16 x 8: 32 windows of 128 tokens an update, four times the updates.
+        if (batch_size->count() == 0) r.batch_size = 8;
+        if (accumulation->count() == 0) r.gradient_accumulation = 4;
+    } else if (seq_len->count() > 0 || tokenizer->count() > 0 || dropout->count() > 0) {
+        std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n",
+                     seq_len->count() > 0 ? "--seq-len" : tokenizer->count() > 0 ? "--tokenizer" : "--dropout",
+                     seq_len->count() > 0 ? "window" : tokenizer->count() > 0 ? "tokens" : "dropout", r.model.c_str());
         return 2;
     }
     if (r.strategy == "single" && ipus->count() > 0 && r.ipus_per_replica != 1) {

@@ -72,7 +72,9 @@ struct train_request {
     double max_grad_norm = std::numeric_limits<double>::infinity();  ///< clip to this global gradient norm (+inf: never)
     std::string optimizer = "sgd";
     std::uint64_t seed = 42;
-    std::size_t seq_len = 128;            ///< text models: tokens (bytes) a window gives the model
+    std::size_t seq_len = 128;            ///< text models: tokens a window gives the model
+    std::string tokenizer = "bytes";      ///< text models: bytes, or bpe:N (learnt on the training part)
+    double dropout = 0.0;                 ///< text models: every dropout of the network (residual, embedding, attention)
     std::string metrics_json, timeline, checkpoint, resume;
     bool dry_run = false;                 ///< the modelled epoch only: nothing trained, no data read
     bool inference = false;               ///< with dry_run: the configuration's inference form (G = 1)

@@ -6,6 +6,7 @@
 #include <tessera/tessera.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -33,27 +34,55 @@ namespace tessera::programs {
     return data::text_corpus(r.data_dir.empty() ? std::string(data::fortunes_default_path) : r.data_dir);
 }
 
-/// The GPT of --model gpt-<size>, its positions at least --seq-len, its head tied to its embedding.
-[[nodiscard]] inline nn::transformer_spec text_spec_of(const train_request& r) {
+/// The tokenizer of --tokenizer: bytes (a BPE of no merges: each byte a token), or bpe:N, a
+/// byte-pair encoding of N tokens learnt on the training part's documents.
+[[nodiscard]] inline data::bpe_tokenizer tokenizer_of(const train_request& r, const data::text_corpus& corpus) {
+    if (r.tokenizer == "bytes") return data::bpe_tokenizer(std::vector<data::bpe_tokenizer::merge>{});
+    const std::string_view spec = r.tokenizer;
+    std::size_t n = 0;
+    const auto digits = spec.substr(spec.find(':') + 1);
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (spec.rfind("bpe:", 0) != 0 || ec != std::errc{} || end != digits.data() + digits.size() || n < 256 ||
+        n > data::max_vocabulary_size)
+        throw usage_error("--tokenizer '" + r.tokenizer + "': use bytes, or bpe:N with 256 <= N <= 65536 tokens");
+    const data::text_split split{};
+    std::vector<std::string_view> texts;
+    for (std::size_t i = 0; i < corpus.size(); ++i)
+        if (split.in(data::text_part::train, i)) texts.push_back(corpus.document(i));
+    return data::bpe_tokenizer(texts, n);
+}
+
+/// The GPT of --model gpt-<size> over `vocabulary` tokens, its positions at least --seq-len, its head
+/// tied to its embedding.
+[[nodiscard]] inline nn::transformer_spec text_spec_of(const train_request& r, std::size_t vocabulary) {
     nn::transformer_spec s = nn::gpt2_spec(r.model.substr(4));
+    s.vocab = vocabulary;
+    s.dropout = s.attention_dropout = r.dropout;
     if (r.seq_len > s.positions)
         throw usage_error("--seq-len " + std::to_string(r.seq_len) + " is longer than " + r.model + "'s " +
                           std::to_string(s.positions) + " positions");
     return s;
 }
 
-/// The held-out windows' mean cross-entropy per token (nats), the network run on the host in
-/// evaluation mode (no dropout), `batch` windows at a time on `threads` threads.
-template <class Net>
-[[nodiscard]] double held_out_nats(Net net, const data::token_windows<>& windows, std::size_t batch, std::size_t threads) {
+/// The held-out windows' cross-entropy: nats summed over the labelled tokens, and the bytes those
+/// tokens hold.
+struct held_out_score {
+    double nats = 0;
+    std::size_t tokens = 0, bytes = 0;
+};
+
+/// Scores the held-out windows, the network run on the host in evaluation mode (no dropout), `batch`
+/// windows at a time on `threads` threads.
+template <class Net, class Tok>
+[[nodiscard]] held_out_score held_out_nats(Net net, const data::token_windows<Tok>& windows, const Tok& tokenizer,
+                                           std::size_t batch, std::size_t threads) {
     using P = typename Net::precision;
     const std::size_t T = windows.context();
     nn::token_cross_entropy<P> loss;
     nn::context ctx{nn::mode::eval, threads};
     kernels::thread_pool pool(threads > 1 ? threads - 1 : 0);
     if (threads > 1) ctx.pool = &pool;
-    double total = 0;
-    std::size_t tokens = 0;
+    held_out_score score;
     for (std::size_t first = 0; first < windows.size(); first += batch) {
         const std::size_t n = std::min(batch, windows.size() - first);
         std::vector<std::uint16_t> ids;
@@ -61,15 +90,27 @@ template <class Net>
         for (std::size_t i = first; i < first + n; ++i) {
             const auto w = windows.window(i);
             ids.insert(ids.end(), w.begin(), w.end() - 1);
-            for (std::size_t t = 1; t <= T; ++t) labels.push_back(w[t]);
+            for (std::size_t t = 1; t <= T; ++t) {
+                labels.push_back(w[t]);
+                score.bytes += tokenizer.bytes_of(w[t]).size();
+            }
         }
         const auto x = nn::token_activation<P>(std::span<const std::uint16_t>(ids), n, T);
         typename Net::state st;
         const auto r = loss(net.forward(x, st, ctx), labels);
-        total += r.sum;
-        tokens += r.labelled;
+        score.nats += r.sum;
+        score.tokens += r.labelled;
     }
-    return tokens == 0 ? 0.0 : total / double(tokens);
+    return score;
+}
+
+/// The bytes of the documents of `part`.
+[[nodiscard]] inline std::size_t corpus_bytes(const data::text_corpus& corpus, data::text_part part) {
+    const data::text_split split{};
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < corpus.size(); ++i)
+        if (split.in(part, i)) bytes += corpus.document(i).size();
+    return bytes;
 }
 
 /// Trains --model gpt-<size> under configuration C on the corpus's training windows, then scores the
@@ -86,11 +127,15 @@ int train_text(const train_request& r) {
                                           : flag == &r.checkpoint  ? "--checkpoint" : "--resume") +
                               ": not yet for " + r.model);
     const data::text_corpus corpus = text_corpus_of(r);
-    const data::token_windows<> train_part(corpus, data::text_part::train, r.seq_len);
-    const data::token_windows<> held_out(corpus, data::text_part::held_out, r.seq_len);
+    const auto learning = std::chrono::steady_clock::now();
+    const data::bpe_tokenizer tokenizer = tokenizer_of(r, corpus);
+    const double learnt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - learning).count();
+    using windows = data::token_windows<data::bpe_tokenizer>;
+    const windows train_part(corpus, data::text_part::train, r.seq_len, {}, tokenizer);
+    const windows held_out(corpus, data::text_part::held_out, r.seq_len, {}, tokenizer);
     const config::options counts = counts_of(r);
     const config::batching b = config::make_batching<C>(counts);
-    auto net = nn::make_gpt2<P>(text_spec_of(r));
+    auto net = nn::make_gpt2<P>(text_spec_of(r, tokenizer.vocabulary_size()));
     data::loader_options loading{.shuffle = true, .seed = r.seed, .num_workers = r.workers,
                                  .mode = r.async_dataloader ? data::loader_mode::async : data::loader_mode::sync};
     b.check_fits_dataset(train_part.size());
@@ -100,10 +145,16 @@ int train_text(const train_request& r) {
     const any_optimizer optimizer = optimizer_of(r);
     auto session = exec::training_model<C>(net, optimizer, {1, 1, r.seq_len, 1}, counts, settings, exec::token_loss<P>{});
     std::printf("%s, the LM head tied to wte\n", compiled_text<C>(session, settings, net, optimizer).c_str());
-    std::printf("corpus: %s, %zu training windows of %zu + 1 bytes (%zu documents), %zu held out (%zu documents)\n",
+    std::printf("corpus: %s, %zu training windows of %zu + 1 tokens (%zu documents), %zu held out (%zu documents)\n",
                 corpus.name().c_str(), train_part.size(), r.seq_len, train_part.documents(), held_out.size(),
                 held_out.documents());
-    data::data_loader<data::token_windows<>> loader(train_part, b, loading);
+    if (tokenizer.merges().empty())
+        std::printf("tokenizer: bytes (256 tokens)\n");
+    else
+        std::printf("tokenizer: BPE of %zu tokens learnt on the training part in %.1f s, %.2f bytes per token\n",
+                    tokenizer.vocabulary_size(), learnt_s,
+                    double(corpus_bytes(corpus, data::text_part::train)) / double(train_part.tokens().size()));
+    data::data_loader<windows> loader(train_part, b, loading);
     const exec::output_selection outputs = session.outputs();
     const std::size_t calls = loader.batches_per_epoch(), updates = calls * r.epochs * r.device_iterations;
     const optim::cosine_lr schedule{.base = r.lr, .total = std::max<std::size_t>(updates, 2), .min = 0.0,
@@ -134,11 +185,12 @@ int train_text(const train_request& r) {
                     loss_sum / double(std::max<std::size_t>(ran, 1)), wall > 0 ? tokens / wall : 0.0);
         std::fflush(stdout);
     }
-    const double nats = held_out_nats(session.model().network(), held_out, 16,
-                                      std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 2));
-    // Byte tokens: bits per token are bits per byte.
-    std::printf("held-out: %.4f bits per byte, perplexity %.3f per byte (%zu windows, %zu bytes scored)\n",
-                nats / std::log(2.0), std::exp(nats), held_out.size(), held_out.size() * r.seq_len);
+    const held_out_score score = held_out_nats(session.model().network(), held_out, tokenizer, 16,
+                                               std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 2));
+    // Bits per byte compare across tokenizers: the nats of every scored token over the bytes they hold.
+    const double per_byte = score.bytes == 0 ? 0.0 : score.nats / double(score.bytes);
+    std::printf("held-out: %.4f bits per byte, perplexity %.3f per byte (%zu windows, %zu tokens, %zu bytes scored)\n",
+                per_byte / std::log(2.0), std::exp(per_byte), held_out.size(), score.tokens, score.bytes);
     return 0;
 }
 

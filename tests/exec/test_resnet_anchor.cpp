@@ -366,7 +366,7 @@ TEST_CASE("a padded tail trains exactly as its real samples alone: batch norm ne
     CHECK(y2.classes.empty());
     CHECK(y2.valid == 0);
 
-    std::vector<exec::run_result<nn::activation<P>>> results;
+    std::vector<exec::run_result<typename decltype(run)::tensor>> results;
     std::vector<float> replica1_buffers;
     for (const auto& b : batches) {
         results.push_back(tessera::test::within_deadline(300, "padded tail session", [&] {
