@@ -601,6 +601,24 @@ TEST_CASE("a transformer's units run in any ranges as they run whole, split back
     const auto y = whole.forward(tokens, sw, ctx);
     auto dy = random_activation<config::fp32>(tensor::shape_of(y), 4);
     whole.backward(dy, sw, ctx, false);
+    // A whole backward holds one block's input gradients at a time: each block frees them once the
+    // unit before it has read them; a range's first block keeps only the gradient it returns.
+    const auto held = [](auto& block_state) {
+        std::size_t n = 0;
+        tessera::nn::detail::for_each_gradient_buffer(block_state, [&](auto& b) { n += b.size(); });
+        return n;
+    };
+    for (auto& block_state : sw.blocks) CHECK(held(block_state) == 0);
+    {
+        auto stage = bert;
+        decltype(bert)::state ss;
+        const auto& x = stage.forward_units(0, 2, tokens, ss, ctx);
+        stage.forward_units(2, stage.units(), x, ss, ctx);
+        const auto& dx = stage.backward_units(2, stage.units(), dy, ss, ctx, true);
+        CHECK(held(ss.blocks[2]) == 0);
+        CHECK(held(ss.blocks[1]) == 2 * 8 * 16);  // unit 2's input gradient, returned
+        CHECK(dx.size() == 2 * 8 * 16);
+    }
     // two stages: units [0, 2) and [2, 5), the second's backward split into B and W
     const auto mid = parts.forward_units(0, 2, tokens, sp, ctx);
     const auto& y2 = parts.forward_units(2, parts.units(), mid, sp, ctx);

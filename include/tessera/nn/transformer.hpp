@@ -402,6 +402,18 @@ private:
                 cur = &nn::backward_part<InputOnly>(m_head, *cur, st.head, ctx.child(u), dx);
             else
                 cur = &nn::backward_part<InputOnly>(m_blocks[u - 1], *cur, st.blocks[u - 1], ctx.child(u), dx);
+            // A whole backward frees each block's input-gradient buffers once the unit before it has read
+            // them: one block's gradients are held at a time, not every block's (the allocator hands the
+            // same memory to the next block). Not in the split backward, whose weight half reads them.
+            if constexpr (!InputOnly) {
+                const auto release = [](auto& block_state, const activation<P>* keep) {
+                    detail::for_each_gradient_buffer(block_state, [keep](activation<P>& b) {
+                        if (&b != keep) b = activation<P>{};
+                    });
+                };
+                if (u + 1 < last && u + 1 < units() - 1) release(st.blocks[u], nullptr);  // unit u + 1, read by u
+                if (u > 0 && u < units() - 1) release(st.blocks[u - 1], cur);             // unit u, but what it returns
+            }
         }
         return *cur;
     }

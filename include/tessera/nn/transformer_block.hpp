@@ -9,6 +9,7 @@
 
 #include "tessera/nn/attention.hpp"
 #include "tessera/nn/dropout.hpp"
+#include "tessera/nn/gradient_buffers.hpp"
 #include "tessera/nn/gelu.hpp"
 #include "tessera/nn/layer_norm.hpp"
 #include "tessera/nn/residual.hpp"
@@ -73,6 +74,13 @@ public:
         activation<P> hidden, output;  // pre-LN: the residual stream after the attention, and the block's output
         activation<P> sum_1, sum_2;    // post-LN: the residual sums the layer norms read
         activation<P> grad_hidden, grad_input;
+        /// Every input-gradient buffer of the block and its parts (nn::gradient_buffers.hpp).
+        template <class F>
+        void for_each_gradient_buffer(F&& f) {
+            detail::for_each_gradient_buffer(drop_2, f), detail::for_each_gradient_buffer(mlp, f);
+            detail::for_each_gradient_buffer(ln_2, f), f(grad_hidden), detail::for_each_gradient_buffer(drop_1, f);
+            detail::for_each_gradient_buffer(attn, f), detail::for_each_gradient_buffer(ln_1, f), f(grad_input);
+        }
     };
 
     explicit transformer_block(const block_spec& spec)
