@@ -130,12 +130,13 @@ int train_text(const train_request& r) {
     const auto learning = std::chrono::steady_clock::now();
     const data::bpe_tokenizer tokenizer = tokenizer_of(r, corpus);
     const double learnt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - learning).count();
+    const nn::transformer_spec spec = text_spec_of(r, tokenizer.vocabulary_size());  // refuses --seq-len first
     using windows = data::token_windows<data::bpe_tokenizer>;
     const windows train_part(corpus, data::text_part::train, r.seq_len, {}, tokenizer);
     const windows held_out(corpus, data::text_part::held_out, r.seq_len, {}, tokenizer);
     const config::options counts = counts_of(r);
     const config::batching b = config::make_batching<C>(counts);
-    auto net = nn::make_gpt2<P>(text_spec_of(r, tokenizer.vocabulary_size()));
+    auto net = nn::make_gpt2<P>(spec);
     data::loader_options loading{.shuffle = true, .seed = r.seed, .num_workers = r.workers,
                                  .mode = r.async_dataloader ? data::loader_mode::async : data::loader_mode::sync};
     b.check_fits_dataset(train_part.size());

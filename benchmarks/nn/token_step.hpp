@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "step_parts.hpp"
 #include "tessera/kernels/thread_pool.hpp"
 #include "tessera/nn.hpp"
 #include "tessera/optim.hpp"
@@ -52,29 +53,11 @@ public:
     [[nodiscard]] std::size_t parameters() const { return m_model.parameters(); }
 
     /// FNV-1a of the bits of every parameter, in the model's order (as training_step's).
-    [[nodiscard]] std::uint64_t parameter_hash() {
-        std::uint64_t h = 14695981039346656037ull;
-        m_model.visit_parameters([&](std::string_view, auto value, auto) {
-            const auto* bytes = reinterpret_cast<const unsigned char*>(value.data());
-            for (std::size_t i = 0; i < value.size() * sizeof(*value.data()); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-        });
-        return h;
-    }
+    [[nodiscard]] std::uint64_t parameter_hash() { return bench::parameter_hash(m_model); }
 
-    struct parts {
-        double forward, backward, update;  ///< seconds; forward includes the loss, update the tying and zeroing
-    };
-    [[nodiscard]] parts timed() {
-        using clock = std::chrono::steady_clock;
-        const auto t0 = clock::now();
-        forward();
-        const auto t1 = clock::now();
-        backward();
-        const auto t2 = clock::now();
-        update();
-        const auto t3 = clock::now();
-        const auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
-        return {seconds(t1 - t0), seconds(t2 - t1), seconds(t3 - t2)};
+    /// One step, its parts timed (forward includes the loss, update the tying and zeroing).
+    [[nodiscard]] step_parts timed() {
+        return timed_parts([&] { (void)forward(); }, [&] { backward(); }, [&] { update(); });
     }
 
 private:

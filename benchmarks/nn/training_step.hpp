@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "step_parts.hpp"
 #include "tessera/kernels/conv.hpp"
 #include "tessera/kernels/thread_pool.hpp"
 #include "tessera/nn.hpp"
@@ -43,29 +44,11 @@ public:
 
     /// FNV-1a of the bits of every parameter, in the model's order: two builds that train alike
     /// (bit for bit) give the same hash after the same steps.
-    [[nodiscard]] std::uint64_t parameter_hash() {
-        std::uint64_t h = 14695981039346656037ull;
-        m_model.visit_parameters([&](std::string_view, auto value, auto) {
-            const auto* bytes = reinterpret_cast<const unsigned char*>(value.data());
-            for (std::size_t i = 0; i < value.size() * sizeof(*value.data()); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-        });
-        return h;
-    }
+    [[nodiscard]] std::uint64_t parameter_hash() { return bench::parameter_hash(m_model); }
 
-    struct parts {
-        double forward, backward, update;  ///< seconds; update: the optimiser's step and zeroing the gradients
-    };
-    [[nodiscard]] parts timed() {
-        using clock = std::chrono::steady_clock;
-        const auto t0 = clock::now();
-        forward();
-        const auto t1 = clock::now();
-        backward();
-        const auto t2 = clock::now();
-        update();
-        const auto t3 = clock::now();
-        const auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
-        return {seconds(t1 - t0), seconds(t2 - t1), seconds(t3 - t2)};
+    /// One step, its parts timed (update: the optimiser's step and zeroing the gradients).
+    [[nodiscard]] step_parts timed() {
+        return timed_parts([&] { (void)forward(); }, [&] { backward(); }, [&] { update(); });
     }
 
 private:

@@ -609,6 +609,7 @@ TEST_CASE("a transformer's units run in any ranges as they run whole, split back
         return n;
     };
     for (auto& block_state : sw.blocks) CHECK(held(block_state) == 0);
+    CHECK(held(sw.head) == 0);
     {
         auto stage = bert;
         decltype(bert)::state ss;

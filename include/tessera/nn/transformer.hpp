@@ -402,17 +402,22 @@ private:
                 cur = &nn::backward_part<InputOnly>(m_head, *cur, st.head, ctx.child(u), dx);
             else
                 cur = &nn::backward_part<InputOnly>(m_blocks[u - 1], *cur, st.blocks[u - 1], ctx.child(u), dx);
-            // A whole backward frees each block's input-gradient buffers once the unit before it has read
-            // them: one block's gradients are held at a time, not every block's (the allocator hands the
-            // same memory to the next block). Not in the split backward, whose weight half reads them.
+            // A whole backward frees the input-gradient buffers of each block and of the head once the
+            // unit before has read them: one unit's gradients are held at a time, not every block's (the
+            // allocator hands the same memory to the next block). Not in the split backward, whose
+            // weight half reads them.
             if constexpr (!InputOnly) {
-                const auto release = [](auto& block_state, const activation<P>* keep) {
-                    detail::for_each_gradient_buffer(block_state, [keep](activation<P>& b) {
+                const auto release = [&](std::size_t unit, const activation<P>* keep) {
+                    const auto free = [keep](activation<P>& b) {
                         if (&b != keep) b = activation<P>{};
-                    });
+                    };
+                    if (unit == units() - 1)
+                        detail::for_each_gradient_buffer(st.head, free);
+                    else if (unit > 0)
+                        detail::for_each_gradient_buffer(st.blocks[unit - 1], free);
                 };
-                if (u + 1 < last && u + 1 < units() - 1) release(st.blocks[u], nullptr);  // unit u + 1, read by u
-                if (u > 0 && u < units() - 1) release(st.blocks[u - 1], cur);             // unit u, but what it returns
+                if (u + 1 < last) release(u + 1, nullptr);  // read by unit u
+                release(u, cur);                             // but what unit u returns
             }
         }
         return *cur;
