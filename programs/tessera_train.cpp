@@ -11,6 +11,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -173,11 +174,15 @@ int main(int argc, char** argv) {
         // Smaller steps than the images' 16 x 8: 32 windows of 128 tokens an update, four times the updates.
         if (batch_size->count() == 0) r.batch_size = 8;
         if (accumulation->count() == 0) r.gradient_accumulation = 4;
-    } else if (seq_len->count() > 0 || tokenizer->count() > 0 || dropout->count() > 0) {
-        std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n",
-                     seq_len->count() > 0 ? "--seq-len" : tokenizer->count() > 0 ? "--tokenizer" : "--dropout",
-                     seq_len->count() > 0 ? "window" : tokenizer->count() > 0 ? "tokens" : "dropout", r.model.c_str());
-        return 2;
+    } else {
+        const std::tuple<const CLI::Option*, const char*, const char*> text_only[] = {
+            {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"}};
+        for (const auto& [option, flag, what] : text_only)
+            if (option->count() > 0) {
+                std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n", flag, what,
+                             r.model.c_str());
+                return 2;
+            }
     }
     if (r.strategy == "single" && ipus->count() > 0 && r.ipus_per_replica != 1) {
         std::fprintf(stderr, "tessera-train: error: --ipus-per-replica %zu needs a staged strategy; 'single' runs "

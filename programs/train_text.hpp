@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "any_optimizer.hpp"
 #include "train_loop.hpp"
@@ -34,6 +35,15 @@ namespace tessera::programs {
     return data::text_corpus(r.data_dir.empty() ? std::string(data::fortunes_default_path) : r.data_dir);
 }
 
+/// The documents of `part` (the windows' split: data::text_split's defaults).
+[[nodiscard]] inline std::vector<std::string_view> part_documents(const data::text_corpus& corpus, data::text_part part) {
+    const data::text_split split{};
+    std::vector<std::string_view> documents;
+    for (std::size_t i = 0; i < corpus.size(); ++i)
+        if (split.in(part, i)) documents.push_back(corpus.document(i));
+    return documents;
+}
+
 /// The tokenizer of --tokenizer: bytes (a BPE of no merges: each byte a token), or bpe:N, a
 /// byte-pair encoding of N tokens learnt on the training part's documents.
 [[nodiscard]] inline data::bpe_tokenizer tokenizer_of(const train_request& r, const data::text_corpus& corpus) {
@@ -45,11 +55,7 @@ namespace tessera::programs {
     if (spec.rfind("bpe:", 0) != 0 || ec != std::errc{} || end != digits.data() + digits.size() || n < 256 ||
         n > data::max_vocabulary_size)
         throw usage_error("--tokenizer '" + r.tokenizer + "': use bytes, or bpe:N with 256 <= N <= 65536 tokens");
-    const data::text_split split{};
-    std::vector<std::string_view> texts;
-    for (std::size_t i = 0; i < corpus.size(); ++i)
-        if (split.in(data::text_part::train, i)) texts.push_back(corpus.document(i));
-    return data::bpe_tokenizer(texts, n);
+    return data::bpe_tokenizer(part_documents(corpus, data::text_part::train), n);
 }
 
 /// The GPT of --model gpt-<size> over `vocabulary` tokens, its positions at least --seq-len, its head
@@ -104,15 +110,6 @@ template <class Net, class Tok>
     return score;
 }
 
-/// The bytes of the documents of `part`.
-[[nodiscard]] inline std::size_t corpus_bytes(const data::text_corpus& corpus, data::text_part part) {
-    const data::text_split split{};
-    std::size_t bytes = 0;
-    for (std::size_t i = 0; i < corpus.size(); ++i)
-        if (split.in(part, i)) bytes += corpus.document(i).size();
-    return bytes;
-}
-
 /// Trains --model gpt-<size> under configuration C on the corpus's training windows, then scores the
 /// held-out windows: per epoch its training loss (nats per token), then bits per byte and perplexity.
 template <class C>
@@ -149,12 +146,14 @@ int train_text(const train_request& r) {
     std::printf("corpus: %s, %zu training windows of %zu + 1 tokens (%zu documents), %zu held out (%zu documents)\n",
                 corpus.name().c_str(), train_part.size(), r.seq_len, train_part.documents(), held_out.size(),
                 held_out.documents());
-    if (tokenizer.merges().empty())
+    if (tokenizer.merges().empty()) {
         std::printf("tokenizer: bytes (256 tokens)\n");
-    else
+    } else {
+        std::size_t bytes = 0;
+        for (const std::string_view d : part_documents(corpus, data::text_part::train)) bytes += d.size();
         std::printf("tokenizer: BPE of %zu tokens learnt on the training part in %.1f s, %.2f bytes per token\n",
-                    tokenizer.vocabulary_size(), learnt_s,
-                    double(corpus_bytes(corpus, data::text_part::train)) / double(train_part.tokens().size()));
+                    tokenizer.vocabulary_size(), learnt_s, double(bytes) / double(train_part.tokens().size()));
+    }
     data::data_loader<windows> loader(train_part, b, loading);
     const exec::output_selection outputs = session.outputs();
     const std::size_t calls = loader.batches_per_epoch(), updates = calls * r.epochs * r.device_iterations;
