@@ -115,6 +115,102 @@ TEST_CASE("attention matches finite differences: causal, full, and with padded a
     check_gradients(dropped, {2, 1, 5, 3 * 6}, 25, 40, 1e-6, ctx);
 }
 
+// The attention kernels against naive loops, over lengths that span several causal blocks (a
+// partial last one too): probabilities, context and the fused QKV's gradient, causal (the blocked
+// path), causal with packed segments and full (the masked path), with dropout and without, on 1 and 3
+// threads.
+TEST_CASE("attention's kernels match naive loops across causal blocks, masked or not, with dropout",
+          "[nn][transformer][attention]") {
+    const std::size_t N = 2, heads = 2, dh = 3, d = heads * dh, ld = 3 * d;
+    for (const std::size_t L : {kernels::detail::causal_block * 2 + 7, kernels::detail::causal_block}) {
+        std::vector<std::uint16_t> segments(N * L, 1);
+        for (std::size_t i = L / 3; i < L; ++i) segments[i] = 2;          // sample 0: two packed sequences
+        for (std::size_t i = L - 5; i < L; ++i) segments[L + i] = 0;      // sample 1: five positions of padding
+        const kernels::attention_shape a{N, L, heads, dh};
+        std::mt19937_64 rng(L);
+        std::uniform_real_distribution<double> uniform(-2, 2);
+        std::vector<double> qkv(N * L * ld), dctx(N * L * d);
+        for (auto& x : qkv) x = uniform(rng);
+        for (auto& x : dctx) x = uniform(rng);
+        for (const bool causal : {true, false})
+            for (const bool packed : {false, true})
+                for (const double p : {0.0, 0.2}) {
+                    INFO("L " << L << " causal " << causal << " packed " << packed << " p " << p);
+                    const kernels::attention_mask mask{causal, packed ? segments.data() : nullptr};
+                    const kernels::attention_dropout drop{p, {.active = p > 0, .seed = 5, .step = 2, .first_sample = 3}};
+                    const auto sees = [&](std::size_t s, std::size_t i, std::size_t j) {
+                        if (causal && j > i) return false;
+                        if (!packed) return true;
+                        const std::uint16_t* seg = segments.data() + s * L;
+                        return seg[i] != 0 && seg[j] == seg[i];
+                    };
+                    const std::uint64_t base = drop.stream.base(), threshold = kernels::dropout_threshold(p);
+                    const auto mask_of = [&](std::size_t s, std::size_t h, std::size_t i, std::size_t j) {
+                        if (p == 0) return 1.0;
+                        const std::uint64_t e = (3 + s) * heads * L * L + (h * L + i) * L + j;
+                        return kernels::dropout_keeps(base, e, threshold) ? 1 / (1 - p) : 0.0;
+                    };
+                    // naive: P, the context, then dV, dP, dS, dQ, dK
+                    std::vector<double> P(a.probabilities(), 0.0), ctx(N * L * d, 0.0), dqkv(N * L * ld, 0.0);
+                    const double scale = 1 / std::sqrt(double(dh));
+                    for (std::size_t s = 0; s < N; ++s)
+                        for (std::size_t h = 0; h < heads; ++h) {
+                            const auto at = [&](std::size_t pos, std::size_t part, std::size_t c) {
+                                return qkv[(s * L + pos) * ld + part * d + h * dh + c];
+                            };
+                            double* ph = P.data() + (s * heads + h) * L * L;
+                            for (std::size_t i = 0; i < L; ++i) {
+                                double top = -1e300, sum = 0;
+                                std::vector<double> score(L);
+                                for (std::size_t j = 0; j < L; ++j) {
+                                    for (std::size_t c = 0; c < dh; ++c) score[j] += at(i, 0, c) * at(j, 1, c) * scale;
+                                    if (sees(s, i, j)) top = std::max(top, score[j]);
+                                }
+                                for (std::size_t j = 0; j < L; ++j) sum += sees(s, i, j) ? std::exp(score[j] - top) : 0;
+                                for (std::size_t j = 0; j < L; ++j) ph[i * L + j] = sees(s, i, j) ? std::exp(score[j] - top) / sum : 0;
+                                for (std::size_t j = 0; j < L; ++j)
+                                    for (std::size_t c = 0; c < dh; ++c)
+                                        ctx[(s * L + i) * d + h * dh + c] += ph[i * L + j] * mask_of(s, h, i, j) * at(j, 2, c);
+                            }
+                            for (std::size_t i = 0; i < L; ++i) {
+                                std::vector<double> dP(L, 0.0);
+                                double rowsum = 0;
+                                for (std::size_t j = 0; j < L; ++j) {
+                                    for (std::size_t c = 0; c < dh; ++c) {
+                                        const double go = dctx[(s * L + i) * d + h * dh + c];
+                                        dP[j] += go * at(j, 2, c) * mask_of(s, h, i, j);
+                                        dqkv[(s * L + j) * ld + 2 * d + h * dh + c] += ph[i * L + j] * mask_of(s, h, i, j) * go;
+                                    }
+                                    rowsum += ph[i * L + j] * dP[j];
+                                }
+                                for (std::size_t j = 0; j < L; ++j) {
+                                    const double ds = ph[i * L + j] * (dP[j] - rowsum) * scale;
+                                    for (std::size_t c = 0; c < dh; ++c) {
+                                        dqkv[(s * L + i) * ld + h * dh + c] += ds * at(j, 1, c);
+                                        dqkv[(s * L + j) * ld + d + h * dh + c] += ds * at(i, 0, c);
+                                    }
+                                }
+                            }
+                        }
+                    std::vector<std::vector<double>> runs;
+                    for (const std::size_t threads : {1, 3}) {
+                        kernels::workspace<double> ws;
+                        std::vector<double> probs(a.probabilities(), -1.0), out(N * L * d, -1.0), grad(N * L * ld, -1.0);
+                        kernels::attention_forward<double>(qkv.data(), a, mask, probs.data(), out.data(), ws, threads, {}, {}, drop);
+                        kernels::attention_backward<double>(qkv.data(), probs.data(), dctx.data(), a, mask, grad.data(), ws,
+                                                            threads, {}, drop);
+                        for (std::size_t e = 0; e < probs.size(); ++e) REQUIRE(probs[e] == Approx(P[e]).margin(1e-12));
+                        for (std::size_t e = 0; e < out.size(); ++e) REQUIRE(out[e] == Approx(ctx[e]).margin(1e-12));
+                        for (std::size_t e = 0; e < grad.size(); ++e) REQUIRE(grad[e] == Approx(dqkv[e]).margin(1e-11));
+                        probs.insert(probs.end(), out.begin(), out.end());
+                        probs.insert(probs.end(), grad.begin(), grad.end());
+                        runs.push_back(std::move(probs));
+                    }
+                    REQUIRE(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(double)) == 0);
+                }
+    }
+}
+
 TEST_CASE("attention's dropout: the probabilities (i, j) of head h of sample s keep by the stream's element "
           "(first_sample + s)·heads·L² + (h·L + i)·L + j, scaled by 1/(1 − p); off in evaluation",
           "[nn][transformer][dropout]") {

@@ -9,6 +9,7 @@
 
 #include "tessera/kernels/dropout.hpp"
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/row_reductions.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 
@@ -48,16 +49,38 @@ struct attention_dropout {
 namespace detail {
 
 /// kept[e] = p[e] / (1 − p) where the stream keeps probability e of the pair, else 0, for the L²
-/// probabilities of (sample s, head h) (or their gradients; `p` may be `kept`).
+/// probabilities of (sample s, head h) (or their gradients; `p` may be `kept`). Under a causal mask
+/// only the keys at or before each query are read (the rest are 0).
 template <class C, class Y>
 void kept_probabilities(const Y* p, std::size_t s, std::size_t h, std::size_t heads, std::size_t L,
-                        const attention_dropout& drop, C* kept) {
+                        const attention_dropout& drop, bool causal, C* kept) {
     const std::uint64_t threshold = dropout_threshold(drop.p), base = drop.stream.base();
     const std::uint64_t first = (drop.stream.first_sample + s) * heads * L * L + h * L * L;
     const C scale = static_cast<C>(1.0 / (1.0 - drop.p));
-    for (std::size_t e = 0; e < L * L; ++e)
-        kept[e] = dropout_keeps(base, first + e, threshold) ? load_as<C>(p[e]) * scale : C(0);
+    for (std::size_t i = 0; i < L; ++i) {
+        const std::size_t seen = causal ? i + 1 : L;
+        for (std::size_t j = 0; j < seen; ++j) {
+            const std::size_t e = i * L + j;
+            kept[e] = dropout_keeps(base, first + e, threshold) ? load_as<C>(p[e]) * scale : C(0);
+        }
+        std::fill(kept + i * L + seen, kept + (i + 1) * L, C(0));
+    }
 }
+
+/// row[0..n) = softmax(row[0..n)), n ≥ 1: the largest subtracted, exp in lanes (xsimd's; every
+/// element in a whole batch, the same bits wherever it falls), the sum in simd::sum's order.
+template <class C>
+void softmax_row(C* row, std::size_t n) noexcept {
+    const kernels::simd::batch<C> top(kernels::simd::max(row, n));
+    kernels::simd::map_batches<C>(row, row, n, [&top](const kernels::simd::batch<C>& v) { return xsimd::exp(v - top); });
+    const kernels::simd::batch<C> inv(C(1) / kernels::simd::sum<C>(row, n));
+    kernels::simd::map_batches<C>(row, row, n, [&inv](const kernels::simd::batch<C>& v) { return v * inv; });
+}
+
+/// The rows (queries) of each block of a causal attention: block b holds queries [b·B, (b + 1)·B)
+/// and needs keys [0, (b + 1)·B) only, so the products skip the keys after the block (at L = 256,
+/// 56 % of the full products' work). A fixed size: the sums' order does not depend on the machine.
+inline constexpr std::size_t causal_block = 32;
 
 /// Whether query i of a sample (segments `seg`, or null) sees key j.
 [[nodiscard]] inline bool attends(const attention_mask& mask, const std::uint16_t* seg, std::size_t i,
@@ -108,52 +131,75 @@ void attention_forward(const T* qkv, const attention_shape& a, const attention_m
         const std::size_t p0 = pair * L * L;
         C* scores = std::is_same_v<C, Y> ? reinterpret_cast<C*>(probs + p0) : ws.cols[t].data();
         const gemm_options one{1, &ws.packs[t], nullptr};
-        gemm(trans::no, trans::yes, L, L, dh, scale, q, ld, k, ld, C(0), scores, L, one);
         const std::uint16_t* seg = mask.segments == nullptr ? nullptr : mask.segments + s * L;
+        const bool prefix = mask.causal && seg == nullptr;  // each query sees the keys up to itself
+        const std::size_t B = prefix ? detail::causal_block : L;
+        // Key block [j0, j1) is seen by the queries from j0 on: the block is the operand packed (once
+        // in all), the queries are read in place.
+        for (std::size_t j0 = 0; j0 < L; j0 += B) {
+            const std::size_t j1 = std::min(L, j0 + B), from = prefix ? j0 : 0;
+            gemm(trans::no, trans::yes, L - from, j1 - j0, dh, scale, q + from * ld, ld, k + j0 * ld, ld, C(0),
+                 scores + from * L + j0, L, one);
+        }
         constexpr C minus_infinity = -std::numeric_limits<C>::infinity();
         for (std::size_t i = 0; i < L; ++i) {
             C* row = scores + i * L;
-            C top = minus_infinity;
+            if (prefix) {
+                detail::softmax_row(row, i + 1);
+                std::fill(row + i + 1, row + L, C(0));
+                continue;
+            }
+            bool any = false;
             for (std::size_t j = 0; j < L; ++j) {
                 if (detail::attends(mask, seg, i, j))
-                    top = std::max(top, row[j]);
+                    any = true;
                 else
                     row[j] = minus_infinity;
             }
-            if (top == minus_infinity) {  // a query that sees no key (padding): a row of zeros
+            if (!any) {  // a query that sees no key (padding): a row of zeros
                 std::fill(row, row + L, C(0));
                 continue;
             }
-            // exp in lanes (xsimd's), every element in a whole batch: the same bits wherever it falls
-            simd::map_batches<C>(row, row, L, [top](const simd::batch<C>& lanes) { return xsimd::exp(lanes - simd::batch<C>(top)); });
-            C sum = 0;
-            for (std::size_t j = 0; j < L; ++j) {
-                if (row[j] != row[j] || !detail::attends(mask, seg, i, j)) row[j] = C(0);  // exp(-inf) is 0 exactly
-                sum += row[j];
-            }
-            const C inv = C(1) / sum;
-            for (std::size_t j = 0; j < L; ++j) row[j] *= inv;
+            const simd::batch<C> top(simd::max(row, L));
+            simd::map_batches<C>(row, row, L, [&top](const simd::batch<C>& lanes) { return xsimd::exp(lanes - top); });
+            for (std::size_t j = 0; j < L; ++j)
+                if (!detail::attends(mask, seg, i, j)) row[j] = C(0);  // whatever exp(−∞) gives
+            const simd::batch<C> inv(C(1) / simd::sum<C>(row, L));
+            simd::map_batches<C>(row, row, L, [&inv](const simd::batch<C>& lanes) { return lanes * inv; });
         }
         if constexpr (!std::is_same_v<C, Y>) p_dst.commit_part(scores, p0, p0 + L * L);
+        const C* kept = nullptr;
         if (drops) {
-            C* kept = ws.cols[t].data() + L * L;
-            detail::kept_probabilities(probs + p0, s, h, a.heads, L, drop, kept);
-            gemm(trans::no, trans::no, L, dh, L, C(1), kept, L, v, ld, C(0), out + s * L * d + h * dh, d, one);
-        } else {
-            gemm(trans::no, trans::no, L, dh, L, C(1), probs + p0, L, v, ld, C(0), out + s * L * d + h * dh, d, one);
+            C* buffer = ws.cols[t].data() + L * L;
+            detail::kept_probabilities(probs + p0, s, h, a.heads, L, drop, prefix, buffer);
+            kept = buffer;
+        }
+        // The context, key block by key block: the first sets every row, the rest add to the rows
+        // that see them.
+        for (std::size_t j0 = 0; j0 < L; j0 += B) {
+            const std::size_t j1 = std::min(L, j0 + B), from = prefix ? j0 : 0;
+            C* ctx = out + (s * L + from) * d + h * dh;
+            const C beta = j0 == 0 ? C(0) : C(1);
+            if (kept != nullptr)
+                gemm(trans::no, trans::no, L - from, dh, j1 - j0, C(1), kept + from * L + j0, L, v + j0 * ld, ld, beta, ctx,
+                     d, one);
+            else
+                gemm(trans::no, trans::no, L - from, dh, j1 - j0, C(1), probs + p0 + from * L + j0, L, v + j0 * ld, ld,
+                     beta, ctx, d, one);
         }
     });
     ctx_dst.commit();
 }
 
-/// Backward: dqkv (overwritten) from the context's gradient, the forward's fused QKV and stored
+/// Backward: dqkv (overwritten) from the context's gradient, the forward's fused QKV, mask and stored
 /// probabilities. With P the probabilities, M the forward's dropout (kept / (1 − p), else 0; 1
 /// without dropout) and dO a head's context gradient: dV = (M ⊙ P)ᵀ·dO, dP = M ⊙ (dO·Vᵀ),
-/// dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √d_head, dQ = dS·K, dK = dSᵀ·Q.
+/// dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √d_head, dQ = dS·K, dK = dSᵀ·Q. Under a causal mask without
+/// segments the products skip what the forward's did (P is 0 after each query).
 template <Compute C, Storage T, Storage Y, Storage D, Storage X>
-void attention_backward(const T* qkv, const Y* probs, const D* dcontext, const attention_shape& a, X* dqkv,
-                        workspace<C>& ws, parallelism par = {}, const tensor::rounding& rounding = {},
-                        const attention_dropout& drop = {}) {
+void attention_backward(const T* qkv, const Y* probs, const D* dcontext, const attention_shape& a,
+                        const attention_mask& mask, X* dqkv, workspace<C>& ws, parallelism par = {},
+                        const tensor::rounding& rounding = {}, const attention_dropout& drop = {}) {
     const std::size_t L = a.length, dh = a.head_width, d = a.width(), ld = 3 * d;
     const C scale = C(1) / std::sqrt(static_cast<C>(dh));
     store_compute<C, X> dst(dqkv, a.rows() * ld, ws.partial, par, rounding);
@@ -171,25 +217,56 @@ void attention_backward(const T* qkv, const Y* probs, const D* dcontext, const a
         C* dv = dq + 2 * d;
         C* dp = ws.cols[t].data();
         const gemm_options one{1, &ws.packs[t], nullptr};
+        const bool prefix = mask.causal && mask.segments == nullptr;
+        const std::size_t B = prefix ? detail::causal_block : L;
+        C* kept = nullptr;
         if (drops) {
-            C* kept = dp + L * L;
-            detail::kept_probabilities(p, s, h, a.heads, L, drop, kept);
-            gemm(trans::yes, trans::no, L, dh, L, C(1), kept, L, dout, d, C(0), dv, ld, one);
-            gemm(trans::no, trans::yes, L, L, dh, C(1), dout, d, v, ld, C(0), dp, L, one);
-            detail::kept_probabilities(dp, s, h, a.heads, L, drop, dp);  // M ⊙ (dO·Vᵀ), in place
-        } else {
-            gemm(trans::yes, trans::no, L, dh, L, C(1), p, L, dout, d, C(0), dv, ld, one);
-            gemm(trans::no, trans::yes, L, L, dh, C(1), dout, d, v, ld, C(0), dp, L, one);
+            kept = dp + L * L;
+            detail::kept_probabilities(p, s, h, a.heads, L, drop, prefix, kept);
         }
+        // Each product packs one block of B rows (once in all) and reads the rest in place: dV and dK
+        // add query block by query block, the last first (it sets every row); dP and dQ go key
+        // block by key block (key block [j0, j1) is seen by the queries from j0 on).
+        const std::size_t blocks = (L + B - 1) / B;
+        for (std::size_t b = blocks; b-- > 0;) {
+            const std::size_t i0 = b * B, i1 = std::min(L, i0 + B), keys = prefix ? i1 : L;
+            const C beta = b + 1 == blocks ? C(0) : C(1);
+            if (kept != nullptr)
+                gemm(trans::yes, trans::no, keys, dh, i1 - i0, C(1), kept + i0 * L, L, dout + i0 * d, d, beta, dv, ld, one);
+            else
+                gemm(trans::yes, trans::no, keys, dh, i1 - i0, C(1), p + i0 * L, L, dout + i0 * d, d, beta, dv, ld, one);
+        }
+        for (std::size_t j0 = 0; j0 < L; j0 += B) {
+            const std::size_t j1 = std::min(L, j0 + B), from = prefix ? j0 : 0;
+            gemm(trans::no, trans::yes, L - from, j1 - j0, dh, C(1), dout + from * d, d, v + j0 * ld, ld, C(0),
+                 dp + from * L + j0, L, one);
+        }
+        if (drops) detail::kept_probabilities(dp, s, h, a.heads, L, drop, prefix, dp);  // M ⊙ (dO·Vᵀ), in place
+        const simd::batch<C> by(scale);
         for (std::size_t i = 0; i < L; ++i) {
             const Y* pr = p + i * L;
             C* row = dp + i * L;
-            C dot = 0;
-            for (std::size_t j = 0; j < L; ++j) dot = std::fma(detail::load_as<C>(pr[j]), row[j], dot);
-            for (std::size_t j = 0; j < L; ++j) row[j] = detail::load_as<C>(pr[j]) * (row[j] - dot) * scale;
+            const std::size_t seen = prefix ? i + 1 : L;
+            const C dot = simd::dot<C>(pr, row, seen);
+            constexpr std::size_t w = simd::batch<C>::size;
+            const simd::batch<C> dots(dot);
+            std::size_t j = 0;
+            for (; j + w <= seen; j += w)
+                (simd::load_widened<C>(pr + j) * (simd::batch<C>::load_unaligned(row + j) - dots) * by).store_unaligned(row + j);
+            for (; j < seen; ++j) row[j] = detail::load_as<C>(pr[j]) * (row[j] - dot) * scale;
+            // zeros to the end of the query's block: the products below read them
+            if (prefix) std::fill(row + seen, row + std::min(L, (i / B + 1) * B), C(0));
         }
-        gemm(trans::no, trans::no, L, dh, L, C(1), dp, L, k, ld, C(0), dq, ld, one);
-        gemm(trans::yes, trans::no, L, dh, L, C(1), dp, L, q, ld, C(0), dk, ld, one);
+        for (std::size_t j0 = 0; j0 < L; j0 += B) {
+            const std::size_t j1 = std::min(L, j0 + B), from = prefix ? j0 : 0;
+            gemm(trans::no, trans::no, L - from, dh, j1 - j0, C(1), dp + from * L + j0, L, k + j0 * ld, ld,
+                 j0 == 0 ? C(0) : C(1), dq + from * ld, ld, one);
+        }
+        for (std::size_t b = blocks; b-- > 0;) {
+            const std::size_t i0 = b * B, i1 = std::min(L, i0 + B), keys = prefix ? i1 : L;
+            gemm(trans::yes, trans::no, keys, dh, i1 - i0, C(1), dp + i0 * L, L, q + i0 * ld, ld, b + 1 == blocks ? C(0) : C(1),
+                 dk, ld, one);
+        }
     });
     dst.commit();
 }

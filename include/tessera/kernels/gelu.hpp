@@ -1,10 +1,12 @@
 #pragma once
 // GELU forward and backward, elementwise, in its two forms: tanh (GPT-2) and erf (BERT).
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/row_reductions.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 
@@ -66,8 +68,17 @@ void gelu_backward(const T* x, const D* dy, std::size_t n, X* dx, gelu_form form
     store_compute<C, X> dst(dx, n, ws.c, par, rounding);
     C* out = dst.target();
     detail::parallel_ranges(par, n, detail::elementwise_grain(par), [&](std::size_t b, std::size_t e, std::size_t) {
-        simd::map_batches<C>(xc + b, out + b, e - b, [form](const simd::batch<C>& v) { return detail::gelu_slope(v, form); });
-        for (std::size_t i = b; i < e; ++i) out[i] *= dyc[i];
+        // slope and product in one pass, every element in a whole batch (the tail's padded)
+        simd::over_batches<C>(xc + b, e - b, C(0), [&](const simd::batch<C>& v, std::size_t i) {
+            const std::size_t count = std::min(simd::batch<C>::size, e - b - i);
+            if (count == simd::batch<C>::size) {
+                (detail::gelu_slope(v, form) * simd::batch<C>::load_unaligned(dyc + b + i)).store_unaligned(out + b + i);
+                return;
+            }
+            alignas(64) C lanes[simd::batch<C>::size];
+            (detail::gelu_slope(v, form) * simd::load_tail<C>(dyc + b + i, count, C(0))).store_aligned(lanes);
+            std::copy(lanes, lanes + count, out + b + i);
+        });
     });
     dst.commit();
 }

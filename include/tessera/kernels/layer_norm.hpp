@@ -4,6 +4,8 @@
 #include <cstddef>
 
 #include "tessera/kernels/gemm.hpp"
+#include "tessera/kernels/row_reductions.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/storage.hpp"
 
 namespace tessera::kernels {
@@ -22,17 +24,24 @@ void layer_norm_forward(const T* x, std::size_t rows, std::size_t width, const W
     C* out = dst.target();
     const C inv_width = C(1) / static_cast<C>(width);
     detail::parallel_ranges(par, rows, layer_norm_rows_grain, [&](std::size_t b, std::size_t e, std::size_t) {
+        using V = simd::batch<C>;
+        constexpr std::size_t w = V::size;
         for (std::size_t r = b; r < e; ++r) {
             const C* xr = xc + r * width;
-            C sum = 0;
-            for (std::size_t i = 0; i < width; ++i) sum += xr[i];
-            const C mu = sum * inv_width;
-            C squares = 0;
-            for (std::size_t i = 0; i < width; ++i) squares = std::fma(xr[i] - mu, xr[i] - mu, squares);
-            const C inv = C(1) / std::sqrt(std::fma(squares, inv_width, eps));
+            const C mu = simd::sum<C>(xr, width) * inv_width;
+            const V mus(mu);
+            V lanes(C(0));  // the tail padded with mu: its squares are 0
+            simd::over_batches<C>(xr, width, mu, [&](const V& v, std::size_t) { lanes = simd::fused_multiply_add<C>(v - mus, v - mus, lanes); });
+            const C inv = C(1) / std::sqrt(std::fma(simd::add_lanes(lanes), inv_width, eps));
             mean[r] = mu, rstd[r] = inv;
             C* yr = out + r * width;
-            for (std::size_t i = 0; i < width; ++i)
+            const V invs(inv);
+            std::size_t i = 0;
+            for (; i + w <= width; i += w)
+                simd::fused_multiply_add<C>((V::load_unaligned(xr + i) - mus) * invs, simd::load_widened<C>(gamma + i),
+                                            simd::load_widened<C>(beta + i))
+                    .store_unaligned(yr + i);
+            for (; i < width; ++i)
                 yr[i] = std::fma((xr[i] - mu) * inv, detail::load_as<C>(gamma[i]), detail::load_as<C>(beta[i]));
         }
     });
@@ -67,18 +76,32 @@ void layer_norm_backward(const T* x, const D* dy, std::size_t rows, std::size_t 
         for (std::size_t r = b; r < e; ++r) {
             const C* xr = xc + r * width;
             const C* gr = dyc + r * width;
-            C sum_g = 0, sum_gx = 0;
-            for (std::size_t i = 0; i < width; ++i) {
-                const C gi = detail::load_as<C>(gamma[i]);
-                sum_g = std::fma(gr[i], gi, sum_g);
-                sum_gx = std::fma(gr[i] * gi, (xr[i] - mean[r]) * rstd[r], sum_gx);
+            using V = simd::batch<C>;
+            constexpr std::size_t w = V::size;
+            const C mu = mean[r], rs = rstd[r];
+            const V mus(mu), rss(rs);
+            V lanes_g(C(0)), lanes_gx(C(0));  // the sums in lanes; the tail's g padded with 0
+            std::size_t i = 0;
+            for (; i < width; i += w) {
+                const bool whole = i + w <= width;
+                const V g = whole ? V::load_unaligned(gr + i) : simd::load_tail<C>(gr + i, width - i, C(0));
+                const V gi = whole ? simd::load_widened<C>(gamma + i) : simd::load_tail<C>(gamma + i, width - i, C(0));
+                const V xv = whole ? V::load_unaligned(xr + i) : simd::load_tail<C>(xr + i, width - i, mu);
+                lanes_g = simd::fused_multiply_add<C>(g, gi, lanes_g);
+                lanes_gx = simd::fused_multiply_add<C>(g * gi, (xv - mus) * rss, lanes_gx);
             }
-            const C mg = sum_g * inv_width, mgx = sum_gx * inv_width;
+            const C mg = simd::add_lanes(lanes_g) * inv_width, mgx = simd::add_lanes(lanes_gx) * inv_width;
+            const V mgs(mg), mgxs(mgx);
             C* dr = out + r * width;
-            for (std::size_t i = 0; i < width; ++i) {  // every product that feeds a sum fused by hand
+            for (i = 0; i + w <= width; i += w) {  // every product that feeds a sum fused by hand
+                const V g = V::load_unaligned(gr + i) * simd::load_widened<C>(gamma + i);
+                const V xhat = (V::load_unaligned(xr + i) - mus) * rss;
+                (rss * simd::fused_multiply_add<C>(-xhat, mgxs, g - mgs)).store_unaligned(dr + i);
+            }
+            for (; i < width; ++i) {
                 const C g = gr[i] * detail::load_as<C>(gamma[i]);
-                const C xhat = (xr[i] - mean[r]) * rstd[r];
-                dr[i] = rstd[r] * std::fma(-xhat, mgx, g - mg);
+                const C xhat = (xr[i] - mu) * rs;
+                dr[i] = rs * std::fma(-xhat, mgx, g - mg);
             }
         }
     });

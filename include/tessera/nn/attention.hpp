@@ -80,7 +80,7 @@ public:
             const tensor::shape s = tensor::shape_of(*st.input);
             detail::ensure_shape(st.grad_input, s);
             kernels::attention_backward(st.input->data(), st.probabilities.data(), dy.data(), shape_of(s),
-                                        st.grad_input.data(), ws(ctx), ctx.parallel(), ctx.backward_rounding(),
+                                        {m_causal, st.segments}, st.grad_input.data(), ws(ctx), ctx.parallel(), ctx.backward_rounding(),
                                         {m_dropout, st.stream});
         }
         return st.grad_input;
