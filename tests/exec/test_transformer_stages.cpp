@@ -17,6 +17,7 @@
 #include "../emulator/deadline.hpp"
 #include "network_helpers.hpp"
 #include "tessera/config.hpp"
+#include "tessera/exec/dry_run.hpp"
 #include "tessera/exec/network_session.hpp"
 #include "tessera/nn/sequence_mask.hpp"
 #include "tessera/nn/tokens.hpp"
@@ -184,6 +185,46 @@ TEMPLATE_TEST_CASE("a tied GPT on one stage, LAMB and max_grad_norm: 2 replicas 
         net, {0, 2}, {batch, 1, length, 1}, lamb);
     CHECK(staged.tied_elements() == vocab * 16);
     CHECK_THROWS_WITH(staged.update(1, 1.0f), Catch::Contains("the vote gave it no sum of the two copies' gradients"));
+}
+
+TEST_CASE("a small GPT's dry run: the threaded run's modelled clock call by call and its memory plan, lock-step "
+          "cycles or dataflow", "[exec][nn][transformer][session][threads][cost][memory]") {
+    using P = cfg::fp32;
+    using c = cfg::config<P, cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::gradient_accumulation<8>,
+                          cfg::device_iterations<2>, cfg::replication<cfg::dynamic>, cfg::final>;
+    const auto net = nn::make_gpt2<P>(small_gpt(true));
+    const optim::lamb lamb({.learning_rate = 2e-3, .max_grad_norm = 1.0});
+    const std::size_t samples = 3 * 8 * 2 * 2 * batch;  // 3 calls of G 8 × D 2 × R 2 micro-batches
+    for (const cfg::options shape : {cfg::options{.stages = 2}, cfg::options{.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1},
+                                     cfg::options{.stages = 4, .virtual_stages = 2}})
+        for (const bool lock_step : {true, false}) {
+            CAPTURE(shape.stages, shape.virtual_stages, lock_step);
+            cfg::options options = shape;
+            options.micro_batch = batch, options.replicas = 2;
+            exec::session_options settings{.lock_step = lock_step, .dropout_seed = 2};
+            const auto dry = exec::dry_run<c>(net, lamb, {1, 1, length, 1}, options, samples, settings, 1,
+                                              exec::over_budget::throws, exec::token_loss<P>{});
+            CHECK(dry.plan.program.lock_step_cycles() == lock_step);
+            REQUIRE(dry.calls == 3);
+            auto run = exec::training_model<c>(net, lamb, {1, 1, length, 1}, options, settings, exec::token_loss<P>{});
+            for (std::size_t call = 0; call < dry.calls; ++call) {
+                const auto r = tessera::test::within_deadline(120, "GPT session", [&] { return run(token_feed<P>{}); });
+                CHECK(r.modelled_seconds == Approx(dry.call_device_seconds).epsilon(1e-12));
+            }
+            const auto& plan = run.plan();
+            REQUIRE(plan.ipus.size() == dry.memory.ipus.size());
+            for (std::size_t ipu = 0; ipu < plan.ipus.size(); ++ipu) {
+                const auto& got = dry.memory.ipus[ipu].items;
+                const auto& want = plan.ipus[ipu].items;
+                REQUIRE(got.size() == want.size());
+                for (std::size_t i = 0; i < got.size(); ++i) {
+                    CHECK(got[i].name == want[i].name);
+                    CHECK(got[i].bytes == want[i].bytes);
+                    CHECK(got[i].where == want[i].where);
+                }
+                CHECK(dry.memory.ipus[ipu].on_chip() > 0);
+            }
+        }
 }
 
 TEST_CASE("a transformer stage that throws surfaces its exception with its type and message", "[exec][nn][transformer][threads]") {

@@ -108,20 +108,23 @@ template <config::Config C, StagedModel M>
     return dry_run(config::description::of<C>(), model, options, samples, settings, epochs, memory);
 }
 
-/// dry_run of a unit network (nn::resnet) cut into the stages of the configuration `c` describes, as
-/// training_model would cut it: at settings.first_units, or balanced by FLOPs.
-template <UnitNetwork N, StageOptimizer<N> O>
+/// dry_run of a unit network (nn::resnet, nn::gpt) cut into the stages of the configuration `c`
+/// describes: the staged network a training (or inference) session would run, built as it builds it
+/// (cut at settings.first_units, or balanced by FLOPs). Loss: as training_model's (exec::token_loss<P>{}
+/// for a language model).
+template <UnitNetwork N, StageOptimizer<N> O, StagedLoss<typename N::precision> Loss = class_loss<typename N::precision>>
 [[nodiscard]] epoch_estimate dry_run(const config::description& c, const N& net, const O& optimizer,
                                      tessera::tensor::shape sample, const config::options& options, std::size_t samples,
                                      const session_options& settings = {}, std::size_t epochs = 2,
-                                     over_budget memory = over_budget::throws) {
+                                     over_budget memory = over_budget::throws, Loss = {}) {
     const config::batching b = config::make_batching(c, options);
-    sample.n = b.micro_batch;
-    auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
-    staged_network<N, O> model(net, std::move(first), sample, optimizer);
-    if (!settings.recompute.empty()) model.set_recompute(settings.recompute);
-    if (!settings.recompute_checkpoints.empty()) model.set_recompute_checkpoints(settings.recompute_checkpoints);
-    return dry_run(c, model, options, samples, settings, epochs, memory);
+    session_options building = settings;
+    building.kernel_threads_per_ipu = 1;  // nothing runs: no kernel thread pools
+    if (!c.training)
+        return dry_run(c, detail::staged_for_inference<N, O, Loss>(net, optimizer, sample, b, building), options, samples,
+                       settings, epochs, memory);
+    return dry_run(c, detail::staged_for_training<N, O, Loss>(c, net, optimizer, sample, b, building), options, samples,
+                   settings, epochs, memory);
 }
 
 /// dry_run of a unit network for configuration type C.
@@ -129,12 +132,13 @@ template <UnitNetwork N, StageOptimizer<N> O>
 ///   nn::resnet50<cfg::half> net(3, 1000);
 ///   auto e = exec::dry_run<cfg>(net, optim::sgd({.momentum = 0.9}), {1, 224, 224, 3}, {.micro_batch = 18}, 1'281'167);
 /// @endcode
-template <config::Config C, UnitNetwork N, StageOptimizer<N> O>
+template <config::Config C, UnitNetwork N, StageOptimizer<N> O,
+          StagedLoss<typename N::precision> Loss = class_loss<typename N::precision>>
 [[nodiscard]] epoch_estimate dry_run(const N& net, const O& optimizer, tessera::tensor::shape sample,
                                      const config::options& options, std::size_t samples,
                                      const session_options& settings = {}, std::size_t epochs = 2,
-                                     over_budget memory = over_budget::throws) {
-    return dry_run(config::description::of<C>(), net, optimizer, sample, options, samples, settings, epochs, memory);
+                                     over_budget memory = over_budget::throws, Loss loss = {}) {
+    return dry_run(config::description::of<C>(), net, optimizer, sample, options, samples, settings, epochs, memory, loss);
 }
 
 }  // namespace tessera::exec

@@ -40,12 +40,13 @@ template <UnitNetwork N, StageOptimizer<N> O, class Loss = class_loss<typename N
 }
 
 /// The staged network an inference session of `net` runs: cut as in training, in evaluation mode.
-template <UnitNetwork N, StageOptimizer<N> O>
-[[nodiscard]] staged_network<N, O> staged_for_inference(const N& net, const O& optimizer, tessera::tensor::shape sample,
-                                                        const config::batching& b, const session_options& settings) {
+template <UnitNetwork N, StageOptimizer<N> O, class Loss = class_loss<typename N::precision>>
+[[nodiscard]] staged_network<N, O, Loss> staged_for_inference(const N& net, const O& optimizer,
+                                                              tessera::tensor::shape sample, const config::batching& b,
+                                                              const session_options& settings) {
     sample.n = b.micro_batch;
     auto first = settings.first_units.empty() ? balanced_units(net, sample, b.stages) : settings.first_units;
-    staged_network<N, O> model(net, std::move(first), sample, optimizer);
+    staged_network<N, O, Loss> model(net, std::move(first), sample, optimizer);
     model.set_mode(nn::mode::eval);  // running statistics, as model.eval() in PyTorch
     model.set_kernel_threads(settings.kernel_threads_per_ipu, b.ipu_of_stage);
     return model;
