@@ -74,6 +74,31 @@ TEST_CASE("pass model: rows spread over the tiles until each has one", "[emulato
     CHECK(few.tiles == 8);
 }
 
+TEST_CASE("pass model: products of two activations receive both operands, their groups split over the tiles",
+          "[emulator][cost]") {
+    auto spec = one_tile();
+    // 3 groups of 6 rows × 16 → 16 on one tile: the vertex's overhead once, then per group the
+    // weights' load (32) and the workers' rows (6 × (20 + 4)). The tile receives each group's rows
+    // (6 × 16 halves) and, unlike weights, its second operand (16 × 16 halves).
+    const auto c = emu::cycles_of(nn::pass::batched(forward, 3, 6, 16, 16), spec, 16, half);
+    CHECK(c.compute == 109 + 3 * (32 + 6 * (20 + 4)));
+    CHECK(c.exchange == Approx(3 * (6 * 16 + 16 * 16) * 2 / 4.0));
+    CHECK(c.tile_bytes == Approx(3 * (6 * 16 + 16 * 16) * 2));
+    CHECK(c.overhead == Approx(3 * 6 * 32 * 2 / 4.0));  // the rows rearranged, in and out, per group
+    CHECK(nn::pass::batched(forward, 3, 6, 16, 16).macs() == 3 * 6 * 16 * 16);
+    // The same product against weights: one group, the second operand not received.
+    const auto w = emu::cycles_of(nn::pass::contraction(forward, 6, 16, 16), spec, 16, half);
+    CHECK(w.exchange == Approx(6 * 16 * 2 / 4.0));
+    // On 3 tiles each takes a group: the one-group figure, its own second operand received.
+    spec.tiles = 3;
+    spec.fp16_flops = 3 * 128e9;  // each tile's as before
+    spec.exchange_bandwidth = 3 * 4e9;
+    const auto spread = emu::cycles_of(nn::pass::batched(forward, 3, 6, 16, 16), spec, 16, half);
+    CHECK(spread.tiles == 3);
+    CHECK(spread.compute == 109 + 32 + 6 * (20 + 4));
+    CHECK(spread.exchange == Approx((6 * 16 + 16 * 16) * 2 / 4.0));
+}
+
 TEST_CASE("pass model: element-wise and reduction passes", "[emulator][cost]") {
     const emu::device_spec gc200{};
     // 4,800 halves over tiles holding a vector per worker at least: 200 tiles of 24. Per worker one

@@ -29,7 +29,7 @@ struct tile_code {
 [[nodiscard]] inline std::vector<nn::pass> distinct_passes(std::span<const nn::pass> passes) {
     std::vector<nn::pass> out(passes.begin(), passes.end());
     const auto key = [](const nn::pass& p) {
-        return std::tuple{p.kind, p.rows, p.outputs, p.inputs, p.window, p.elements, p.operands, p.in_place};
+        return std::tuple{p.kind, p.rows, p.outputs, p.inputs, p.window, p.elements, p.operands, p.in_place, p.groups};
     };
     std::sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
     out.erase(std::unique(out.begin(), out.end(), [&](const auto& a, const auto& b) { return key(a) == key(b); }),

@@ -81,7 +81,11 @@ void for_each_split(double n, F&& f) {
 // busiest tile — the inputs it receives, and its partial sums where they are wider than the data or
 // split over tiles — must fit `available` of the tile's memory, as poplibs' planner bounds them
 // (ConvPlan.cpp: bytes per tile × availableMemoryProportion); where no plan fits, the one with the
-// least temporaries (poplibs then plans for memory instead of cycles).
+// least temporaries (poplibs then plans for memory instead of cycles). A product of two activations
+// (nn::pass::groups > 0: attention's) is poplin::matMulGrouped, a 1×1 convolution of that many
+// groups (lib/poplin/MatMul.cpp, getConvParams): the plan splits the groups over tiles too, each
+// tile loops over its groups, and its second operand is an activation like the first, so the tile
+// receives its share of both.
 [[nodiscard]] inline pass_cycles contraction_cycles(const nn::pass& p, const device_spec& spec, int bits,
                                                     partials_type partials, double available) {
     const double bytes = bits / 8.0, pbytes = partial_bytes(bits, partials);
@@ -89,6 +93,8 @@ void for_each_split(double n, F&& f) {
     const double units = double(spec.amp_output_channels(bits, partials));
     const double in_groups = ceil_div(std::max(p.inputs, 1.0), gi);
     const double rows = std::max(p.rows, 1.0), window = std::max(p.window, 1.0), tiles = double(spec.tiles);
+    const bool batched = p.groups > 0;
+    const double groups = std::max(p.groups, 1.0);
     const double workers = double(spec.worker_contexts);
     // tile-cycles per row and group pair: the conv units' pipeline, whatever share of them works
     const double per_position = gi * double(spec.amp_output_channels(bits)) / spec.macs_per_tile_cycle(bits);
@@ -103,43 +109,50 @@ void for_each_split(double n, F&& f) {
     double best_total = std::numeric_limits<double>::infinity();
     least.c.tile_bytes = std::numeric_limits<double>::infinity();
     const double choices[] = {units, 8.0};  // all the units it may use, or 8 of them (poplibs: "8 engines")
-    for (std::size_t k = 0; k < (units > 8.0 ? 2u : 1u); ++k) {
-        const double go = choices[k];
-        const double out_groups = ceil_div(std::max(p.outputs, 1.0), go);
-        const double weight_load = gi * go * bytes / spec.amp_weight_load_bytes_per_cycle;
-        for_each_split(out_groups, [&](double t_o) {
-            for_each_split(in_groups, [&](double t_i) {
-                if (t_o * t_i > tiles) return;
-                const double t_r = std::min(rows, std::floor(tiles / (t_o * t_i)));
-                const double r = ceil_div(rows, t_r), og = ceil_div(out_groups, t_o), ig = ceil_div(in_groups, t_i);
-                pass_cycles c;
-                c.tiles = t_r * t_o * t_i;
-                c.compute = spec.conv_vertex_overhead_cycles +
-                            og * ig * window *
-                                (weight_load + workers * (spec.amp_worker_overhead_cycles + ceil_div(r, workers) * per_position));
-                // Inputs for its rows and input groups (its weights are already on the tile).
-                c.exchange = r * ig * gi * bytes / xbpc;
-                c.sync = spec.sync_cycles;
-                c.tile_bytes = r * ig * gi * bytes;
-                if (t_i > 1 || pbytes > bytes) c.tile_bytes += r * og * go * pbytes;  // sums kept apart
-                if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
-                    const double slices = r * og * go;
-                    c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
-                    c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
-                    c.sync += spec.sync_cycles;
-                }
-                // Its inputs, not the channels that pad a group.
-                const double received = r * std::min(ig * gi, std::max(p.inputs, 1.0)) * bytes;
-                if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = {c, received, t_i};
-                if (c.tile_bytes < least.c.tile_bytes || (c.tile_bytes == least.c.tile_bytes && c.total() < least.c.total()))
-                    least = {c, received, t_i};
+    for_each_split(groups, [&](double t_g) {
+        const double g = ceil_div(groups, t_g);  // the groups each tile loops over
+        for (std::size_t k = 0; k < (units > 8.0 ? 2u : 1u); ++k) {
+            const double go = choices[k];
+            const double out_groups = ceil_div(std::max(p.outputs, 1.0), go);
+            const double weight_load = gi * go * bytes / spec.amp_weight_load_bytes_per_cycle;
+            for_each_split(out_groups, [&](double t_o) {
+                for_each_split(in_groups, [&](double t_i) {
+                    if (t_g * t_o * t_i > tiles) return;
+                    const double t_r = std::min(rows, std::floor(tiles / (t_g * t_o * t_i)));
+                    const double r = ceil_div(rows, t_r), og = ceil_div(out_groups, t_o), ig = ceil_div(in_groups, t_i);
+                    pass_cycles c;
+                    c.tiles = t_g * t_r * t_o * t_i;
+                    c.compute = spec.conv_vertex_overhead_cycles +
+                                g * og * ig * window *
+                                    (weight_load + workers * (spec.amp_worker_overhead_cycles + ceil_div(r, workers) * per_position));
+                    // Inputs for its rows and input groups; a second operand that is an activation
+                    // for its output and input groups (weights are already on the tile).
+                    const double ins = std::min(ig * gi, std::max(p.inputs, 1.0));
+                    const double second = batched ? g * std::min(og * go, std::max(p.outputs, 1.0)) * ins * window * bytes : 0.0;
+                    c.exchange = (g * r * ig * gi * bytes + second) / xbpc;
+                    c.sync = spec.sync_cycles;
+                    c.tile_bytes = g * r * ig * gi * bytes + second;
+                    if (t_i > 1 || pbytes > bytes) c.tile_bytes += g * r * og * go * pbytes;  // sums kept apart
+                    if (t_i > 1) {  // each tile adds the t_i partial slices of its share of the results
+                        const double slices = g * r * og * go;
+                        c.exchange += slices * pbytes * (t_i - 1) / t_i / xbpc;
+                        c.compute += vector_loop_cycles(slices, 1, spec, pbytes);
+                        c.sync += spec.sync_cycles;
+                    }
+                    // Its inputs, not the channels that pad a group.
+                    const double received = g * r * ins * bytes + second;
+                    if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = {c, received, t_i};
+                    if (c.tile_bytes < least.c.tile_bytes ||
+                        (c.tile_bytes == least.c.tile_bytes && c.total() < least.c.total()))
+                        least = {c, received, t_i};
+                });
             });
-        });
-    }
+        }
+    });
     plan& chosen = best_total < std::numeric_limits<double>::infinity() ? best : least;
     // The chosen plan's compute sets and messages (counted once, not for every plan tried): its inputs
     // come from the tiles that hold them, each an equal share of the tensor; split sums add a superstep.
-    const double share = std::max(rows * std::max(p.inputs, 1.0) * bytes / tiles, 1.0);
+    const double share = std::max(groups * rows * std::max(p.inputs, 1.0) * bytes / tiles, 1.0);
     chosen.c.messages = std::ceil(chosen.received / share) + reduction_messages(chosen.input_splits);
     chosen.c.supersteps = chosen.input_splits > 1 ? 2 : 1;
     return chosen.c;
@@ -203,7 +216,8 @@ void for_each_split(double n, F&& f) {
     // more exchange of what the pass reads and writes, spread over the tiles it uses.
     const double bytes = bits / 8.0;
     const double moved = p.in_place                               ? 0.0
-                         : p.kind == nn::pass_kind::contraction ? std::max(p.rows, 1.0) * (p.inputs + p.outputs) * bytes
+                         : p.kind == nn::pass_kind::contraction
+                             ? std::max(p.groups, 1.0) * std::max(p.rows, 1.0) * (p.inputs + p.outputs) * bytes
                                                                 : p.elements * p.operands * bytes;
     c.overhead = moved / std::max(c.tiles, 1.0) / spec.exchange_bytes_per_tile_cycle() + spec.pass_overhead_cycles;
     if (moved > 0) c.messages += 1, c.supersteps += 1;  // the rearrangement: its share, from the tile that held it

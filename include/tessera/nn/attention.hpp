@@ -55,11 +55,16 @@ public:
         return {2 * macs + (5 + drop) * probs, 4 * macs + (4 + drop) * probs,
                 detail::bytes_of(s.size() + out.size() + a.probabilities(), sizeof(T)),
                 detail::bytes_of(2 * (s.size() + out.size()) + a.probabilities(), sizeof(T)), 0,
-                {pass::contraction(forward, pairs * L, L, dh), pass::elementwise(forward, probs, 2),
-                 pass::contraction(forward, pairs * L, dh, L),
-                 pass::contraction(backward, pairs * L, dh, L), pass::contraction(backward, pairs * L, L, dh),
-                 pass::elementwise(backward, probs, 3), pass::contraction(backward, pairs * L, dh, L),
-                 pass::contraction(backward, pairs * L, dh, L)},
+                // The products of two activations are batched over the (sample, head) pairs; the
+                // softmax is popnn's: the rows' maxima, exp(x − max), their sums, the scale by 1/sum
+                // (lib/popnn/NonLinearity.cpp, softmaxImpl); its gradient y·g, the rows' sums, y·(g − sum).
+                {pass::batched(forward, pairs, L, L, dh), pass::reduction(forward, probs, 1, pairs * L),
+                 pass::elementwise(forward, probs, 2 + drop), pass::reduction(forward, probs, 1, pairs * L),
+                 pass::elementwise(forward, probs, 2), pass::batched(forward, pairs, L, dh, L),
+                 pass::batched(backward, pairs, L, dh, L), pass::batched(backward, pairs, L, L, dh),
+                 pass::elementwise(backward, probs, 3 + drop), pass::reduction(backward, probs, 1, pairs * L),
+                 pass::elementwise(backward, probs, 3), pass::batched(backward, pairs, L, dh, L),
+                 pass::batched(backward, pairs, L, dh, L)},
                 detail::bytes_of(out.size() + a.probabilities(), sizeof(T))};
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {

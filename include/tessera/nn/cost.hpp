@@ -11,7 +11,7 @@ namespace tessera::nn {
 /// (emulator::pass_model turns it into IPU cycles): a contraction (convolution or matrix product),
 /// an element-wise pass, or a reduction per channel.
 enum class pass_kind : std::uint8_t {
-    contraction,  ///< `rows` × `outputs` results, each a sum of `inputs` × `window` products
+    contraction,  ///< `rows` × `outputs` results, each a sum of `inputs` × `window` products (× `groups`)
     elementwise,  ///< reads and writes `operands` tensors of `elements` values (ReLU, add, scale, pooling)
     reduction,    ///< reduces `operands` tensors of `elements` values to `outputs` values (batch-norm statistics)
 };
@@ -42,17 +42,28 @@ struct pass {
     /// A pass over tensors that keep their layout (the optimiser step on its weights, gradients and
     /// state): nothing is rearranged between layouts before or after it.
     bool in_place = false;
+    /// contraction: 0 for a product against weights, which stay on the tiles the graph gave them;
+    /// else the independent products of two activations it runs (attention's samples × heads), each
+    /// `rows` × `outputs` from its own second operand of `inputs` × `outputs`, which the plan
+    /// exchanges to the tiles as it does the first (poplin::matMulGrouped: a 1×1 convolution of
+    /// `groups` convolution groups).
+    double groups = 0;
 
     [[nodiscard]] static constexpr pass contraction(pass_phase ph, double rows, double outputs, double inputs,
                                                     double window = 1) noexcept {
-        return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1, false, false};
+        return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1, false, false, 0};
+    }
+    /// `groups` products of two activations, each (rows × inputs) · (inputs × outputs).
+    [[nodiscard]] static constexpr pass batched(pass_phase ph, double groups, double rows, double outputs,
+                                                double inputs) noexcept {
+        return {pass_kind::contraction, ph, rows, outputs, inputs, 1, 0, 1, false, false, groups};
     }
     [[nodiscard]] static constexpr pass elementwise(pass_phase ph, double elements, double operands) noexcept {
-        return {pass_kind::elementwise, ph, 0, 0, 0, 1, elements, operands, false, false};
+        return {pass_kind::elementwise, ph, 0, 0, 0, 1, elements, operands, false, false, 0};
     }
     [[nodiscard]] static constexpr pass reduction(pass_phase ph, double elements, double operands,
                                                   double outputs) noexcept {
-        return {pass_kind::reduction, ph, 0, outputs, 0, 1, elements, operands, false, false};
+        return {pass_kind::reduction, ph, 0, outputs, 0, 1, elements, operands, false, false, 0};
     }
     /// This pass marked as one over tensors that keep their layout (pass::in_place).
     [[nodiscard]] constexpr pass kept_in_place() const noexcept {
@@ -68,7 +79,7 @@ struct pass {
     }
     /// Multiply-accumulates of a contraction (0 for the other kinds).
     [[nodiscard]] constexpr double macs() const noexcept {
-        return kind == pass_kind::contraction ? rows * outputs * inputs * window : 0.0;
+        return kind == pass_kind::contraction ? std::max(groups, 1.0) * rows * outputs * inputs * window : 0.0;
     }
     friend constexpr bool operator==(const pass&, const pass&) = default;
 };
