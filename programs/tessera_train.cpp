@@ -53,13 +53,15 @@ int main(int argc, char** argv) {
     programs::train_request r;
     CLI::App app{"tessera-train: train a ResNet or a GPT through the IPU emulator, with PopTorch's options"};
     app.add_option("--model", r.model, "resnet20|32|44|56|110 (CIFAR), resnet18|34|50|101|152 (ImageNet), "
-                                       "or gpt-tiny|small|medium|large|xl (GPT-2, over the bytes of --dataset fortunes)")
+                                       "gpt-tiny|small|medium|large|xl (GPT-2, over the bytes of --dataset fortunes), "
+                                       "or bert-base|large (BERT, --dry-run only)")
         ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
                                "resnet50", "resnet101", "resnet152", "gpt-tiny", "gpt-small", "gpt-medium", "gpt-large",
-                               "gpt-xl"}));
+                               "gpt-xl", "bert-base", "bert-large"}));
     std::vector<std::string> dataset{r.dataset};
     auto* dataset_flag = app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic | imagenet "
-                                        "(--dry-run only) | fortunes [DIR] (text models)")->expected(1, 2);
+                                        "(--dry-run only) | fortunes [DIR] (text models) | wikipedia (text models' dry runs, by "
+                                        "shape)")->expected(1, 2);
     auto* seq_len = app.add_option("--seq-len", r.seq_len, "text models: tokens the model reads per window (its "
                                    "labels: the same window one token on)")->check(CLI::PositiveNumber);
     auto* dropout = app.add_option("--dropout", r.dropout, "text models: the probability of every dropout in the "
@@ -153,8 +155,15 @@ int main(int argc, char** argv) {
         const int code = app.exit(e);
         return code == 0 ? 0 : 2;
     }
-    if (r.model.rfind("gpt-", 0) == 0) {
-        // A text model's defaults are its own: bytes of the fortunes as token ids, AdamW, no image I/O.
+    const bool bert = r.model.rfind("bert-", 0) == 0;
+    if (bert && !r.dry_run) {
+        std::fprintf(stderr, "tessera-train: error: %s is priced by --dry-run only (tessera-train trains GPTs)\n",
+                     r.model.c_str());
+        return 2;
+    }
+    if (r.model.rfind("gpt-", 0) == 0 || bert) {
+        // A text model's defaults are its own: bytes of the fortunes as token ids, AdamW, no image I/O;
+        // BERT's (a dry run) Wikipedia by shape and LAMB, as Graphcore's BERT trained.
         if (eight_bit->count() > 0 && r.eight_bit_io) {
             std::fprintf(stderr, "tessera-train: error: --eight-bit-io sends 8-bit images, and %s reads token ids "
                                  "(they travel as integers)\n", r.model.c_str());
@@ -166,11 +175,16 @@ int main(int argc, char** argv) {
             return 2;
         }
         r.eight_bit_io = false;
-        if (dataset_flag->count() == 0) dataset = {"fortunes"};
-        if (optimizer->count() == 0) r.optimizer = "adamw";
+        if (dataset_flag->count() == 0) dataset = {bert ? "wikipedia" : "fortunes"};
+        if (optimizer->count() == 0) r.optimizer = bert ? "lamb" : "adamw";
+        if (dataset.front() == "wikipedia" && tokenizer->count() > 0) {
+            std::fprintf(stderr, "tessera-train: error: --tokenizer learns tokens from the fortunes, and --dataset "
+                                 "wikipedia is a shape with %s's own vocabulary\n", r.model.c_str());
+            return 2;
+        }
         if (lr->count() == 0) r.lr = 2e-3;
         if (epochs->count() == 0) r.epochs = 4;
-        if (tokenizer->count() == 0) r.tokenizer = "bpe:1024";
+        if (tokenizer->count() == 0) r.tokenizer = dataset.front() == "wikipedia" ? "by-shape" : "bpe:1024";
         // Smaller steps than the images' 16 x 8: 32 windows of 128 tokens an update, four times the updates.
         if (batch_size->count() == 0) r.batch_size = 8;
         if (accumulation->count() == 0) r.gradient_accumulation = 4;

@@ -17,7 +17,10 @@ namespace tessera::programs {
 struct dataset_shape {
     std::size_t channels = 1, height = 28, width = 28;
     std::size_t images = 0, test_images = 0, classes = 10;
+    bool text = false;  ///< sequences of `width` tokens (a sample 1 × 1 × width × 1), not images
     [[nodiscard]] tessera::tensor::shape sample() const noexcept { return {1, height, width, channels}; }
+    /// What a sample is called: "images" or "sequences".
+    [[nodiscard]] const char* samples_noun() const noexcept { return text ? "sequences" : "images"; }
 };
 
 /// The shape of --dataset: fashion-mnist, cifar10, imagenet (ILSVRC-2012's training set at 224 × 224)

@@ -27,16 +27,16 @@ namespace tessera::programs {
 /// The dry run of request `r` with network `net` under configuration C, as a session would compile
 /// it (the same counts, cuts, host and loading as training). A plan that does not fit is reported
 /// (epoch_estimate::fits), not thrown; every other broken rule throws as training would.
-template <class C, class Net>
+template <class C, class Net, class Loss = exec::class_loss<typename Net::precision>>
 [[nodiscard]] exec::epoch_estimate dry_run_request(const train_request& r, const Net& net, const dataset_shape& shape,
-                                                   bool breakdown = true) {
+                                                   bool breakdown = true, Loss loss = {}) {
     const config::options counts = dry_run_counts(r);  // --inference: C is an inference form
     const config::batching b = config::make_batching<C>(counts);
     exec::session_options settings = session_options_of(r, net, b, loader_options_of<C>(r, {}));
     settings.record_trace = breakdown;
     if (r.inference) settings.outputs.reset();  // the inference form's: every output
     return exec::dry_run<C>(net, optimizer_of(r), shape.sample(), counts, epoch_images(r, shape), settings, 2,
-                            exec::over_budget::reported);
+                            exec::over_budget::reported, loss);
 }
 
 /// Prints dry run `e` of request `r` under batching `b` (and writes --metrics-json).
@@ -46,16 +46,22 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     const auto& d = e.device_breakdown;
     const double host_wait = std::max(0.0, e.seconds - e.device_seconds);
     const std::string bottleneck(exec::bottleneck_of(d, host_wait));
-    std::printf("dry run%s: nothing %s, no data read (--dataset %s: %zu images of %zu x %zu x %zu)\n",
-                r.inference ? " of inference" : "", r.inference ? "run" : "trained", r.dataset.c_str(),
-                epoch_images(r, shape), shape.channels, shape.height, shape.width);
-    std::printf("modelled epoch: %.3f s, %.0f images/s on %zu IPUs (%zu replicas x %zu IPUs) and their host (%s)\n",
-                e.seconds, e.samples_per_second(), ipus, b.replicas, b.ipus_per_replica, r.host.c_str());
+    const char* noun = shape.samples_noun();
+    if (shape.text)
+        std::printf("dry run%s: nothing %s (--dataset %s: %zu sequences of %zu tokens)\n", r.inference ? " of inference" : "",
+                    r.inference ? "run" : "trained", r.dataset.c_str(), epoch_images(r, shape), shape.width);
+    else
+        std::printf("dry run%s: nothing %s, no data read (--dataset %s: %zu images of %zu x %zu x %zu)\n",
+                    r.inference ? " of inference" : "", r.inference ? "run" : "trained", r.dataset.c_str(),
+                    epoch_images(r, shape), shape.channels, shape.height, shape.width);
+    std::printf("modelled epoch: %.3f s, %.0f %s/s on %zu IPUs (%zu replicas x %zu IPUs) and their host (%s)\n",
+                e.seconds, e.samples_per_second(), noun, ipus, b.replicas, b.ipus_per_replica, r.host.c_str());
+    if (shape.text) std::printf("tokens: %.0f a second\n", e.samples_per_second() * double(shape.width));
     const double ipu_images_per_second = double(b.combined_batch() * b.instances) / e.call_device_seconds;
     if (r.inference)
-        std::printf("inference: %.0f images/s on the IPUs alone; latency %.3f ms from a call's start to its first "
+        std::printf("inference: %.0f %s/s on the IPUs alone; latency %.3f ms from a call's start to its first "
                     "micro-batch of %zu at the host\n",
-                    ipu_images_per_second, 1e3 * e.first_output_seconds, b.micro_batch);
+                    ipu_images_per_second, noun, 1e3 * e.first_output_seconds, b.micro_batch);
     for (const auto& ipu : e.memory.ipus) {
         const std::size_t used = ipu.on_chip();
         std::printf("IPU %zu memory: %s of %s%s, %s\n", ipu.ipu, mib(used).c_str(), mib(ipu.budget).c_str(),
@@ -75,11 +81,19 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     if (!out) throw std::runtime_error("cannot write " + r.metrics_json);
     report::json_writer j(out);
     j.begin_object();
-    write_configuration(j, r, epoch_images(r, shape));
+    write_configuration(j, r, epoch_images(r, shape), shape.text);
     j.key("modelled").begin_object();
-    j.member("epoch_seconds", e.seconds).member("images_per_second", e.samples_per_second());
-    j.member("images", e.samples).member("calls", e.calls).member("ipu_count", ipus);
-    j.member("inference", r.inference).member("ipu_images_per_second", ipu_images_per_second);
+    j.member("epoch_seconds", e.seconds);
+    if (shape.text) {  // a sequence of --seq-len tokens is a sample
+        j.member("sequences_per_second", e.samples_per_second());
+        j.member("tokens_per_second", e.samples_per_second() * double(shape.width));
+        j.member("sequences", e.samples).member("sequence_length", shape.width);
+    } else {
+        j.member("images_per_second", e.samples_per_second()).member("images", e.samples);
+    }
+    j.member("calls", e.calls).member("ipu_count", ipus);
+    j.member("inference", r.inference)
+        .member(shape.text ? "ipu_sequences_per_second" : "ipu_images_per_second", ipu_images_per_second);
     j.member("first_output_seconds", e.first_output_seconds);
     j.member("fits", e.fits).member("overshoot_bytes", e.overshoot_bytes);
     j.key("breakdown").begin_object();
@@ -109,14 +123,15 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     return 0;
 }
 
-/// The dry run of `r` with network `net` under configuration C, printed.
-template <class C, class Net>
-int report_dry_run(const train_request& r, const Net& net, const dataset_shape& shape) {
+/// The dry run of `r` with network `net` (and its loss) under configuration C, printed.
+template <class C, class Net, class Loss = exec::class_loss<typename Net::precision>>
+int report_dry_run(const train_request& r, const Net& net, const dataset_shape& shape, Loss loss = {}) {
     if (r.inference) {
         using I = typename C::for_inference;
-        return print_dry_run(r, dry_run_request<I>(r, net, shape), config::make_batching<I>(dry_run_counts(r)), shape);
+        return print_dry_run(r, dry_run_request<I>(r, net, shape, true, loss), config::make_batching<I>(dry_run_counts(r)),
+                             shape);
     }
-    return print_dry_run(r, dry_run_request<C>(r, net, shape), config::make_batching<C>(counts_of(r)), shape);
+    return print_dry_run(r, dry_run_request<C>(r, net, shape, true, loss), config::make_batching<C>(counts_of(r)), shape);
 }
 
 }  // namespace tessera::programs

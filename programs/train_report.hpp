@@ -110,8 +110,9 @@ inline std::string configuration_text(const train_request& r, std::size_t images
            (r.stochastic_rounding ? " stochastic-rounding" : "");
 }
 
-/// The "configuration" member of --metrics-json: every flag that shapes the run.
-inline void write_configuration(report::json_writer& j, const train_request& r, std::size_t images) {
+/// The "configuration" member of --metrics-json: every flag that shapes the run. `images`: the
+/// samples of an epoch (of a text model: sequences, with their length and tokenizer).
+inline void write_configuration(report::json_writer& j, const train_request& r, std::size_t images, bool text = false) {
     std::string split;
     for (const auto& s : r.split) split += (split.empty() ? "" : ",") + s;
     j.key("configuration").begin_object();
@@ -131,7 +132,11 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("eight_bit_io", r.eight_bit_io);
     j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host);
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);
-    j.member("optimizer", r.optimizer).member("seed", r.seed).member("images", images);
+    j.member("optimizer", r.optimizer).member("seed", r.seed);
+    if (text)
+        j.member("sequences", images).member("seq_len", r.seq_len).member("tokenizer", r.tokenizer).member("dropout", r.dropout);
+    else
+        j.member("images", images);
     if (std::isfinite(r.max_grad_norm)) j.member("max_grad_norm", r.max_grad_norm);  // absent: never clipped
     j.end_object();
 }

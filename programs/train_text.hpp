@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "any_optimizer.hpp"
+#include "train_dry_run.hpp"
 #include "train_loop.hpp"
 #include "train_report.hpp"
 #include "train_request.hpp"
@@ -25,8 +26,15 @@
 
 namespace tessera::programs {
 
-/// Whether --model names a language model (gpt-<size>).
-[[nodiscard]] inline bool text_model(const train_request& r) noexcept { return r.model.rfind("gpt-", 0) == 0; }
+/// Whether --model names a language model (gpt-<size>, or bert-<size> for dry runs).
+[[nodiscard]] inline bool text_model(const train_request& r) noexcept {
+    return r.model.rfind("gpt-", 0) == 0 || r.model.rfind("bert-", 0) == 0;
+}
+
+/// BERT's pre-training corpus by its shape: Krell et al. 2021 (arXiv 2107.02027, Graphcore's packing
+/// paper) count "the Wikipedia dataset of over 16M sequences" (of up to 512 tokens): an epoch of a dry
+/// run with --dataset wikipedia is that many sequences at any --seq-len, a lower bound.
+inline constexpr std::size_t wikipedia_sequences = 16'000'000;
 
 /// The corpus of --dataset: fortunes (Debian's `fortunes`, or the directory given after it).
 [[nodiscard]] inline data::text_corpus text_corpus_of(const train_request& r) {
@@ -110,12 +118,43 @@ template <class Net, class Tok>
     return score;
 }
 
+/// The dry run of a text model under configuration C, its network built from shapes alone (no
+/// weights): gpt-<size> on the fortunes (the corpus read and, with a BPE, its tokenizer learnt, to
+/// count its windows and its vocabulary) or on wikipedia (by shape, GPT-2's own vocabulary);
+/// bert-<size> on wikipedia (by shape).
+template <class C>
+int text_dry_run(const train_request& r) {
+    using P = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
+    const bool bert = r.model.rfind("bert-", 0) == 0;
+    nn::transformer_spec spec = bert ? nn::bert_spec(r.model.substr(5)) : nn::gpt2_spec(r.model.substr(4));
+    spec.dropout = spec.attention_dropout = r.dropout;
+    if (r.seq_len > spec.positions)
+        throw usage_error("--seq-len " + std::to_string(r.seq_len) + " is longer than " + r.model + "'s " +
+                          std::to_string(spec.positions) + " positions");
+    dataset_shape shape{1, 1, r.seq_len, wikipedia_sequences, 0, spec.vocab, true};
+    if (r.dataset == "fortunes") {
+        if (bert) throw usage_error("--dataset fortunes: " + r.model + " is priced on --dataset wikipedia (by shape)");
+        const data::text_corpus corpus = text_corpus_of(r);
+        const data::bpe_tokenizer tokenizer = tokenizer_of(r, corpus);
+        spec = text_spec_of(r, tokenizer.vocabulary_size());
+        shape.images = data::token_windows<data::bpe_tokenizer>(corpus, data::text_part::train, r.seq_len, {}, tokenizer).size();
+        shape.classes = spec.vocab;
+    } else if (r.dataset != "wikipedia") {
+        throw usage_error("--dataset '" + r.dataset + "' is not a text corpus: a dry run of " + r.model + " takes " +
+                          (bert ? "wikipedia (by shape)" : "fortunes [DIR] or wikipedia (by shape)"));
+    }
+    if (bert) return report_dry_run<C>(r, nn::make_bert<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
+    return report_dry_run<C>(r, nn::make_gpt2<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
+}
+
 /// Trains --model gpt-<size> under configuration C on the corpus's training windows, then scores the
 /// held-out windows: per epoch its training loss (nats per token), then bits per byte and perplexity.
 template <class C>
 int train_text(const train_request& r) {
     using P = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
-    if (r.dry_run) throw usage_error("--dry-run of " + r.model + ": the dry run prices image models only so far");
+    if (r.dry_run) return text_dry_run<C>(r);
+    if (r.model.rfind("bert-", 0) == 0)
+        throw usage_error(r.model + " is priced by --dry-run only: tessera-train trains GPTs (--model gpt-<size>)");
     if (r.instances > 1) throw usage_error("--instances " + std::to_string(r.instances) + ": " + r.model +
                                            " trains in one process so far");
     for (const auto* flag : {&r.metrics_json, &r.timeline, &r.checkpoint, &r.resume})

@@ -1,4 +1,5 @@
-# The --dry-run --metrics-json schema: configuration (object); modelled.epoch_seconds, images_per_second,
+# The --dry-run --metrics-json schema: configuration (object); modelled.epoch_seconds, images_per_second
+# (a text model: sequences_per_second and tokens_per_second),
 # fits, breakdown (seconds per epoch, each a number; tests/exec checks that they add up to the epoch),
 # bubble_fraction, bottleneck, and per IPU memory_bytes and capacity_bytes.
 file(READ ${FILE} json)
@@ -6,7 +7,11 @@ string(JSON kind TYPE "${json}" configuration)
 if(NOT kind STREQUAL "OBJECT")
   message(FATAL_ERROR "configuration is ${kind}")
 endif()
-foreach(field IN ITEMS epoch_seconds images_per_second)
+# RATES: the rates a sample kind reports (default: an image model's).
+if(NOT DEFINED RATES)
+  set(RATES images_per_second)
+endif()
+foreach(field IN ITEMS epoch_seconds ${RATES})
   string(JSON v GET "${json}" modelled ${field})
   if(NOT v GREATER 0)
     message(FATAL_ERROR "modelled.${field} = ${v}")
