@@ -99,6 +99,29 @@ TEST_CASE("pass model: products of two activations receive both operands, their 
     CHECK(spread.exchange == Approx((6 * 16 + 16 * 16) * 2 / 4.0));
 }
 
+TEST_CASE("pass model: an embedding's lookups and scatter-add, popops' multiSlice and multiUpdateAdd", "[emulator][cost]") {
+    auto spec = one_tile();
+    // 12 lookups of 8 halves in a table of 10 entries, on one tile: each of 6 workers takes 2 lookups,
+    // 30 cycles a vertex and 19 + 4 vectors × 2 cycles each; the tile receives the 12 indices (4 bytes
+    // each) and sends the 12 slices; the slices are rearranged for the next pass.
+    const auto look = emu::cycles_of(nn::pass::gather(forward, 12, 8, 10), spec, 16);
+    CHECK(look.compute == 6 * (30 + 2 * (19 + 4 * 2)));
+    CHECK(look.exchange == Approx((12 * 4 + 12 * 8 * 2) / 4.0));
+    CHECK(look.overhead == Approx(12 * 8 * 2 / 4.0));
+    CHECK(look.tiles == 1);
+    // The scatter-add: 3 + 30 + 4 cycles a vertex, 13 a lookup and 3 per further 4-byte atom (4 atoms
+    // of 2 halves); in float 3 + 29 + 6, 11 and 3 per further atom (8 of 1 float).
+    const auto add = emu::cycles_of(nn::pass::gather(backward, 12, 8, 10).of_weights(), spec, 16);
+    CHECK(add.compute == 6 * (37 + 2 * (13 + 3 * 3)));
+    CHECK(emu::cycles_of(nn::pass::gather(backward, 12, 8, 10).of_weights(), spec, 32).compute == 6 * (38 + 2 * (11 + 7 * 3)));
+    // On 4 tiles the table is split: fewer lookups in range on each, a shorter pass.
+    spec.tiles = 4;
+    spec.exchange_bandwidth = 4 * 4e9;
+    const auto split = emu::cycles_of(nn::pass::gather(forward, 12, 8, 10), spec, 16);
+    CHECK(split.tiles > 1);
+    CHECK(split.total() < look.total());
+}
+
 TEST_CASE("pass model: element-wise and reduction passes", "[emulator][cost]") {
     const emu::device_spec gc200{};
     // 4,800 halves over tiles holding a vector per worker at least: 200 tiles of 24. Per worker one

@@ -48,16 +48,17 @@ struct tile_code {
         throw std::invalid_argument("tessera::emulator::code_of: " + std::to_string(passes.size()) + " passes but " +
                                     std::to_string(cycles.size()) + " cycle figures");
     tile_code code;
-    bool contraction = false, elementwise = false, reduction = false;
+    bool contraction = false, elementwise = false, reduction = false, gather = false;
     for (std::size_t i = 0; i < passes.size(); ++i) {
         contraction |= passes[i].kind == nn::pass_kind::contraction;
         elementwise |= passes[i].kind == nn::pass_kind::elementwise;
         reduction |= passes[i].kind == nn::pass_kind::reduction;
+        gather |= passes[i].kind == nn::pass_kind::gather;
         code.exchange += cycles[i].messages * spec.exchange_instructions_per_message * spec.instruction_bytes;
         code.control += cycles[i].supersteps * spec.control_bytes_per_superstep;
     }
     code.vertex = ((contraction ? spec.contraction_instructions : 0.0) + (elementwise ? spec.elementwise_instructions : 0.0) +
-                   (reduction ? spec.reduction_instructions : 0.0)) *
+                   (reduction ? spec.reduction_instructions : 0.0) + (gather ? spec.gather_instructions : 0.0)) *
                   spec.instruction_bytes;
     return code;
 }

@@ -38,6 +38,9 @@ struct code_spec {
     /// vectorOuterOps1D.S 144, VarianceConversion1D.S 105; lib/popnn/codelets/asm:
     /// NonLinearityGrad1D.S 125, Pooling.S 310) [count].
     double elementwise_instructions = 2589;
+    /// Vertex code of an embedding's lookups and scatter-adds (lib/popops/codelets/asm: MultiSlice.S
+    /// 159, MultiUpdateOp.S 367, MultiSliceUpdateCommon.h.S 11) [count].
+    double gather_instructions = 537;
 };
 
 }  // namespace tessera::emulator

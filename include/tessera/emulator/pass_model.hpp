@@ -186,6 +186,57 @@ void for_each_split(double n, F&& f) {
     return c;
 }
 
+// An embedding's lookups (popops::multiSlice) and, as a weight gradient, its scatter-add
+// (popops::multiUpdateAdd), planned as popops::embedding::plan does in the small: the table split
+// over t_d × t_e tiles by entries and by width, every tile given every index (offsets are 4-byte
+// integers) and looking up those in its entries, uniform over the table (poplibs' planner assumes
+// uniform indices unless told they are sorted); the fastest split whose temporaries fit `available`
+// of a tile. Vertex cycles from lib/popops/PerformanceEstimation.cpp: getMultiSliceCycleEstimate
+// (30 a vertex, 19 a lookup in range plus 2 cycles a 2-element vector, 8 out of range) and
+// getMultiUpdateOpCycleEstimate (3 + 29 (float) or 30 (half) + 6 or 4 for the scale a vertex; 11
+// (float) or 13 (half) a lookup in range plus 3 per further 4-byte atom, 5 out of range), each per
+// worker and times the workers, the lookups split between the workers.
+[[nodiscard]] inline pass_cycles gather_cycles(const nn::pass& p, const device_spec& spec, int bits, double available) {
+    const double n = std::max(p.rows, 1.0), width = std::max(p.outputs, 1.0), entries = std::max(p.inputs, 1.0);
+    const double bytes = bits / 8.0, workers = double(spec.worker_contexts), tiles = double(spec.tiles);
+    const double xbpc = spec.exchange_bytes_per_tile_cycle(), bound = available * double(spec.memory_per_tile);
+    const bool update = p.weight_gradient;
+    constexpr double offset_bytes = 4;
+    pass_cycles best, least;
+    double best_total = std::numeric_limits<double>::infinity();
+    least.tile_bytes = std::numeric_limits<double>::infinity();
+    for_each_split(entries, [&](double t_d) {
+        for_each_split(ceil_div(width, 2), [&](double t_e) {
+            if (t_d * t_e > tiles) return;
+            const double slice = ceil_div(width, t_e), in_range = ceil_div(n, t_d);
+            const double per_worker = ceil_div(n, workers), in_per_worker = ceil_div(in_range, workers);
+            const double out_per_worker = std::max(per_worker - in_per_worker, 0.0);
+            double worker = 0;
+            if (update) {
+                const double atoms = ceil_div(slice * bytes, 4);
+                worker = 3 + (bits == 32 ? 29 + 6 : 30 + 4) + in_per_worker * ((bits == 32 ? 11 : 13) + (atoms - 1) * 3) +
+                         out_per_worker * 5;
+            } else {
+                worker = 30 + in_per_worker * (19 + ceil_div(slice, 2) * 2) + out_per_worker * 8;
+            }
+            pass_cycles c;
+            c.tiles = t_d * t_e;
+            c.compute = worker * workers;
+            // Every index, and the slices of its entries: what it sends (lookups) or receives (updates).
+            const double moved = n * offset_bytes + in_range * slice * bytes;
+            c.exchange = moved / xbpc;
+            c.sync = spec.sync_cycles;
+            c.tile_bytes = moved;
+            c.messages = t_e + 1;  // the indices, and each width share of the slices
+            c.supersteps = 1;
+            if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = c;
+            if (c.tile_bytes < least.tile_bytes || (c.tile_bytes == least.tile_bytes && c.total() < least.total()))
+                least = c;
+        });
+    });
+    return best_total < std::numeric_limits<double>::infinity() ? best : least;
+}
+
 }  // namespace detail
 
 /// The modelled cycles of pass `p` on an IPU of `spec` with `bits`-bit data (16 or 32), partial
@@ -211,6 +262,7 @@ void for_each_split(double n, F&& f) {
             break;
         case nn::pass_kind::elementwise: c = detail::vector_cycles(p.elements, p.operands, spec, bits); break;
         case nn::pass_kind::reduction: c = detail::reduction_cycles(p, spec, bits); break;
+        case nn::pass_kind::gather: c = detail::gather_cycles(p, spec, bits, available_memory_proportion); break;
     }
     // Between layers Poplar rearranges activations into the layout the next pass's plan wants: one
     // more exchange of what the pass reads and writes, spread over the tiles it uses.
@@ -218,7 +270,8 @@ void for_each_split(double n, F&& f) {
     const double moved = p.in_place                               ? 0.0
                          : p.kind == nn::pass_kind::contraction
                              ? std::max(p.groups, 1.0) * std::max(p.rows, 1.0) * (p.inputs + p.outputs) * bytes
-                                                                : p.elements * p.operands * bytes;
+                         : p.kind == nn::pass_kind::gather ? std::max(p.rows, 1.0) * p.outputs * bytes  // the slices
+                                                           : p.elements * p.operands * bytes;
     c.overhead = moved / std::max(c.tiles, 1.0) / spec.exchange_bytes_per_tile_cycle() + spec.pass_overhead_cycles;
     if (moved > 0) c.messages += 1, c.supersteps += 1;  // the rearrangement: its share, from the tile that held it
     return c;

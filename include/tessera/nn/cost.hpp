@@ -14,6 +14,9 @@ enum class pass_kind : std::uint8_t {
     contraction,  ///< `rows` × `outputs` results, each a sum of `inputs` × `window` products (× `groups`)
     elementwise,  ///< reads and writes `operands` tensors of `elements` values (ReLU, add, scale, pooling)
     reduction,    ///< reduces `operands` tensors of `elements` values to `outputs` values (batch-norm statistics)
+    /// `rows` lookups of `outputs` values each in a table of `inputs` entries (an embedding's forward);
+    /// as a weight gradient, the backward's add of `rows` slices into that table (scatter-add)
+    gather,
 };
 
 /// Which pass of training a pass belongs to (the recomputation of a stage repeats its forward ones).
@@ -52,6 +55,10 @@ struct pass {
     [[nodiscard]] static constexpr pass contraction(pass_phase ph, double rows, double outputs, double inputs,
                                                     double window = 1) noexcept {
         return {pass_kind::contraction, ph, rows, outputs, inputs, window, 0, 1, false, false, 0};
+    }
+    /// `lookups` slices of `width` values from a table of `entries` (its scatter-add: .of_weights()).
+    [[nodiscard]] static constexpr pass gather(pass_phase ph, double lookups, double width, double entries) noexcept {
+        return {pass_kind::gather, ph, lookups, width, entries, 1, 0, 1, false, false, 0};
     }
     /// `groups` products of two activations, each (rows × inputs) · (inputs × outputs).
     [[nodiscard]] static constexpr pass batched(pass_phase ph, double groups, double rows, double outputs,

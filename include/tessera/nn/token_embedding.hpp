@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/kernels/embedding.hpp"
@@ -87,10 +88,18 @@ public:
         const double n = static_cast<double>(out.size());
         const double tables = 1.0 + (m_spec.positions > 0) + (m_spec.types > 0);
         using enum pass_phase;
+        // Each table's lookups (and their sum), and in the backward each table's scatter-add.
+        const double lookups = static_cast<double>(s.size()), width = static_cast<double>(m_spec.width);
+        std::vector<pass> passes;
+        for (const std::size_t entries : {m_spec.vocab, m_spec.positions, m_spec.types})
+            if (entries > 0) {
+                passes.push_back(pass::gather(forward, lookups, width, static_cast<double>(entries)));
+                passes.push_back(pass::gather(backward, lookups, width, static_cast<double>(entries)).of_weights());
+            }
+        if (tables > 1) passes.push_back(pass::elementwise(forward, n, 1 + tables));
         return {tables * n, tables * n, detail::bytes_of(out.size(), sizeof(T) + static_cast<std::size_t>(tables) * sizeof(W)),
                 detail::bytes_of(out.size(), sizeof(T) + static_cast<std::size_t>(tables) * sizeof(C)), parameters(),
-                {pass::elementwise(forward, n, 1 + tables), pass::elementwise(backward, n, 1 + 2 * tables).of_weights()},
-                detail::bytes_of(out.size(), sizeof(T)) + detail::bytes_of(s.size(), sizeof(std::uint32_t))};
+                std::move(passes), detail::bytes_of(out.size(), sizeof(T)) + detail::bytes_of(s.size(), sizeof(std::uint32_t))};
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
         if (m_tokens.size() == 0)
