@@ -29,15 +29,18 @@ std::string namespace_line(const tessera::programs::train_request& r) {
         return all;
     };
     const std::string split = joined(r.split), checkpoints = joined(r.recompute_checkpoints);
+    std::string layers;
+    for (const std::size_t n : r.layers_per_ipu) layers += (layers.empty() ? "" : ",") + std::to_string(n);
     char line[2048];
     std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%g, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
-                "io_tiles=%zu, ipus_per_replica=%zu, loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
+                "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "seq_len=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
-                tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), r.loss_scaling.c_str(), r.lr, r.max_grad_norm,
+                tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr,
+                r.max_grad_norm,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
@@ -94,8 +97,15 @@ int main(int argc, char** argv) {
     auto* ipus = app.add_option("--ipus-per-replica", r.ipus_per_replica,
                                 "stages, one per IPU (phased: one after another on one IPU); any count the model's "
                                 "units allow (single: 1)")->check(CLI::PositiveNumber);
-    app.add_option("--split", r.split, "the unit starting each stage after the first (PopTorch's BeginBlock), "
-                                       "e.g. layer3[0]; balanced by FLOPs when absent")->delimiter(',');
+    auto* split_flag = app.add_option("--split", r.split, "the unit starting each stage after the first (PopTorch's "
+                                                          "BeginBlock), e.g. layer3[0]; balanced by FLOPs when absent")
+                           ->delimiter(',');
+    auto* layers_flag = app.add_option("--layers-per-ipu", r.layers_per_ipu,
+                                       "text models: the blocks on each IPU of a replica, e.g. 3,7,7,7 (Graphcore's "
+                                       "layers_per_ipu), the embedding on the first IPU and the head on the last; one "
+                                       "count per IPU of --ipus-per-replica")
+                            ->delimiter(',')
+                            ->excludes(split_flag);
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
     auto* checkpoints = app.add_option("--recompute-checkpoints", r.recompute_checkpoints,
                                        "units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint), e.g. "
@@ -190,7 +200,8 @@ int main(int argc, char** argv) {
         if (accumulation->count() == 0) r.gradient_accumulation = 4;
     } else {
         const std::tuple<const CLI::Option*, const char*, const char*> text_only[] = {
-            {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"}};
+            {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"},
+            {layers_flag, "--layers-per-ipu", "blocks per IPU"}};
         for (const auto& [option, flag, what] : text_only)
             if (option->count() > 0) {
                 std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n", flag, what,

@@ -122,6 +122,9 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("replicas", r.replicas).member("instances", r.instances).member("strategy", r.strategy);
     j.member("schedule", r.schedule).member("ipus_per_replica", stages_of(r) / virtual_stages_of(r)).member("split", split);
     j.member("virtual_stages", virtual_stages_of(r));
+    j.key("layers_per_ipu").begin_array();
+    for (const std::size_t n : r.layers_per_ipu) j.value(n);
+    j.end_array();
     j.member("recompute", r.recompute).member("stochastic_rounding", r.stochastic_rounding);
     j.key("recompute_checkpoints").begin_array();
     for (const auto& name : r.recompute_checkpoints) j.value(name);

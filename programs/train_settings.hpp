@@ -111,6 +111,24 @@ template <class Net>
             throw usage_error("--split names " + std::to_string(r.split.size()) + " cuts, the strategy has " +
                               std::to_string(b.stages) + " stages (give " + std::to_string(b.stages - 1) + ")");
     }
+    if (!r.layers_per_ipu.empty()) {  // the embedding (unit 0) and IPU 0's blocks, ..., the last IPU's and the head
+        if (r.layers_per_ipu.size() != b.stages)
+            throw usage_error("--layers-per-ipu gives " + std::to_string(r.layers_per_ipu.size()) + " IPUs' blocks, the "
+                              "strategy has " + std::to_string(b.stages) + " stages (--ipus-per-replica " +
+                              std::to_string(b.stages) + " with one model chunk each)");
+        std::size_t first = 1;
+        for (std::size_t i = 0; i < r.layers_per_ipu.size(); ++i) {
+            settings.first_units.push_back(i == 0 ? 0 : first);
+            first += r.layers_per_ipu[i];
+        }
+        if (first != net.units() - 1)
+            throw usage_error("--layers-per-ipu places " + std::to_string(first - 1) + " blocks, and " + r.model + " has " +
+                              std::to_string(net.units() - 2));
+        for (std::size_t i = 1; i < settings.first_units.size(); ++i)
+            if (settings.first_units[i] == settings.first_units[i - 1])
+                throw usage_error("--layers-per-ipu: IPU " + std::to_string(i - 1) + " has no block (only the first "
+                                  "may hold the embedding alone, and the last the head)");
+    }
     if (r.recompute) settings.recompute.assign(b.stages, true);
     if (r.recompute_checkpoints.size() == 1 && r.recompute_checkpoints.front() == "every-unit")
         settings.recompute_checkpoints = exec::checkpoint_every_unit(net);
