@@ -34,14 +34,14 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     char line[2048];
     std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%g, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
-                "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, output_mode='%s', "
+                "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, optimizer_state_offchip=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "seq_len=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
                 tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr,
                 r.max_grad_norm,
-                r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
+                r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), yes(r.optimizer_state_offchip), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
                 static_cast<unsigned long long>(r.seed), r.seq_len, split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
                  "round 16-bit results (updated weights, activations, their gradients) up or down with "
                  "probability proportional to the distance, as the IPU's stochastic rounding does (keyed by "
                  "--seed; 16.16, or 16.32 for activations alone; evaluation rounds to nearest)");
+    app.add_flag("--optimizer-state-offchip,!--no-optimizer-state-offchip", r.optimizer_state_offchip,
+                 "keep the optimiser state in Streaming Memory, read and written back at each update (PopTorch's "
+                 "setOptimizerLocation(useOnChipStorage(False)), Graphcore's BERT's optimizer_state_offchip); with "
+                 "--optimizer-sharding each replica streams its shard; modelled only");
     app.add_flag("--optimizer-sharding,!--no-optimizer-sharding", r.optimizer_sharding,
                  "each replica keeps the optimiser state of 1/R of the weights and updates those, the all-reduce "
                  "becoming a reduce-scatter and an all-gather (PopTorch's replicated tensor sharding; needs --replicas > 1)");
@@ -255,7 +259,8 @@ int main(int argc, char** argv) {
         // Flags of the backward pass and the optimiser, and the output mode inference replaces: refused
         // rather than accepted and ignored.
         const std::pair<bool, const char*> training_only[] = {
-            {r.optimizer_sharding, "--optimizer-sharding"}, {r.recompute, "--recompute"},
+            {r.optimizer_sharding, "--optimizer-sharding"}, {r.optimizer_state_offchip, "--optimizer-state-offchip"},
+            {r.recompute, "--recompute"},
             {checkpoints->count() > 0, "--recompute-checkpoints"}, {loss_scaling->count() > 0, "--loss-scaling"},
             {max_grad_norm->count() > 0, "--max-grad-norm"}, {optimizer->count() > 0, "--optimizer"}};
         for (const auto& [given, name] : training_only)

@@ -129,7 +129,8 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.key("recompute_checkpoints").begin_array();
     for (const auto& name : r.recompute_checkpoints) j.value(name);
     j.end_array();
-    j.member("optimizer_sharding", r.optimizer_sharding).member("io_tiles", r.io_tiles).member("partials", r.partials);
+    j.member("optimizer_sharding", r.optimizer_sharding).member("optimizer_state_offchip", r.optimizer_state_offchip);
+    j.member("io_tiles", r.io_tiles).member("partials", r.partials);
     j.member("available_memory_proportion", r.available_memory_proportion);
     j.member("dataflow", r.dataflow);
     j.member("eight_bit_io", r.eight_bit_io);

@@ -63,6 +63,7 @@ struct train_request {
     std::vector<std::string> recompute_checkpoints;  ///< units whose input is a checkpoint, or "every-unit"
     bool stochastic_rounding = false;     ///< 16-bit weights, activations and gradients rounded stochastically
     bool optimizer_sharding = false;      ///< each replica keeps and steps 1/R of the optimiser state
+    bool optimizer_state_offchip = false; ///< the optimiser state in Streaming Memory (PopTorch's setOptimizerLocation)
     bool eight_bit_io = true;
     bool async_dataloader = true;
     std::size_t workers = 1;

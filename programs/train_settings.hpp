@@ -139,6 +139,7 @@ template <class Net>
             settings.recompute_checkpoints.push_back(net.unit_index(name));
         }
     settings.optimizer_sharding = r.optimizer_sharding;
+    if (r.optimizer_state_offchip) settings.locations.optimiser_state = exec::location::streaming_memory;
     settings.io_tiles = r.io_tiles;
     settings.lock_step = !r.dataflow;
     if (r.partials != "float" && r.partials != "half")
