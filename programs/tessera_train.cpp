@@ -36,7 +36,7 @@ std::string namespace_line(const tessera::programs::train_request& r) {
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
                 "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, optimizer_state_offchip=%s, output_mode='%s', "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
-                "seq_len=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
+                "seq_len=%zu, serialize_matmul=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
                 tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr,
@@ -44,7 +44,7 @@ std::string namespace_line(const tessera::programs::train_request& r) {
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), yes(r.optimizer_state_offchip), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
-                static_cast<unsigned long long>(r.seed), r.seq_len, split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
+                static_cast<unsigned long long>(r.seed), r.seq_len, r.serialize_matmul, split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
                 r.tokenizer.c_str(), tessera::programs::virtual_stages_of(r), r.workers);
     return line;
 }
@@ -106,6 +106,12 @@ int main(int argc, char** argv) {
                                        "count per IPU of --ipus-per-replica")
                             ->delimiter(',')
                             ->excludes(split_flag);
+    auto* serialize = app.add_option("--serialize-matmul", r.serialize_matmul,
+                                     "text models: price the head's vocabulary projection as N products of vocab/N "
+                                     "outputs each, one after the other (PopTorch's serializedMatMul in OutputChannels "
+                                     "mode; Graphcore's embedding_serialization_factor); N divides the vocabulary; "
+                                     "modelled only")
+                          ->check(CLI::PositiveNumber);
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
     auto* checkpoints = app.add_option("--recompute-checkpoints", r.recompute_checkpoints,
                                        "units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint), e.g. "
@@ -205,7 +211,7 @@ int main(int argc, char** argv) {
     } else {
         const std::tuple<const CLI::Option*, const char*, const char*> text_only[] = {
             {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"},
-            {layers_flag, "--layers-per-ipu", "blocks per IPU"}};
+            {layers_flag, "--layers-per-ipu", "blocks per IPU"}, {serialize, "--serialize-matmul", "vocabulary projection"}};
         for (const auto& [option, flag, what] : text_only)
             if (option->count() > 0) {
                 std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n", flag, what,

@@ -138,7 +138,8 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);
     j.member("optimizer", r.optimizer).member("seed", r.seed);
     if (text)
-        j.member("sequences", images).member("seq_len", r.seq_len).member("tokenizer", r.tokenizer).member("dropout", r.dropout);
+        j.member("sequences", images).member("seq_len", r.seq_len).member("tokenizer", r.tokenizer).member("dropout", r.dropout)
+            .member("serialize_matmul", r.serialize_matmul);
     else
         j.member("images", images);
     if (std::isfinite(r.max_grad_norm)) j.member("max_grad_norm", r.max_grad_norm);  // absent: never clipped

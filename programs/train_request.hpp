@@ -59,6 +59,7 @@ struct train_request {
     std::size_t ipus_per_replica = 2;
     std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
     std::vector<std::size_t> layers_per_ipu;  ///< text models: blocks per IPU (Graphcore's layers_per_ipu)
+    std::size_t serialize_matmul = 1;     ///< text models: the vocabulary projection in this many products
     bool recompute = false;
     std::vector<std::string> recompute_checkpoints;  ///< units whose input is a checkpoint, or "every-unit"
     bool stochastic_rounding = false;     ///< 16-bit weights, activations and gradients rounded stochastically

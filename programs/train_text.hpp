@@ -66,16 +66,25 @@ inline constexpr std::size_t wikipedia_sequences = 16'000'000;
     return data::bpe_tokenizer(part_documents(corpus, data::text_part::train), n);
 }
 
+/// Spec `s` with --dropout and --serialize-matmul, checked against --seq-len.
+[[nodiscard]] inline nn::transformer_spec with_text_flags(const train_request& r, nn::transformer_spec s) {
+    s.dropout = s.attention_dropout = r.dropout;
+    if (r.seq_len > s.positions)
+        throw usage_error("--seq-len " + std::to_string(r.seq_len) + " is longer than " + r.model + "'s " +
+                          std::to_string(s.positions) + " positions");
+    if (r.serialize_matmul == 0 || s.vocab % r.serialize_matmul != 0)
+        throw usage_error("--serialize-matmul " + std::to_string(r.serialize_matmul) + " does not divide " + r.model +
+                          "'s vocabulary of " + std::to_string(s.vocab) + " tokens");
+    s.decoder_serialization = r.serialize_matmul;
+    return s;
+}
+
 /// The GPT of --model gpt-<size> over `vocabulary` tokens, its positions at least --seq-len, its head
 /// tied to its embedding.
 [[nodiscard]] inline nn::transformer_spec text_spec_of(const train_request& r, std::size_t vocabulary) {
     nn::transformer_spec s = nn::gpt2_spec(r.model.substr(4));
     s.vocab = vocabulary;
-    s.dropout = s.attention_dropout = r.dropout;
-    if (r.seq_len > s.positions)
-        throw usage_error("--seq-len " + std::to_string(r.seq_len) + " is longer than " + r.model + "'s " +
-                          std::to_string(s.positions) + " positions");
-    return s;
+    return with_text_flags(r, s);
 }
 
 /// The held-out windows' cross-entropy: nats summed over the labelled tokens, and the bytes those
@@ -127,10 +136,7 @@ int text_dry_run(const train_request& r) {
     using P = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
     const bool bert = r.model.rfind("bert-", 0) == 0;
     nn::transformer_spec spec = bert ? nn::bert_spec(r.model.substr(5)) : nn::gpt2_spec(r.model.substr(4));
-    spec.dropout = spec.attention_dropout = r.dropout;
-    if (r.seq_len > spec.positions)
-        throw usage_error("--seq-len " + std::to_string(r.seq_len) + " is longer than " + r.model + "'s " +
-                          std::to_string(spec.positions) + " positions");
+    if (r.dataset != "fortunes") spec = with_text_flags(r, spec);  // the fortunes': their tokenizer's vocabulary
     dataset_shape shape{1, 1, r.seq_len, wikipedia_sequences, 0, spec.vocab, true};
     if (r.dataset == "fortunes") {
         if (bert) throw usage_error("--dataset fortunes: " + r.model + " is priced on --dataset wikipedia (by shape)");

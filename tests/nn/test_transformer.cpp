@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gradient_check.hpp"
+#include "tessera/emulator/pass_model.hpp"
 #include "tessera/optim/adamw.hpp"
 
 namespace test_transformer {
@@ -553,6 +554,38 @@ TEST_CASE("a block's split backward gives the bits of its whole backward", "[nn]
     const auto gw = parameter_gradients(whole), gs = parameter_gradients(split);
     REQUIRE(std::memcmp(gw.data(), gs.data(), gw.size() * sizeof(float)) == 0);
     CHECK(partial != gs);  // the weight gradients did wait for backward_weights
+}
+
+TEST_CASE("a serialized vocabulary projection: N products of vocab / N outputs, each with a piece's temporaries",
+          "[nn][transformer][cost]") {
+    nn::token_linear<config::half> whole(1024, 30522, true, nn::shapes_only), pieces = whole;
+    pieces.set_serialization(2);
+    const shape s{8, 1, 128, 1024};
+    const auto one = whole.cost(s), two = pieces.cost(s);
+    const auto forward_of = [](const nn::cost& c) { return c.passes_of(nn::pass_phase::forward); };
+    REQUIRE(forward_of(one).size() == 1);
+    REQUIRE(forward_of(two).size() == 2);
+    CHECK(forward_of(two)[0].outputs == 15261);
+    double macs_one = 0, macs_two = 0;
+    for (const auto& p : one.passes) macs_one += p.macs();
+    for (const auto& p : two.passes) macs_two += p.macs();
+    CHECK(macs_two == macs_one);  // the same products, in pieces
+    CHECK(two.flops() == one.flops());
+    // with half partials, as Graphcore's BERT ran, the fullest pass of the pieces holds less on its
+    // fullest tile than the whole product's (the memory plan counts the largest pass's temporaries)
+    const tessera::emulator::device_spec gc200{};
+    const auto fullest = [&](const nn::cost& c) {
+        double most = 0;
+        for (const auto& p : c.passes)
+            most = std::max(most, tessera::emulator::cycles_of(p, gc200, 16, tessera::emulator::partials_type::float16).tile_bytes);
+        return most;
+    };
+    CHECK(fullest(two) < fullest(one));
+    CHECK_THROWS_WITH(pieces.set_serialization(4), Catch::Contains("4 serialized pieces do not divide its 30522 outputs"));
+    auto spec = nn::bert_spec("base");
+    spec.decoder_serialization = 3;  // 30522 = 3 × 10174
+    const auto bert = nn::make_bert<config::fp32>(spec, nn::shapes_only);
+    CHECK(bert.unit_cost(bert.units() - 1, {2, 1, 16, 768}).passes_of(nn::pass_phase::forward).size() == 1 + 1 + 2 + 3);  // dense, GELU, LN, 3 pieces
 }
 
 TEST_CASE("built from shapes alone, GPT-2 small and BERT-Base have the released checkpoints' parameter counts",

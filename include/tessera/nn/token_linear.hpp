@@ -48,6 +48,18 @@ public:
                                       std::to_string(in_features) + ", out=" + std::to_string(out_features) + ")");
     }
 
+    /// Prices the product as `pieces` products of out_features / pieces outputs each, one after the
+    /// other (PopTorch's serializedMatMul in OutputChannels mode, which Graphcore's BERT gives its
+    /// vocabulary projection): each piece's plan holds a piece's temporaries; the input gradient adds
+    /// the pieces' products in place. The kernels compute the same product either way (modelled
+    /// only). std::invalid_argument unless pieces divides out_features.
+    void set_serialization(std::size_t pieces) {
+        if (pieces == 0 || m_out % pieces != 0)
+            throw std::invalid_argument("tessera::nn::token_linear: " + std::to_string(pieces) + " serialized pieces do "
+                                        "not divide its " + std::to_string(m_out) + " outputs");
+        m_pieces = pieces;
+    }
+    [[nodiscard]] std::size_t serialization() const noexcept { return m_pieces; }
     [[nodiscard]] std::size_t in_features() const noexcept { return m_in; }
     [[nodiscard]] std::size_t out_features() const noexcept { return m_out; }
     [[nodiscard]] std::size_t parameters() const noexcept { return m_in * m_out + (m_has_bias ? m_out : 0); }
@@ -65,10 +77,14 @@ public:
         using enum pass_phase;
         nn::cost c{2 * macs, 4 * macs, detail::bytes_of(rows * (m_in + m_out), sizeof(T)) + weights * sizeof(W),
                    detail::bytes_of(2 * rows * (m_in + m_out), sizeof(T)) + weights * double(sizeof(W) + sizeof(C)),
-                   parameters(),
-                   {pass::contraction(forward, r, out, in), pass::contraction(backward, r, in, out),
-                    pass::contraction(backward, in, out, r).of_weights()},
-                   detail::bytes_of(rows * m_out, sizeof(T))};  // keeps its output (the next layer's input)
+                   parameters(), {}, detail::bytes_of(rows * m_out, sizeof(T))};  // keeps its output (the next layer's input)
+        const double piece = out / static_cast<double>(m_pieces);
+        for (std::size_t k = 0; k < m_pieces; ++k) {
+            c.passes.push_back(pass::contraction(forward, r, piece, in));
+            c.passes.push_back(pass::contraction(backward, r, in, piece));
+            if (k > 0) c.passes.push_back(pass::elementwise(backward, r * in, 2));  // adds it to the pieces before
+            c.passes.push_back(pass::contraction(backward, in, piece, r).of_weights());
+        }
         if (m_has_bias) c.passes.push_back(pass::reduction(backward, r * out, 1, out).of_weights());
         return c;
     }
@@ -127,6 +143,7 @@ private:
     }
     [[nodiscard]] const W* bias() const noexcept { return m_has_bias ? m_bias.data() : nullptr; }
     std::size_t m_in, m_out;
+    std::size_t m_pieces = 1;  // set_serialization
     bool m_has_bias;
     tensor::dense<W, 1> m_weight, m_bias;
     tensor::dense<C, 1> m_dweight, m_dbias;

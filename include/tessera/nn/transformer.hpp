@@ -31,6 +31,10 @@ struct transformer_spec {
     bool causal = true;
     bool tied = true;                 ///< the head's decoder shares the token table (one parameter, two uses)
     bool embedding_norm = false;      ///< a layer norm after the embedding (BERT)
+    /// The head's vocabulary projection priced as this many products of vocab / N outputs each
+    /// (PopTorch's serializedMatMul, Graphcore's embedding_serialization_factor; token_linear::
+    /// set_serialization). It must divide vocab.
+    std::size_t decoder_serialization = 1;
     std::string embedding_unit = "wte", block_prefix = "h.", head_unit = "lm_head";
     /// What the embedding's and the head's parameter names start with: nothing in GPT-2 ("wte.weight",
     /// "ln_f.weight"), their unit in BERT ("embeddings.word_embeddings.weight", "cls.predictions...").
@@ -437,7 +441,9 @@ using bert = transformer<P, post_norm, mlm_head<P>>;
 namespace detail {
 template <Numeric P>
 [[nodiscard]] token_linear<P> decoder(const transformer_spec& s, bool bias, bool shapes) {
-    return shapes ? token_linear<P>(s.width, s.vocab, bias, shapes_only) : token_linear<P>(s.width, s.vocab, bias);
+    token_linear<P> d = shapes ? token_linear<P>(s.width, s.vocab, bias, shapes_only) : token_linear<P>(s.width, s.vocab, bias);
+    d.set_serialization(s.decoder_serialization);
+    return d;
 }
 }  // namespace detail
 
