@@ -268,7 +268,8 @@ int main(int argc, char** argv) {
             {r.optimizer_sharding, "--optimizer-sharding"}, {r.optimizer_state_offchip, "--optimizer-state-offchip"},
             {r.recompute, "--recompute"},
             {checkpoints->count() > 0, "--recompute-checkpoints"}, {loss_scaling->count() > 0, "--loss-scaling"},
-            {max_grad_norm->count() > 0, "--max-grad-norm"}, {optimizer->count() > 0, "--optimizer"}};
+            {max_grad_norm->count() > 0, "--max-grad-norm"}, {optimizer->count() > 0, "--optimizer"},
+            {accumulation->count() > 0, "--gradient-accumulation"}};
         for (const auto& [given, name] : training_only)
             if (given) {
                 std::fprintf(stderr, "tessera-train: error: %s has nothing to do in inference, which has no backward "
