@@ -47,6 +47,29 @@ void for_each_split(double n, F&& f) {
     f(std::max(n, 1.0));
 }
 
+// The plan a poplibs planner keeps among those offered: the fastest whose temporaries on the busiest
+// tile fit `bound`, or, where none fits, the one with the least temporaries (the fastest of those).
+// Plan: what is kept of each (its cycles and what else the caller needs).
+template <class Plan>
+class plan_choice {
+public:
+    explicit plan_choice(double bound) noexcept : m_bound(bound) {}
+    void offer(const Plan& p, const pass_cycles& c) {
+        if (c.tile_bytes <= m_bound && c.total() < m_best_total) m_best_total = c.total(), m_best = p;
+        if (c.tile_bytes < m_least_bytes || (c.tile_bytes == m_least_bytes && c.total() < m_least_total))
+            m_least_bytes = c.tile_bytes, m_least_total = c.total(), m_least = p;
+    }
+    [[nodiscard]] const Plan& chosen() const noexcept {
+        return m_best_total < std::numeric_limits<double>::infinity() ? m_best : m_least;
+    }
+
+private:
+    double m_bound;
+    double m_best_total = std::numeric_limits<double>::infinity();
+    double m_least_bytes = std::numeric_limits<double>::infinity(), m_least_total = 0;
+    Plan m_best{}, m_least{};
+};
+
 // One tile's vector loop over `values` values of `operands` tensors: popops' 1-D vertex estimate
 // (supervisor start, then per worker its set-up and one 64-bit load or store per operand and
 // vector), bounded below by the tile's share of the memory bandwidth.
@@ -105,9 +128,7 @@ void for_each_split(double n, F&& f) {
         pass_cycles c;
         double received = 0, input_splits = 1;
     };
-    plan best, least;  // the fastest plan within the bound; the one with the least temporaries
-    double best_total = std::numeric_limits<double>::infinity();
-    least.c.tile_bytes = std::numeric_limits<double>::infinity();
+    plan_choice<plan> choice(bound);
     const double choices[] = {units, 8.0};  // all the units it may use, or 8 of them (poplibs: "8 engines")
     for_each_split(groups, [&](double t_g) {
         const double g = ceil_div(groups, t_g);  // the groups each tile loops over
@@ -141,15 +162,12 @@ void for_each_split(double n, F&& f) {
                     }
                     // Its inputs, not the channels that pad a group.
                     const double received = g * r * ins * bytes + second;
-                    if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = {c, received, t_i};
-                    if (c.tile_bytes < least.c.tile_bytes ||
-                        (c.tile_bytes == least.c.tile_bytes && c.total() < least.c.total()))
-                        least = {c, received, t_i};
+                    choice.offer({c, received, t_i}, c);
                 });
             });
         }
     });
-    plan& chosen = best_total < std::numeric_limits<double>::infinity() ? best : least;
+    plan chosen = choice.chosen();
     // The chosen plan's compute sets and messages (counted once, not for every plan tried): its inputs
     // come from the tiles that hold them, each an equal share of the tensor; split sums add a superstep.
     const double share = std::max(groups * rows * std::max(p.inputs, 1.0) * bytes / tiles, 1.0);
@@ -202,9 +220,7 @@ void for_each_split(double n, F&& f) {
     const double xbpc = spec.exchange_bytes_per_tile_cycle(), bound = available * double(spec.memory_per_tile);
     const bool update = p.weight_gradient;
     constexpr double offset_bytes = 4;
-    pass_cycles best, least;
-    double best_total = std::numeric_limits<double>::infinity();
-    least.tile_bytes = std::numeric_limits<double>::infinity();
+    plan_choice<pass_cycles> choice(bound);
     for_each_split(entries, [&](double t_d) {
         for_each_split(ceil_div(width, 2), [&](double t_e) {
             if (t_d * t_e > tiles) return;
@@ -229,12 +245,10 @@ void for_each_split(double n, F&& f) {
             c.tile_bytes = moved;
             c.messages = t_e + 1;  // the indices, and each width share of the slices
             c.supersteps = 1;
-            if (c.tile_bytes <= bound && c.total() < best_total) best_total = c.total(), best = c;
-            if (c.tile_bytes < least.tile_bytes || (c.tile_bytes == least.tile_bytes && c.total() < least.total()))
-                least = c;
+            choice.offer(c, c);
         });
     });
-    return best_total < std::numeric_limits<double>::infinity() ? best : least;
+    return choice.chosen();
 }
 
 }  // namespace detail

@@ -68,11 +68,14 @@ void kept_probabilities(const Y* p, std::size_t s, std::size_t h, std::size_t he
 }
 
 /// row[0..n) = softmax(row[0..n)), n ≥ 1: the largest subtracted, exp in lanes (xsimd's; every
-/// element in a whole batch, the same bits wherever it falls), the sum in simd::sum's order.
-template <class C>
-void softmax_row(C* row, std::size_t n) noexcept {
+/// element in a whole batch, the same bits wherever it falls), then the elements `unseen(j)` names set
+/// to 0 (a masked key, −∞ before: whatever exp(−∞) gives), the sum in simd::sum's order.
+template <class C, class Unseen>
+void softmax_row(C* row, std::size_t n, Unseen&& unseen) noexcept {
     const kernels::simd::batch<C> top(kernels::simd::max(row, n));
     kernels::simd::map_batches<C>(row, row, n, [&top](const kernels::simd::batch<C>& v) { return xsimd::exp(v - top); });
+    for (std::size_t j = 0; j < n; ++j)
+        if (unseen(j)) row[j] = C(0);
     const kernels::simd::batch<C> inv(C(1) / kernels::simd::sum<C>(row, n));
     kernels::simd::map_batches<C>(row, row, n, [&inv](const kernels::simd::batch<C>& v) { return v * inv; });
 }
@@ -145,7 +148,7 @@ void attention_forward(const T* qkv, const attention_shape& a, const attention_m
         for (std::size_t i = 0; i < L; ++i) {
             C* row = scores + i * L;
             if (prefix) {
-                detail::softmax_row(row, i + 1);
+                detail::softmax_row(row, i + 1, [](std::size_t) { return false; });
                 std::fill(row + i + 1, row + L, C(0));
                 continue;
             }
@@ -160,12 +163,7 @@ void attention_forward(const T* qkv, const attention_shape& a, const attention_m
                 std::fill(row, row + L, C(0));
                 continue;
             }
-            const simd::batch<C> top(simd::max(row, L));
-            simd::map_batches<C>(row, row, L, [&top](const simd::batch<C>& lanes) { return xsimd::exp(lanes - top); });
-            for (std::size_t j = 0; j < L; ++j)
-                if (!detail::attends(mask, seg, i, j)) row[j] = C(0);  // whatever exp(−∞) gives
-            const simd::batch<C> inv(C(1) / simd::sum<C>(row, L));
-            simd::map_batches<C>(row, row, L, [&inv](const simd::batch<C>& lanes) { return lanes * inv; });
+            detail::softmax_row(row, L, [&](std::size_t j) { return !detail::attends(mask, seg, i, j); });
         }
         if constexpr (!std::is_same_v<C, Y>) p_dst.commit_part(scores, p0, p0 + L * L);
         const C* kept = nullptr;
