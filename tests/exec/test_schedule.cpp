@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <tuple>
@@ -725,28 +726,46 @@ TEST_CASE("lock-step pipelines: each cycle's passes, one sync of every IPU, then
     interleaved.virtual_stages = 2;
     (void)execute_abstractly(exec::make_schedule(interleaved));
 
-    // 1F1B on 2 IPUs, G = 3: per cycle at most one pass per IPU; the sends of a cycle come right
-    // after its sync; the reductions and updates after the last one.
+    // 1F1B on 2 IPUs, G = 3: Poplar's pipeline cycles (PopART's pipelining notes: every forward and
+    // backward pipeline stage once a cycle, G + 2(S - 1) cycles): in cycle c, IPU i runs the forward
+    // of micro-batch c - i, then the backward of micro-batch c - (2(S - 1) - i), each where it exists;
+    // the sends of a cycle come right after its sync; the reductions and updates after the last one.
     auto r = request(order::one_f_one_b, {0, 1}, 3);
     r.replicas = 2;
     const auto sched = exec::make_schedule(r);
     (void)execute_abstractly(sched);
+    const long S = 2, G = 3;
     for (std::size_t i = 0; i < 2; ++i) {
         const auto& prog = sched.programs[i];
-        std::size_t passes = 0, last_sync = 0;
+        std::vector<std::pair<opcode, long>> cycle_passes;
+        long cycle = 0;
+        std::size_t last_sync = 0;
         for (std::size_t pc = 0; pc < prog.size(); ++pc) {
             const auto op = prog[pc].op;
-            if (op == opcode::fwd || op == opcode::bwd) ++passes;
+            if (op == opcode::fwd || op == opcode::bwd) cycle_passes.emplace_back(op, long(prog[pc].micro_batch));
             if (op == opcode::sync) {
-                CHECK(passes <= 1u);
-                passes = 0, last_sync = pc;
+                std::vector<std::pair<opcode, long>> expected;
+                const long f = cycle - long(i), b = cycle - (2 * (S - 1) - long(i));
+                if (f >= 0 && f < G) expected.emplace_back(opcode::fwd, f);
+                if (b >= 0 && b < G) expected.emplace_back(opcode::bwd, b);
+                INFO("IPU " << i << ", cycle " << cycle);
+                CHECK(cycle_passes == expected);
+                cycle_passes.clear(), ++cycle, last_sync = pc;
             }
             if (op == opcode::send_act || op == opcode::send_grad)
                 CHECK((prog[pc - 1].op == opcode::sync || prog[pc - 1].op == prog[pc].op));
         }
+        CHECK(cycle == G + 2 * (S - 1));
         for (std::size_t pc = last_sync + 1; pc < prog.size(); ++pc)
             CHECK((prog[pc].op == opcode::all_reduce || prog[pc].op == opcode::update));
         CHECK(std::count_if(prog.begin(), prog.end(), [](const auto& in) { return in.op == opcode::all_reduce; }) == 1);
+    }
+    // PopART's stash: 2 (IPUs to the end) + 1 micro-batches, the last stage's one its working set.
+    for (const std::size_t stages : {2u, 4u, 5u}) {
+        std::vector<std::size_t> ipus(stages);
+        std::iota(ipus.begin(), ipus.end(), std::size_t{0});
+        const auto deep = exec::make_schedule(request(order::one_f_one_b, ipus, 2 * stages + 3));
+        for (std::size_t s = 0; s < stages; ++s) CHECK(deep.stash[s] == 2 * (stages - 1 - s) + 1);
     }
     // Without lock-step: no sync.
     r.lock_step = false;

@@ -50,8 +50,15 @@ struct time_breakdown {
     time_breakdown b;
     if (clocks.empty()) return b;
     double makespan = 0, idle_all = 0;
-    for (std::size_t i = 0; i < clocks.size(); ++i)
-        if (clocks[i].now() > makespan) makespan = clocks[i].now(), b.ipu = i;
+    std::vector<double> busy(clocks.size(), 0.0);
+    for (std::size_t i = 0; i < clocks.size(); ++i) {
+        makespan = std::max(makespan, clocks[i].now());
+        for (const auto& e : clocks[i].trace())
+            if (e.kind != emulator::activity::idle) busy[i] += e.end - e.start;
+    }
+    // The critical IPU: the busiest (the IPU that ends last may only be finishing its update: in
+    // lock-step cycles every IPU waits for the slowest, which is the busiest).
+    b.ipu = static_cast<std::size_t>(std::max_element(busy.begin(), busy.end()) - busy.begin());
     // The pass model's parts over the critical IPU's stages, forward and backward.
     emulator::pass_cycles parts;
     const emulator::device_spec compute = spec.compute_tiles(costs.io_tiles);  // the tiles the passes run on
@@ -59,18 +66,19 @@ struct time_breakdown {
         if (sched.request.ipu_of_stage[s] != b.ipu) continue;
         for (const auto* list : {&costs.stages[s].forward_passes, &costs.stages[s].backward_passes})
             for (const auto& p : *list) {
-                const auto c = emulator::cycles_of(p, compute, costs.bits, costs.partials, costs.available_memory_proportion);
+                const auto c = emulator::cycles_of(p, compute, costs.bits, costs.partials,
+                                                   costs.available_memory_proportion_of(s));
                 parts.compute += c.compute, parts.exchange += c.exchange, parts.sync += c.sync, parts.overhead += c.overhead;
             }
     }
     const double whole = parts.total();
     double passes = 0;
     for (std::size_t i = 0; i < clocks.size(); ++i) {
-        double busy = 0;
+        idle_all += std::max(0.0, makespan - busy[i]);
+        if (i != b.ipu) continue;
+        b.idle = std::max(0.0, makespan - busy[i]);  // the parts add up to the call's makespan
         for (const auto& e : clocks[i].trace()) {
             const double t = e.end - e.start;
-            if (e.kind != emulator::activity::idle) busy += t;
-            if (i != b.ipu) continue;
             switch (e.kind) {
                 case emulator::activity::forward:
                 case emulator::activity::backward:
@@ -84,8 +92,6 @@ struct time_breakdown {
                 case emulator::activity::idle: break;
             }
         }
-        idle_all += std::max(0.0, makespan - busy);
-        if (i == b.ipu) b.idle = std::max(0.0, clocks[i].now() - busy);
     }
     if (whole > 0) {
         b.compute = passes * parts.compute / whole, b.exchange = passes * parts.exchange / whole;

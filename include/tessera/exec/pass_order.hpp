@@ -93,6 +93,26 @@ inline std::vector<std::vector<pass>> stage_sequences(pipeline_order order, std:
     return seq;
 }
 
+/// The pipeline cycles in which Poplar runs a 1F1B training pipeline of S stages (PopART's
+/// pipelining transform, popart docs/notes/transforms/pipelining.md): the S forward and S - 1
+/// backward pipeline stages each run once in every cycle of the main phase, in parallel over the
+/// IPUs, an IPU's own stages one after the other (its forwards, then its backwards). The forward of
+/// stage s on micro-batch m runs in cycle m + s, its backward in cycle m + 2(S - 1) - s (the last
+/// stage's forward and backward in one cycle): M + 2(S - 1) cycles, and stage s holds 2(S - 1 - s) + 1
+/// micro-batches ("a stash size of 2*(IPUs to end) + 1", popart willow/src/transforms/pipeline.cpp).
+inline std::vector<pass> pipeline_cycles(std::size_t S, std::size_t M) {
+    std::vector<pass> order;
+    const auto u32 = [](std::size_t v) { return static_cast<std::uint32_t>(v); };
+    for (std::size_t c = 0; c < M + 2 * S - 2; ++c) {  // S, M >= 1
+        for (std::size_t s = 0; s < S; ++s)
+            if (c >= s && c - s < M) order.push_back({false, u32(s), u32(c - s), false, u32(c)});
+        for (std::size_t s = S; s-- > 0;)
+            if (const std::size_t lag = 2 * (S - 1) - s; c >= lag && c - lag < M)
+                order.push_back({true, u32(s), u32(c - lag), false, u32(c)});
+    }
+    return order;
+}
+
 /// Interleaves the sequences of lanes that run in parallel (a stage each, or an IPU each when
 /// interleaved) into one global order by rounds: in each round every lane whose next pass has its
 /// inputs (from earlier rounds) performs it.

@@ -116,7 +116,9 @@ struct schedule_request {
     /// Pipelines: run in lock-step pipeline cycles, as Poplar does. Each cycle every IPU runs the
     /// passes whose inputs earlier cycles produced, then all IPUs synchronise (opcode::sync) and
     /// exchange what crosses IPUs; the gradients are reduced and the weights updated after the last
-    /// cycle. false: asynchronous dataflow, each pass as soon as its inputs arrive.
+    /// cycle. 1F1B training runs Poplar's own cycles (detail::pipeline_cycles: every stage's forward
+    /// and backward in each); the other orders one pass per stage a cycle. false: asynchronous
+    /// dataflow, each pass as soon as its inputs arrive.
     bool lock_step = false;
 };
 
@@ -300,6 +302,8 @@ inline std::vector<pass> global_order(const schedule_request& r, std::size_t S) 
                 order = interleave(ipu_sequences(S / r.virtual_stages, r.virtual_stages, M, r.training), S, M);
             else if (r.order == pipeline_order::looped_bfs)
                 order = interleave(looped_sequences(S / r.virtual_stages, r.virtual_stages, M, r.training), S, M);
+            else if (r.training && r.lock_step && r.order == pipeline_order::one_f_one_b)
+                order = pipeline_cycles(S, M);  // Poplar's cycles: every stage's forward and backward in each
             else
                 order = interleave(stage_sequences(r.order, S, M, r.training), S, M);
             break;
