@@ -7,6 +7,7 @@
 #include "tessera/emulator/cluster.hpp"
 #include "tessera/emulator/code_memory.hpp"
 #include "tessera/emulator/code_spec.hpp"
+#include "tessera/emulator/device_presets.hpp"
 #include "tessera/emulator/device_spec.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/host_clock.hpp"

@@ -142,6 +142,7 @@ TEST_CASE("published ResNet-50 results: training predictions within 25 %, every 
         ++training;
     }
     CHECK(training >= 13);
-    // Bow is a GC200 at 1.85 GHz: the same cycles, 1.85 / 1.33 the rate.
-    CHECK(programs::bow_ipu().fp16_flops == Approx(250e12 * 1.85 / 1.33));
+    // Bow is a GC200 at 1.85 GHz and the C600 one at 1.5 GHz: the same cycles at their clock.
+    CHECK(tessera::emulator::bow_ipu().fp16_flops == Approx(250e12 * 1.85 / 1.33));
+    CHECK(tessera::emulator::c600_ipu().fp16_flops == Approx(250e12 * 1.5 / 1.33));
 }

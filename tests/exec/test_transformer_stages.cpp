@@ -135,6 +135,8 @@ TEMPLATE_TEST_CASE("a small GPT with dropout, its head tied across the first and
         CHECK(check(train(cfg::phased<cfg::dynamic>{}, R, {.stages = 2}, lamb)) == "phased");
         CHECK(check(train(dynamic_pipeline{}, R, {.stages = 2}, lamb)) == "pipelined<gpipe>");
         CHECK(check(train(one_f_one_b{}, R, {.stages = 3}, lamb)) == "pipelined<1f1b>");
+        // The head a stage of its own on the embedding's IPU, as Graphcore's BERT and GPT-2 place it.
+        CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .ipu_map = {0, 1, 0}}, lamb)) == "pipelined<1f1b>");
         CHECK(check(train(one_f_one_b{}, R, {.stages = 4, .virtual_stages = 2}, lamb)) == "pipelined<interleaved<2>>");
         CHECK(check(train(dynamic_pipeline{}, R, {.stages = 4, .virtual_stages = 2}, lamb)) == "pipelined<looped_bfs<2>>");
         CHECK(check(train(one_f_one_b{}, R, {.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1}, lamb)) ==
@@ -196,7 +198,8 @@ TEST_CASE("a small GPT's dry run: the threaded run's modelled clock call by call
     const optim::lamb lamb({.learning_rate = 2e-3, .max_grad_norm = 1.0});
     const std::size_t samples = 3 * 8 * 2 * 2 * batch;  // 3 calls of G 8 × D 2 × R 2 micro-batches
     for (const cfg::options shape : {cfg::options{.stages = 2}, cfg::options{.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1},
-                                     cfg::options{.stages = 4, .virtual_stages = 2}})
+                                     cfg::options{.stages = 4, .virtual_stages = 2},
+                                     cfg::options{.stages = 3, .ipu_map = {0, 1, 0}}})
         for (const bool lock_step : {true, false}) {
             CAPTURE(shape.stages, shape.virtual_stages, lock_step);
             cfg::options options = shape;
@@ -225,6 +228,38 @@ TEST_CASE("a small GPT's dry run: the threaded run's modelled clock call by call
                 CHECK(dry.memory.ipus[ipu].on_chip() > 0);
             }
         }
+}
+
+TEST_CASE("a tied table's two copies on one IPU are held there once: the head beside the embedding",
+          "[exec][nn][transformer][cost][memory]") {
+    using P = cfg::fp32;
+    using c = cfg::config<P, cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::gradient_accumulation<8>,
+                          cfg::device_iterations<1>, cfg::final>;
+    const auto net = nn::make_gpt2<P>(small_gpt(true));
+    const optim::lamb lamb({.learning_rate = 2e-3});
+    // Stage 0 the embedding, 1 the blocks, 2 the head (ln_f: 2 x 16, lm_head: the vocab x 16 table).
+    const exec::session_options settings{.first_units = {0, 1, 5}};
+    const auto items_of = [&](std::vector<std::size_t> map, std::size_t ipu) {
+        cfg::options options{.micro_batch = batch, .stages = 3, .ipu_map = std::move(map)};
+        return exec::dry_run<c>(net, lamb, {1, 1, length, 1}, options, 8 * batch, settings, 1,
+                                exec::over_budget::throws, exec::token_loss<P>{})
+            .memory.ipus.at(ipu).items;
+    };
+    const auto bytes_of = [](const auto& items, const std::string& name) {
+        for (const auto& item : items)
+            if (item.name == name) return item.bytes;
+        FAIL("no memory item named '" << name << "'");
+        return std::size_t{0};
+    };
+    const std::size_t table = vocab * 16, norm = 2 * 16;
+    const auto apart = items_of({0, 1, 2}, 2), beside = items_of({0, 1, 0}, 0);
+    CHECK(bytes_of(apart, "stage 2 weights") == (norm + table) * sizeof(float));
+    CHECK(bytes_of(apart, "stage 2 gradient accumulators") == (norm + table) * sizeof(float));
+    CHECK(bytes_of(apart, "stage 2 optimiser state") == 2 * (norm + table) * sizeof(float));  // LAMB's two moments
+    CHECK(bytes_of(beside, "stage 2 (its tied table counted once) weights") == norm * sizeof(float));
+    CHECK(bytes_of(beside, "stage 2 (its tied table counted once) gradient accumulators") == norm * sizeof(float));
+    CHECK(bytes_of(beside, "stage 2 (its tied table counted once) optimiser state") == 2 * norm * sizeof(float));
+    CHECK(bytes_of(beside, "stage 0 weights") == bytes_of(items_of({0, 1, 2}, 0), "stage 0 weights"));
 }
 
 TEST_CASE("a transformer stage that throws surfaces its exception with its type and message", "[exec][nn][transformer][threads]") {

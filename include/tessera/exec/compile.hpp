@@ -94,10 +94,22 @@ template <StagedModel M, class Progress = void (*)()>
                                    " tiles to compute");
     plan.costs.io_tiles = settings.io_tiles;
     plan.costs.partials = settings.partials;
+    for (const double amp : settings.ipu_available_memory_proportion)
+        if (!(amp >= 0 && amp <= 1))
+            throw config::config_error("tessera::exec::session: an IPU's available memory proportion must be in [0, 1], "
+                                       "got " + std::to_string(amp));
     if (!(settings.available_memory_proportion >= 0 && settings.available_memory_proportion <= 1))
         throw config::config_error("tessera::exec::session: the available memory proportion must be in [0, 1], got " +
                                    std::to_string(settings.available_memory_proportion));
     plan.costs.available_memory_proportion = settings.available_memory_proportion;
+    if (const auto& per_ipu = settings.ipu_available_memory_proportion; !per_ipu.empty()) {
+        if (per_ipu.size() != plan.program.ipus)
+            throw config::config_error("tessera::exec::session: " + std::to_string(per_ipu.size()) +
+                                       " available memory proportions for the " + std::to_string(plan.program.ipus) +
+                                       " IPUs of a replica (one per IPU)");
+        for (std::size_t s = 0; s < stages; ++s)
+            plan.costs.stage_available_memory_proportion.push_back(per_ipu[request.ipu_of_stage[s]]);
+    }
     plan.costs.processes = plan.across.processes;
     plan.costs.host_network_bandwidth = settings.host.reduce_through_hosts ? settings.host.network_bandwidth : 0.0;
     for (std::size_t s = 0; s < stages; ++s) {

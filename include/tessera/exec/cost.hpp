@@ -39,6 +39,10 @@ struct stage_cost {
     std::size_t weight_bytes = 0;      ///< parameters in their storage type
     std::size_t gradient_bytes = 0;    ///< gradient accumulators (what the all-reduce moves); 0: as weight_bytes
     std::size_t optimiser_bytes = 0;   ///< optimizer state (momentum, Adam moments)
+    std::size_t parameters = 0;        ///< the parameters weight_bytes, gradient_bytes and optimiser_bytes hold
+    /// Of `parameters`, those of a copy of a table tied between stages (a transformer's embedding and
+    /// head): two copies on one IPU are one table there, held once (exec::lay_out_memory).
+    std::size_t tied_parameters = 0;
     std::size_t input_bytes = 0;       ///< the stage's input per micro-batch (stage 0: what the host sends)
     std::size_t output_bytes = 0;      ///< its output per micro-batch (sent forward; its gradient comes back)
     std::size_t stash_bytes = 0;       ///< saved for the backward pass per micro-batch
@@ -78,6 +82,9 @@ struct cost_model {
     emulator::partials_type partials = emulator::partials_type::float32;
     /// The share of a tile's memory contractions may take for temporaries (session_options::available_memory_proportion).
     double available_memory_proportion = emulator::default_available_memory_proportion;
+    /// Each stage's share, where its IPU has its own (session_options::ipu_available_memory_proportion);
+    /// empty: available_memory_proportion for every stage.
+    std::vector<double> stage_available_memory_proportion{};
     std::size_t label_bytes = 0;  ///< per micro-batch, to the IPU that computes the loss
     /// Per micro-batch over the host link to stage 0 (8-bit I/O: one byte per value); unset: stage 0's input_bytes.
     std::optional<std::size_t> infeed_bytes{};
@@ -98,6 +105,11 @@ struct cost_model {
         return infeed_bytes.value_or(stages.empty() ? 0 : stages.front().input_bytes);
     }
 
+    /// The available memory proportion stage `stage`'s passes are planned with.
+    [[nodiscard]] double available_memory_proportion_of(std::size_t stage) const {
+        return stage_available_memory_proportion.empty() ? available_memory_proportion
+                                                         : stage_available_memory_proportion.at(stage);
+    }
     /// Activations kept per stashed micro-batch of `stage` (stage_cost::stashed_bytes).
     [[nodiscard]] std::size_t stashed_bytes(std::size_t stage) const { return stages.at(stage).stashed_bytes(); }
     void check(std::size_t schedule_stages) const {
@@ -106,9 +118,16 @@ struct cost_model {
                                         " stages, the schedule has " + std::to_string(schedule_stages));
         if (bits != 16 && bits != 32)
             throw std::invalid_argument("tessera::exec::cost_model: bits must be 16 or 32, got " + std::to_string(bits));
-        if (!(available_memory_proportion >= 0 && available_memory_proportion <= 1))
-            throw std::invalid_argument("tessera::exec::cost_model: the available memory proportion must be in [0, 1], got " +
-                                        std::to_string(available_memory_proportion));
+        if (!stage_available_memory_proportion.empty() && stage_available_memory_proportion.size() != stages.size())
+            throw std::invalid_argument("tessera::exec::cost_model: " + std::to_string(stage_available_memory_proportion.size()) +
+                                        " available memory proportions for " + std::to_string(stages.size()) + " stages");
+        for (std::size_t s = 0; s <= stage_available_memory_proportion.size(); ++s) {
+            const double amp = s == stage_available_memory_proportion.size() ? available_memory_proportion
+                                                                            : stage_available_memory_proportion[s];
+            if (!(amp >= 0 && amp <= 1))
+                throw std::invalid_argument("tessera::exec::cost_model: the available memory proportion must be in [0, 1], got " +
+                                            std::to_string(amp));
+        }
     }
 };
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/detail/small_sort.hpp"
@@ -98,16 +99,29 @@ struct tile_pass_memory {
 /// tile_pass_memory of `passes` (forward passes, and backward ones in training, of an IPU's stages)
 /// on `compute`'s tiles. Each distinct pass is modelled once.
 [[nodiscard]] inline tile_pass_memory pass_memory_per_tile(std::span<const nn::pass> passes, const cost_model& costs,
-                                                           const emulator::device_spec& compute) {
+                                                           const emulator::device_spec& compute,
+                                                           double available_memory_proportion) {
     const std::vector<nn::pass> distinct = emulator::distinct_passes(passes);
     std::vector<emulator::pass_cycles> cycles;
     cycles.reserve(distinct.size());
     double most = 0;
     for (const auto& p : distinct) {
-        cycles.push_back(emulator::cycles_of(p, compute, costs.bits, costs.partials, costs.available_memory_proportion));
+        cycles.push_back(emulator::cycles_of(p, compute, costs.bits, costs.partials, available_memory_proportion));
         most = std::max(most, cycles.back().tile_bytes);
     }
     return {static_cast<std::size_t>(std::ceil(most)), emulator::code_of(distinct, cycles, compute.code)};
+}
+
+/// `c` less its copy of a tied table when `held` (an earlier stage of the IPU holds one); sets
+/// `held` when `c` holds a copy.
+[[nodiscard]] inline stage_cost without_second_tied_copy(stage_cost c, bool& held) {
+    if (c.tied_parameters == 0 || c.parameters == 0) return c;
+    if (std::exchange(held, true)) {
+        const auto less = [&](std::size_t& bytes) { bytes -= bytes / c.parameters * c.tied_parameters; };
+        less(c.weight_bytes), less(c.optimiser_bytes);
+        if (c.gradient_bytes > 0) less(c.gradient_bytes);
+    }
+    return c;
 }
 
 inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs, const emulator::device_spec& spec,
@@ -124,10 +138,16 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
         ipu_memory_plan p{ipu, compute.memory_bytes(), {}};
         std::size_t largest_streamed = 0;
         std::vector<nn::pass> passes;  // of the IPU's stages: their temporaries and code
+        double available_memory_proportion = costs.available_memory_proportion;  // the IPU's (each of its stages')
+        bool tied_held = false;  // a copy of the tied table is already on this IPU
         for (std::size_t s = 0; s < sched.stages; ++s) {
             if (sched.request.ipu_of_stage[s] != ipu) continue;
-            const auto& c = costs.stages[s];
-            const std::string st = "stage " + std::to_string(s) + " ";
+            available_memory_proportion = costs.available_memory_proportion_of(s);
+            // A second copy of a tied table on the IPU is the first one: its weights, gradients and
+            // state are held once (the head's decoder reads the embedding's table, as PopTorch ties them).
+            const bool second_copy = tied_held && costs.stages[s].tied_parameters > 0;
+            const stage_cost c = without_second_tied_copy(costs.stages[s], tied_held);
+            const std::string st = "stage " + std::to_string(s) + (second_copy ? " (its tied table counted once) " : " ");
             const auto& where = costs.locations;
             const auto off = [&](location l) { return sched.weights_streamed ? location::streaming_memory : l; };
             p.items.push_back({st + "weights", c.weight_bytes, emulator::memory_kind::weights, off(where.weights)});
@@ -175,7 +195,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
         if (largest_streamed > 0)
             p.items.push_back({"streamed-in stage (largest)", largest_streamed, emulator::memory_kind::weights,
                                location::on_chip});
-        const tile_pass_memory per_tile = pass_memory_per_tile(passes, costs, compute);
+        const tile_pass_memory per_tile = pass_memory_per_tile(passes, costs, compute, available_memory_proportion);
         if (per_tile.temporaries > 0)
             p.items.push_back({"pass temporaries (the fullest tile's " + std::to_string(per_tile.temporaries) +
                                    " bytes, on each of " + std::to_string(compute.tiles) + " tiles)",

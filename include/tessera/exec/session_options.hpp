@@ -36,6 +36,10 @@ struct session_options {
     /// The modelled clock and the memory plan use it (the fullest tile holds the largest pass's
     /// temporaries); results do not change.
     double available_memory_proportion = emulator::default_available_memory_proportion;
+    /// One share per IPU of a replica, where they differ (PopTorch's
+    /// setAvailableMemoryProportion({"IPU0": 0.15, "IPU1": 0.25, ...}), as Graphcore's BERT gave
+    /// them); empty: available_memory_proportion on every IPU.
+    std::vector<double> ipu_available_memory_proportion{};
     /// Pipelines run in lock-step pipeline cycles, as Poplar runs them: each cycle every IPU runs its
     /// passes, then all of them synchronise and exchange, and the gradients are reduced and the
     /// weights updated after the last cycle. The modelled clock charges the cycles (a call's clocks

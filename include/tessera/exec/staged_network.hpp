@@ -587,8 +587,10 @@ public:
         std::size_t state_values = 0;
         if constexpr (requires(const O& o) { { o.state_values_per_parameter() } -> std::convertible_to<std::size_t>; })
             state_values = m_optimizers.at(s).state_values_per_parameter();
-        return unit_stage_cost(m_net, first_unit(s), last_unit(s), m_input, s + 1 == stages(), state_values,
-                               recomputes(s) ? &m_recompute : nullptr);
+        stage_cost c = unit_stage_cost(m_net, first_unit(s), last_unit(s), m_input, s + 1 == stages(), state_values,
+                                       recomputes(s) ? &m_recompute : nullptr);
+        if (holds_tied(s)) c.tied_parameters = m_tied_elements;
+        return c;
     }
 
     /// The first stage's IPU prepares what the host sent for micro-batch m (8-bit I/O: normalises the

@@ -23,9 +23,9 @@ namespace detail {
 /// Modelled seconds of a stage's compute: its passes through the IPU model, or its FLOPs at the
 /// peak rate when it lists no passes.
 [[nodiscard]] inline double compute_seconds(const std::vector<nn::pass>& passes, double flops, const cost_model& costs,
-                                            const emulator::device_spec& spec) {
+                                            const emulator::device_spec& spec, double available_memory_proportion) {
     return passes.empty() ? spec.compute_seconds(flops, costs.bits)
-                          : emulator::seconds_of(passes, spec, costs.bits, costs.partials, costs.available_memory_proportion);
+                          : emulator::seconds_of(passes, spec, costs.bits, costs.partials, available_memory_proportion);
 }
 
 /// The passes of `passes` that compute weight gradients (weights true) or the others.
@@ -47,26 +47,27 @@ public:
     [[nodiscard]] double forward(std::size_t stage) {
         const auto& c = m_costs.stages[stage];
         return memo(m_stages[stage].forward,
-                    [&] { return compute_seconds(c.forward_passes, c.forward_flops, m_costs, m_spec); });
+                    [&] { return compute_seconds(c.forward_passes, c.forward_flops, m_costs, m_spec, amp(stage)); });
     }
     /// The stage's backward pass: all of it, or (`inputs_only`) but its weight gradients.
     [[nodiscard]] double backward(std::size_t stage, bool inputs_only) {
         const auto& c = m_costs.stages[stage];
         if (!inputs_only)
             return memo(m_stages[stage].backward,
-                        [&] { return compute_seconds(c.backward_passes, c.backward_flops, m_costs, m_spec); });
+                        [&] { return compute_seconds(c.backward_passes, c.backward_flops, m_costs, m_spec, amp(stage)); });
         return memo(m_stages[stage].backward_inputs, [&] {
-            return compute_seconds(weight_passes(c.backward_passes, false), c.backward_flops, m_costs, m_spec);
+            return compute_seconds(weight_passes(c.backward_passes, false), c.backward_flops, m_costs, m_spec, amp(stage));
         });
     }
     /// The stage's weight gradients (its backward passes that compute them).
     [[nodiscard]] double weight_gradients(std::size_t stage) {
         const auto& c = m_costs.stages[stage];
-        return memo(m_stages[stage].weights, [&] { return seconds_of(weight_passes(c.backward_passes, true)); });
+        return memo(m_stages[stage].weights,
+                    [&] { return seconds_of(weight_passes(c.backward_passes, true), amp(stage)); });
     }
     /// What the IPU runs on each input it receives.
     [[nodiscard]] double infeed() {
-        return memo(m_infeed, [&] { return seconds_of(m_costs.infeed_passes); });
+        return memo(m_infeed, [&] { return seconds_of(m_costs.infeed_passes, amp(0)); });
     }
 
 private:
@@ -79,9 +80,10 @@ private:
         if (slot == unknown) slot = f();
         return slot;
     }
-    [[nodiscard]] double seconds_of(const std::vector<nn::pass>& passes) const {
-        return emulator::seconds_of(passes, m_spec, m_costs.bits, m_costs.partials, m_costs.available_memory_proportion);
+    [[nodiscard]] double seconds_of(const std::vector<nn::pass>& passes, double available_memory_proportion) const {
+        return emulator::seconds_of(passes, m_spec, m_costs.bits, m_costs.partials, available_memory_proportion);
     }
+    [[nodiscard]] double amp(std::size_t stage) const { return m_costs.available_memory_proportion_of(stage); }
     const cost_model& m_costs;
     const emulator::device_spec& m_spec;
     std::vector<per_stage> m_stages;

@@ -62,6 +62,7 @@ template <UnitNetwork N>
         c.forward_passes.push_back(nn::pass::reduction(nn::pass_phase::forward, logits, 1, double(shape.n)));
         c.forward_passes.push_back(nn::pass::elementwise(nn::pass_phase::forward, logits, 3));
     }
+    c.parameters = parameters;
     c.weight_bytes = parameters * sizeof(typename precision::weight_type);
     c.gradient_bytes = parameters * sizeof(float);
     c.optimiser_bytes = parameters * state_values * sizeof(float);
