@@ -27,10 +27,13 @@ std::string command_of(const programs::train_request& r) {
     if (r.images) c += " --images " + std::to_string(r.images);
     c += " --precision " + r.precision + " --strategy " + r.strategy;
     if (r.partials != "float") c += " --partials " + r.partials;
-    if (r.available_memory_proportion != tessera::emulator::default_available_memory_proportion) {
-        char amp[64];
-        std::snprintf(amp, sizeof amp, " --available-memory-proportion %g", r.available_memory_proportion);
-        c += amp;
+    if (r.available_memory_proportion != std::vector{tessera::emulator::default_available_memory_proportion}) {
+        c += " --available-memory-proportion ";
+        for (std::size_t i = 0; i < r.available_memory_proportion.size(); ++i) {
+            char amp[32];
+            std::snprintf(amp, sizeof amp, "%s%g", i == 0 ? "" : ",", r.available_memory_proportion[i]);
+            c += amp;
+        }
     }
     if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
     if (programs::runs_chunks(r)) c += " --virtual-stages " + std::to_string(r.virtual_stages);
@@ -45,6 +48,7 @@ std::string command_of(const programs::train_request& r) {
     c += r.eight_bit_io ? " --eight-bit-io" : " --no-eight-bit-io";
     c += r.async_dataloader ? " --async-dataloader" : " --no-async-dataloader";
     c += " --workers " + std::to_string(r.workers) + " --host " + r.host + " --optimizer " + r.optimizer;
+    if (r.ipu != "gc200") c += " --ipu " + r.ipu;
     return c;
 }
 
@@ -109,10 +113,13 @@ int main(int argc, char** argv) {
     app.add_option("--images", q.base.images, "training images per epoch (default: the dataset's)");
     app.add_option("--ipus", q.ipus, "IPUs of the system")->check(CLI::PositiveNumber);
     app.add_option("--host", q.base.host, "tutorial, native or a host_spec JSON file");
+    app.add_option("--ipu", q.base.ipu, "the modelled IPU: gc200, bow or c600")->check(CLI::IsMember({"gc200", "bow", "c600"}));
     app.add_option("--partials", q.base.partials, "partial sums of 16-bit contractions: float (PopTorch's default) or half")
         ->check(CLI::IsMember({"float", "half"}));
     app.add_option("--available-memory-proportion", q.base.available_memory_proportion,
-                   "share of each tile's memory a contraction's temporaries may take (0 to 1; default 0.6)")
+                   "share of each tile's memory a contraction's temporaries may take (0 to 1; default 0.6), one for "
+                   "every IPU")
+        ->expected(1)
         ->check(CLI::Range(0.0, 1.0));
     app.add_option("--optimizer", q.base.optimizer, "sgd, adamw or lamb (its state takes memory)")
         ->check(CLI::IsMember({"sgd", "adamw", "lamb"}));

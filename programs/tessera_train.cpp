@@ -31,17 +31,23 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     const std::string split = joined(r.split), checkpoints = joined(r.recompute_checkpoints);
     std::string layers;
     for (const std::size_t n : r.layers_per_ipu) layers += (layers.empty() ? "" : ",") + std::to_string(n);
+    std::string shares;  // --available-memory-proportion: one for all IPUs, or one per IPU
+    for (const double amp : r.available_memory_proportion) {
+        char one[32];
+        std::snprintf(one, sizeof one, "%s%g", shares.empty() ? "" : ",", amp);
+        shares += one;
+    }
     char line[2048];
-    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%g, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
-                "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, "
-                "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, optimizer_state_offchip=%s, output_mode='%s', "
+    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%s, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
+                "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, head_ipu='%s', host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, ipu='%s', "
+                "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, optimizer_state_offchip=%s, output_mode='%s', packing=%g, "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "seq_len=%zu, serialize_matmul=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
-                yes(r.async_dataloader), r.available_memory_proportion, r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
-                yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.io_tiles,
-                tessera::programs::stages_of(r) / tessera::programs::virtual_stages_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr,
+                yes(r.async_dataloader), shares.c_str(), r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
+                yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.head_ipu.c_str(), r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.ipu.c_str(), r.io_tiles,
+                tessera::programs::ipus_per_replica_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr,
                 r.max_grad_norm,
-                r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), yes(r.optimizer_state_offchip), r.output_mode.c_str(), r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
+                r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), yes(r.optimizer_state_offchip), r.output_mode.c_str(), r.packing, r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
                 r.replicas, r.instances ? r.replicas / r.instances : r.replicas, r.schedule.c_str(),
                 static_cast<unsigned long long>(r.seed), r.seq_len, r.serialize_matmul, split.c_str(), yes(r.stochastic_rounding), r.strategy.c_str(),
@@ -102,16 +108,28 @@ int main(int argc, char** argv) {
                            ->delimiter(',');
     auto* layers_flag = app.add_option("--layers-per-ipu", r.layers_per_ipu,
                                        "text models: the blocks on each IPU of a replica, e.g. 3,7,7,7 (Graphcore's "
-                                       "layers_per_ipu), the embedding on the first IPU and the head on the last; one "
-                                       "count per IPU of --ipus-per-replica")
+                                       "layers_per_ipu), the embedding on the first IPU and the head where "
+                                       "--head-ipu puts it; one count per IPU of --ipus-per-replica")
                             ->delimiter(',')
                             ->excludes(split_flag);
+    auto* head_ipu = app.add_option("--head-ipu", r.head_ipu,
+                                    "with --layers-per-ipu: first (the default, as Graphcore's BERT and GPT-2 place it "
+                                    "beside the embedding whose table it shares: a last pipeline stage of its own on "
+                                    "IPU 0) or last (with the last IPU's blocks)")
+                         ->check(CLI::IsMember({"first", "last"}))
+                         ->needs(layers_flag);
     auto* serialize = app.add_option("--serialize-matmul", r.serialize_matmul,
                                      "text models: price the head's vocabulary projection as N products of vocab/N "
                                      "outputs each, one after the other (PopTorch's serializedMatMul in OutputChannels "
                                      "mode; Graphcore's embedding_serialization_factor); N divides the vocabulary; "
                                      "modelled only")
                           ->check(CLI::PositiveNumber);
+    auto* packing = app.add_option("--packing", r.packing,
+                                   "text models' dry runs on --dataset wikipedia: sequences per pack of --seq-len "
+                                   "tokens on average (Graphcore's BERT packed up to 3; its packing_factor: 1.17, 1.7 "
+                                   "and 2.0 at 128, 384 and 512 tokens); a sample, micro-batch and batch count packs, "
+                                   "sequences/s counts sequences; 1: unpacked")
+                        ->check(CLI::Range(1.0, 64.0));
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
     auto* checkpoints = app.add_option("--recompute-checkpoints", r.recompute_checkpoints,
                                        "units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint), e.g. "
@@ -163,11 +181,16 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"float", "half"}));
     app.add_option("--available-memory-proportion", r.available_memory_proportion,
                    "share of each tile's memory a convolution or matrix product may take for its temporaries "
-                   "(PopTorch's setAvailableMemoryProportion, 0 to 1; default 0.6): each pass's plan is the fastest "
-                   "that fits it; modelled only")
+                   "(PopTorch's setAvailableMemoryProportion, 0 to 1; default 0.6), one for every IPU or one per IPU "
+                   "of a replica (0.15,0.25,0.25,0.25 as Graphcore's BERT): each pass's plan is the fastest that fits "
+                   "it; modelled only")
+        ->delimiter(',')
         ->check(CLI::Range(0.0, 1.0));
     app.add_option("--host", r.host, "the modelled host: tutorial (the tutorials' Python loader), native (tessera's "
                                      "C++ loader) or a JSON file of host_spec's fields");
+    app.add_option("--ipu", r.ipu, "the modelled IPU: gc200 (an IPU-M2000's, 1.33 GHz), bow (a Bow-2000's, 1.85 GHz) "
+                                   "or c600 (the C600 card's, 1.5 GHz)")
+        ->check(CLI::IsMember({"gc200", "bow", "c600"}));
     auto* stop_after = app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
     try {
         app.parse(argc, argv);
@@ -176,6 +199,11 @@ int main(int argc, char** argv) {
         return code == 0 ? 0 : 2;
     }
     const bool bert = r.model.rfind("bert-", 0) == 0;
+    if (packing->count() > 0 && !r.dry_run) {
+        std::fprintf(stderr, "tessera-train: error: --packing %g prices packed sequences in a dry run; training reads "
+                             "windows of the corpus, unpacked (add --dry-run)\n", r.packing);
+        return 2;
+    }
     if (bert && !r.dry_run) {
         std::fprintf(stderr, "tessera-train: error: %s is priced by --dry-run only (tessera-train trains GPTs)\n",
                      r.model.c_str());
@@ -211,7 +239,7 @@ int main(int argc, char** argv) {
     } else {
         const std::tuple<const CLI::Option*, const char*, const char*> text_only[] = {
             {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"},
-            {layers_flag, "--layers-per-ipu", "blocks per IPU"}, {serialize, "--serialize-matmul", "vocabulary projection"}};
+            {layers_flag, "--layers-per-ipu", "blocks per IPU"}, {head_ipu, "--head-ipu", "head's IPU"}, {packing, "--packing", "sequences per pack"}, {serialize, "--serialize-matmul", "vocabulary projection"}};
         for (const auto& [option, flag, what] : text_only)
             if (option->count() > 0) {
                 std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n", flag, what,

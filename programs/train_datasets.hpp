@@ -18,6 +18,9 @@ struct dataset_shape {
     std::size_t channels = 1, height = 28, width = 28;
     std::size_t images = 0, test_images = 0, classes = 10;
     bool text = false;  ///< sequences of `width` tokens (a sample 1 × 1 × width × 1), not images
+    /// Text: sequences a sample holds on average (packed: several short sequences in one sample of
+    /// `width` tokens, Krell et al. 2021); `images` counts samples.
+    double sequences_per_sample = 1;
     [[nodiscard]] tessera::tensor::shape sample() const noexcept { return {1, height, width, channels}; }
     /// What a sample is called: "images" or "sequences".
     [[nodiscard]] const char* samples_noun() const noexcept { return text ? "sequences" : "images"; }

@@ -4,6 +4,7 @@
 #include <tessera/tessera.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
@@ -47,7 +48,12 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     const double host_wait = std::max(0.0, e.seconds - e.device_seconds);
     const std::string bottleneck(exec::bottleneck_of(d, host_wait));
     const char* noun = shape.samples_noun();
-    if (shape.text)
+    const double packing = shape.sequences_per_sample;  // sequences per sample (packed: several)
+    if (shape.text && packing != 1)
+        std::printf("dry run%s: nothing %s (--dataset %s: %.0f sequences in %zu packs of %zu tokens, %g a pack)\n",
+                    r.inference ? " of inference" : "", r.inference ? "run" : "trained", r.dataset.c_str(),
+                    double(epoch_images(r, shape)) * packing, epoch_images(r, shape), shape.width, packing);
+    else if (shape.text)
         std::printf("dry run%s: nothing %s (--dataset %s: %zu sequences of %zu tokens)\n", r.inference ? " of inference" : "",
                     r.inference ? "run" : "trained", r.dataset.c_str(), epoch_images(r, shape), shape.width);
     else
@@ -55,9 +61,13 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
                     r.inference ? " of inference" : "", r.inference ? "run" : "trained", r.dataset.c_str(),
                     epoch_images(r, shape), shape.channels, shape.height, shape.width);
     std::printf("modelled epoch: %.3f s, %.0f %s/s on %zu IPUs (%zu replicas x %zu IPUs) and their host (%s)\n",
-                e.seconds, e.samples_per_second(), noun, ipus, b.replicas, b.ipus_per_replica, r.host.c_str());
-    if (shape.text) std::printf("tokens: %.0f a second\n", e.samples_per_second() * double(shape.width));
-    const double ipu_images_per_second = double(b.combined_batch() * b.instances) / e.call_device_seconds;
+                e.seconds, e.samples_per_second() * packing, noun, ipus, b.replicas, b.ipus_per_replica, r.host.c_str());
+    if (shape.text && packing != 1)
+        std::printf("packs: %.0f a second; tokens: %.0f a second, the packs' padding included\n", e.samples_per_second(),
+                    e.samples_per_second() * double(shape.width));
+    else if (shape.text)
+        std::printf("tokens: %.0f a second\n", e.samples_per_second() * double(shape.width));
+    const double ipu_images_per_second = packing * double(b.combined_batch() * b.instances) / e.call_device_seconds;
     if (r.inference)
         std::printf("inference: %.0f %s/s on the IPUs alone; latency %.3f ms from a call's start to its first "
                     "micro-batch of %zu at the host\n",
@@ -84,10 +94,12 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
     write_configuration(j, r, epoch_images(r, shape), shape.text);
     j.key("modelled").begin_object();
     j.member("epoch_seconds", e.seconds);
-    if (shape.text) {  // a sequence of --seq-len tokens is a sample
-        j.member("sequences_per_second", e.samples_per_second());
+    if (shape.text) {  // a sequence of --seq-len tokens is a sample, or with --packing a pack of several
+        j.member("sequences_per_second", e.samples_per_second() * packing);
         j.member("tokens_per_second", e.samples_per_second() * double(shape.width));
-        j.member("sequences", e.samples).member("sequence_length", shape.width);
+        j.member("sequences", std::llround(double(e.samples) * packing)).member("sequence_length", shape.width);
+        if (packing != 1)
+            j.member("packs_per_second", e.samples_per_second()).member("packs", e.samples).member("packing", packing);
     } else {
         j.member("images_per_second", e.samples_per_second()).member("images", e.samples);
     }

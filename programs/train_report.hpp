@@ -120,26 +120,33 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("precision", r.precision).member("loss_scaling", r.loss_scaling);
     j.member("gradient_accumulation", r.gradient_accumulation).member("device_iterations", r.device_iterations);
     j.member("replicas", r.replicas).member("instances", r.instances).member("strategy", r.strategy);
-    j.member("schedule", r.schedule).member("ipus_per_replica", stages_of(r) / virtual_stages_of(r)).member("split", split);
+    j.member("schedule", r.schedule).member("ipus_per_replica", ipus_per_replica_of(r)).member("split", split);
     j.member("virtual_stages", virtual_stages_of(r));
     j.key("layers_per_ipu").begin_array();
     for (const std::size_t n : r.layers_per_ipu) j.value(n);
     j.end_array();
+    if (!r.layers_per_ipu.empty()) j.member("head_ipu", r.head_ipu);
     j.member("recompute", r.recompute).member("stochastic_rounding", r.stochastic_rounding);
     j.key("recompute_checkpoints").begin_array();
     for (const auto& name : r.recompute_checkpoints) j.value(name);
     j.end_array();
     j.member("optimizer_sharding", r.optimizer_sharding).member("optimizer_state_offchip", r.optimizer_state_offchip);
     j.member("io_tiles", r.io_tiles).member("partials", r.partials);
-    j.member("available_memory_proportion", r.available_memory_proportion);
+    if (r.available_memory_proportion.size() == 1) {
+        j.member("available_memory_proportion", r.available_memory_proportion.front());
+    } else {
+        j.key("available_memory_proportion").begin_array();  // one per IPU of a replica
+        for (const double amp : r.available_memory_proportion) j.value(amp);
+        j.end_array();
+    }
     j.member("dataflow", r.dataflow);
     j.member("eight_bit_io", r.eight_bit_io);
-    j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host);
+    j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host).member("ipu", r.ipu);
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);
     j.member("optimizer", r.optimizer).member("seed", r.seed);
     if (text)
         j.member("sequences", images).member("seq_len", r.seq_len).member("tokenizer", r.tokenizer).member("dropout", r.dropout)
-            .member("serialize_matmul", r.serialize_matmul);
+            .member("serialize_matmul", r.serialize_matmul).member("packing", r.packing);
     else
         j.member("images", images);
     if (std::isfinite(r.max_grad_norm)) j.member("max_grad_norm", r.max_grad_norm);  // absent: never clipped

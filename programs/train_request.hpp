@@ -59,7 +59,9 @@ struct train_request {
     std::size_t ipus_per_replica = 2;
     std::vector<std::string> split;       ///< the first unit of each stage after the first (BeginBlock)
     std::vector<std::size_t> layers_per_ipu;  ///< text models: blocks per IPU (Graphcore's layers_per_ipu)
+    std::string head_ipu = "first";       ///< with layers_per_ipu: the head on the "first" IPU (a stage of its own) or the "last"
     std::size_t serialize_matmul = 1;     ///< text models: the vocabulary projection in this many products
+    double packing = 1;                   ///< --dataset wikipedia: sequences per pack of seq_len tokens (1: none)
     bool recompute = false;
     std::vector<std::string> recompute_checkpoints;  ///< units whose input is a checkpoint, or "every-unit"
     bool stochastic_rounding = false;     ///< 16-bit weights, activations and gradients rounded stochastically
@@ -84,9 +86,11 @@ struct train_request {
     std::size_t io_tiles = 0;             ///< tiles per IPU for overlapped host I/O (PopTorch's numIOTiles)
     bool dataflow = false;                ///< pipelines as asynchronous dataflow, not lock-step cycles (a what-if)
     std::string partials = "float";       ///< partial sums of 16-bit contractions: "float" or "half" (setPartialsType)
-    /// share of each tile's memory a contraction's temporaries may take (setAvailableMemoryProportion)
-    double available_memory_proportion = tessera::emulator::default_available_memory_proportion;
+    /// share of each tile's memory a contraction's temporaries may take (setAvailableMemoryProportion):
+    /// one for every IPU, or one per IPU of a replica
+    std::vector<double> available_memory_proportion{tessera::emulator::default_available_memory_proportion};
     std::string host = "tutorial";        ///< the modelled host: "tutorial", "native" or a host_spec JSON file
+    std::string ipu = "gc200";            ///< the modelled IPU: "gc200", "bow" or "c600" (emulator/device_presets.hpp)
     std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)
     process_group processes{};            ///< not a flag: the ranks mpirun started (--instances)
 };
@@ -97,13 +101,38 @@ struct train_request {
 }
 /// The stage count of a request: --ipus-per-replica for the staged strategies (one stage per IPU;
 /// phased runs them one after another on one IPU; with model chunks, --virtual-stages per IPU), 1 for single.
+[[nodiscard]] inline std::size_t stages_of(const train_request& r) noexcept;
+/// Whether the head is a stage of its own on the first IPU (--layers-per-ipu with --head-ipu first,
+/// as Graphcore's BERT and GPT-2 place it beside the embedding whose table it shares): a pipeline or
+/// sharded model of more than one IPU, one model chunk each.
+[[nodiscard]] inline bool head_stage_on_first_ipu(const train_request& r) noexcept {
+    return !r.layers_per_ipu.empty() && r.head_ipu == "first" && r.ipus_per_replica > 1 && !runs_chunks(r) &&
+           (r.strategy == "pipelined" || r.strategy == "sharded");
+}
+/// The stage count of a request: --ipus-per-replica for the staged strategies (one stage per IPU;
+/// phased runs them one after another on one IPU; with model chunks, --virtual-stages per IPU; one
+/// more for a head on the first IPU), 1 for single.
 [[nodiscard]] inline std::size_t stages_of(const train_request& r) noexcept {
     if (r.strategy == "single") return 1;
+    if (head_stage_on_first_ipu(r)) return r.ipus_per_replica + 1;
     return runs_chunks(r) ? r.ipus_per_replica * r.virtual_stages : r.ipus_per_replica;
+}
+/// The IPU of each stage where it is not the strategy's own map (a head on the first IPU: 0, 1, ..., P - 1, 0).
+[[nodiscard]] inline std::vector<std::size_t> ipu_map_of(const train_request& r) {
+    std::vector<std::size_t> map;
+    if (!head_stage_on_first_ipu(r)) return map;
+    for (std::size_t i = 0; i < r.ipus_per_replica; ++i) map.push_back(i);
+    map.push_back(0);
+    return map;
 }
 /// Model chunks per IPU: --virtual-stages when interleaved or looped BFS, else 1.
 [[nodiscard]] inline std::size_t virtual_stages_of(const train_request& r) noexcept {
     return runs_chunks(r) ? r.virtual_stages : 1;
+}
+/// The stages of a request less a head's stage of its own, per model chunk: the IPUs of a replica
+/// (phased: its stages, one after another on one IPU).
+[[nodiscard]] inline std::size_t ipus_per_replica_of(const train_request& r) noexcept {
+    return (stages_of(r) - (head_stage_on_first_ipu(r) ? 1 : 0)) / virtual_stages_of(r);
 }
 
 /// The zero-bubble schedule a request asks for (none unless --schedule zero-bubble or zero-bubble-h2).

@@ -59,8 +59,8 @@ inline std::optional<double> static_scale(const std::string& s) {
 [[nodiscard]] inline config::options counts_of(const train_request& r) {
     return {.micro_batch = r.batch_size, .gradient_accumulation = r.gradient_accumulation,
             .device_iterations = r.device_iterations, .replicas = r.replicas, .instances = r.instances,
-            .input_group = r.input_replica_group, .stages = stages_of(r), .virtual_stages = virtual_stages_of(r),
-            .zero_bubble = zero_bubble_of(r)};
+            .input_group = r.input_replica_group, .stages = stages_of(r), .ipu_map = ipu_map_of(r),
+            .virtual_stages = virtual_stages_of(r), .zero_bubble = zero_bubble_of(r)};
 }
 
 /// The training loader's options of configuration C (8-bit I/O normalises on the device, float on the host).
@@ -102,6 +102,11 @@ template <class Net>
     settings.loss_scale = static_scale(r.loss_scaling);
     settings.dynamic_loss_scaling = r.loss_scaling == "dynamic";
     settings.host = host_of(r);
+    try {
+        settings.device = emulator::ipu_named(r.ipu);
+    } catch (const std::invalid_argument& e) {
+        throw usage_error(std::string("--ipu: ") + e.what());
+    }
     settings.loading = exec::loading_of(loading);
     settings.loading.instances = b.instances;
     if (!r.split.empty()) {
@@ -111,16 +116,20 @@ template <class Net>
             throw usage_error("--split names " + std::to_string(r.split.size()) + " cuts, the strategy has " +
                               std::to_string(b.stages) + " stages (give " + std::to_string(b.stages - 1) + ")");
     }
-    if (!r.layers_per_ipu.empty()) {  // the embedding (unit 0) and IPU 0's blocks, ..., the last IPU's and the head
-        if (r.layers_per_ipu.size() != b.stages)
+    if (!r.layers_per_ipu.empty()) {  // the embedding (unit 0) and IPU 0's blocks, ..., the last IPU's; the head
+        // with the last IPU's blocks, or a stage of its own on the first IPU
+        const bool head_apart = head_stage_on_first_ipu(r);
+        const std::size_t block_stages = b.stages - (head_apart ? 1 : 0);
+        if (r.layers_per_ipu.size() != block_stages)
             throw usage_error("--layers-per-ipu gives " + std::to_string(r.layers_per_ipu.size()) + " IPUs' blocks, the "
-                              "strategy has " + std::to_string(b.stages) + " stages (--ipus-per-replica " +
-                              std::to_string(b.stages) + " with one model chunk each)");
+                              "strategy has " + std::to_string(block_stages) + " stages (--ipus-per-replica " +
+                              std::to_string(block_stages) + " with one model chunk each)");
         std::size_t first = 1;
         for (std::size_t i = 0; i < r.layers_per_ipu.size(); ++i) {
             settings.first_units.push_back(i == 0 ? 0 : first);
             first += r.layers_per_ipu[i];
         }
+        if (head_apart) settings.first_units.push_back(net.units() - 1);
         if (first != net.units() - 1)
             throw usage_error("--layers-per-ipu places " + std::to_string(first - 1) + " blocks, and " + r.model + " has " +
                               std::to_string(net.units() - 2));
@@ -145,7 +154,14 @@ template <class Net>
     if (r.partials != "float" && r.partials != "half")
         throw usage_error("--partials takes float or half, got '" + r.partials + "'");
     settings.partials = r.partials == "half" ? emulator::partials_type::float16 : emulator::partials_type::float32;
-    settings.available_memory_proportion = r.available_memory_proportion;
+    if (r.available_memory_proportion.size() == 1)
+        settings.available_memory_proportion = r.available_memory_proportion.front();
+    else if (r.available_memory_proportion.size() != b.ipus_per_replica)
+        throw usage_error("--available-memory-proportion gives " + std::to_string(r.available_memory_proportion.size()) +
+                          " shares, and a replica has " + std::to_string(b.ipus_per_replica) +
+                          " IPUs (give one for all, or one per IPU)");
+    else
+        settings.ipu_available_memory_proportion = r.available_memory_proportion;
     if (r.stochastic_rounding) settings.stochastic_rounding = r.seed;  // activations; optimizer_of rounds the weights
     return settings;
 }

@@ -138,6 +138,9 @@ int text_dry_run(const train_request& r) {
     nn::transformer_spec spec = bert ? nn::bert_spec(r.model.substr(5)) : nn::gpt2_spec(r.model.substr(4));
     if (r.dataset != "fortunes") spec = with_text_flags(r, spec);  // the fortunes': their tokenizer's vocabulary
     dataset_shape shape{1, 1, r.seq_len, wikipedia_sequences, 0, spec.vocab, true};
+    if (r.packing != 1 && r.dataset != "wikipedia")
+        throw usage_error("--packing counts the sequences of --dataset wikipedia in packs, and " + r.dataset +
+                          " is read as windows of --seq-len tokens");
     if (r.dataset == "fortunes") {
         if (bert) throw usage_error("--dataset fortunes: " + r.model + " is priced on --dataset wikipedia (by shape)");
         const data::text_corpus corpus = text_corpus_of(r);
@@ -145,6 +148,9 @@ int text_dry_run(const train_request& r) {
         spec = text_spec_of(r, tokenizer.vocabulary_size());
         shape.images = data::token_windows<data::bpe_tokenizer>(corpus, data::text_part::train, r.seq_len, {}, tokenizer).size();
         shape.classes = spec.vocab;
+    } else if (r.dataset == "wikipedia" && r.packing != 1) {  // the sequences in packs of --seq-len tokens
+        shape.sequences_per_sample = r.packing;
+        shape.images = static_cast<std::size_t>(std::ceil(double(wikipedia_sequences) / r.packing));
     } else if (r.dataset != "wikipedia") {
         throw usage_error("--dataset '" + r.dataset + "' is not a text corpus: a dry run of " + r.model + " takes " +
                           (bert ? "wikipedia (by shape)" : "fortunes [DIR] or wikipedia (by shape)"));
