@@ -260,6 +260,12 @@ TEST_CASE("a tied table's two copies on one IPU are held there once: the head be
     CHECK(bytes_of(beside, "stage 2 (its tied table counted once) gradient accumulators") == norm * sizeof(float));
     CHECK(bytes_of(beside, "stage 2 (its tied table counted once) optimiser state") == 2 * norm * sizeof(float));
     CHECK(bytes_of(beside, "stage 0 weights") == bytes_of(items_of({0, 1, 2}, 0), "stage 0 weights"));
+    // One stage holding both copies: the network's parameters, which count the table once.
+    using one = cfg::config<P, cfg::single, cfg::gradient_accumulation<8>, cfg::final>;
+    const auto single = exec::dry_run<one>(net, lamb, {1, 1, length, 1}, {.micro_batch = batch}, 8 * batch, {}, 1,
+                                           exec::over_budget::throws, exec::token_loss<P>{});
+    CHECK(bytes_of(single.memory.ipus.at(0).items, "stage 0 (its tied table counted once) weights") ==
+          net.parameters() * sizeof(float));
 }
 
 TEST_CASE("a transformer stage that throws surfaces its exception with its type and message", "[exec][nn][transformer][threads]") {

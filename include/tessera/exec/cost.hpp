@@ -40,9 +40,10 @@ struct stage_cost {
     std::size_t gradient_bytes = 0;    ///< gradient accumulators (what the all-reduce moves); 0: as weight_bytes
     std::size_t optimiser_bytes = 0;   ///< optimizer state (momentum, Adam moments)
     std::size_t parameters = 0;        ///< the parameters weight_bytes, gradient_bytes and optimiser_bytes hold
-    /// Of `parameters`, those of a copy of a table tied between stages (a transformer's embedding and
-    /// head): two copies on one IPU are one table there, held once (exec::lay_out_memory).
-    std::size_t tied_parameters = 0;
+    /// Of `parameters`, those of each copy of a tied table (a transformer's embedding and head) the
+    /// stage holds, and how many copies it holds: two copies on one IPU are one table there, held
+    /// once (exec::lay_out_memory).
+    std::size_t tied_parameters = 0, tied_copies = 0;
     std::size_t input_bytes = 0;       ///< the stage's input per micro-batch (stage 0: what the host sends)
     std::size_t output_bytes = 0;      ///< its output per micro-batch (sent forward; its gradient comes back)
     std::size_t stash_bytes = 0;       ///< saved for the backward pass per micro-batch

@@ -112,15 +112,13 @@ struct tile_pass_memory {
     return {static_cast<std::size_t>(std::ceil(most)), emulator::code_of(distinct, cycles, compute.code)};
 }
 
-/// `c` less its copy of a tied table when `held` (an earlier stage of the IPU holds one); sets
-/// `held` when `c` holds a copy.
+/// `c` less the copies of a tied table beyond the IPU's first (`held`: an earlier stage of the IPU
+/// holds one); sets `held` when `c` holds a copy.
 [[nodiscard]] inline stage_cost without_second_tied_copy(stage_cost c, bool& held) {
-    if (c.tied_parameters == 0 || c.parameters == 0) return c;
-    if (std::exchange(held, true)) {
-        const auto less = [&](std::size_t& bytes) { bytes -= bytes / c.parameters * c.tied_parameters; };
-        less(c.weight_bytes), less(c.optimiser_bytes);
-        if (c.gradient_bytes > 0) less(c.gradient_bytes);
-    }
+    if (c.tied_copies == 0 || c.tied_parameters == 0 || c.parameters == 0) return c;
+    const std::size_t extra = c.tied_copies - (std::exchange(held, true) ? 0 : 1);
+    const auto less = [&](std::size_t& bytes) { bytes -= bytes / c.parameters * c.tied_parameters * extra; };
+    less(c.weight_bytes), less(c.optimiser_bytes), less(c.gradient_bytes);
     return c;
 }
 
@@ -145,7 +143,7 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
             available_memory_proportion = costs.available_memory_proportion_of(s);
             // A second copy of a tied table on the IPU is the first one: its weights, gradients and
             // state are held once (the head's decoder reads the embedding's table, as PopTorch ties them).
-            const bool second_copy = tied_held && costs.stages[s].tied_parameters > 0;
+            const bool second_copy = costs.stages[s].tied_copies > (tied_held ? 0 : 1);
             const stage_cost c = without_second_tied_copy(costs.stages[s], tied_held);
             const std::string st = "stage " + std::to_string(s) + (second_copy ? " (its tied table counted once) " : " ");
             const auto& where = costs.locations;

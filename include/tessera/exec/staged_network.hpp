@@ -589,7 +589,13 @@ public:
             state_values = m_optimizers.at(s).state_values_per_parameter();
         stage_cost c = unit_stage_cost(m_net, first_unit(s), last_unit(s), m_input, s + 1 == stages(), state_values,
                                        recomputes(s) ? &m_recompute : nullptr);
-        if (holds_tied(s)) c.tied_parameters = m_tied_elements;
+        // The embedding's copy on stage 0, the head's on the last (both: one stage).
+        c.tied_copies = (s == 0 ? 1 : 0) + (s + 1 == stages() ? 1 : 0);
+        if constexpr (requires(const N& n) { { n.tied_table_elements() } -> std::convertible_to<std::size_t>; })
+            c.tied_parameters = m_net.tied_table_elements();  // shapes-only networks too
+        else
+            c.tied_parameters = holds_tied(s) ? m_tied_elements : 0;
+        if (c.tied_parameters == 0) c.tied_copies = 0;
         return c;
     }
 

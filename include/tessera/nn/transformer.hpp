@@ -340,6 +340,9 @@ public:
         std::copy(table.begin(), table.end(), decoder.begin());
     }
 
+    /// Elements of the tied table (vocab × width; 0 when untied), shapes-only networks too.
+    [[nodiscard]] std::size_t tied_table_elements() const noexcept { return m_spec.tied ? m_spec.vocab * m_spec.width : 0; }
+
     /// The gradient of the tied table's second copy (the head's decoder), nullptr when untied: one
     /// parameter, which the global gradient norm counts once.
     [[nodiscard]] const void* tied_copy() {
