@@ -2,11 +2,12 @@
 // seeds 000 and 001 (ResNet-101 on CIFAR-10 over a 2-IPU pipeline: G = 3; G = 8; + D = 4; + 8-bit
 // I/O; + async loader) and 003 (4 replicas fed by 1 or 2 host processes) as dry runs, and prints
 // the modelled epoch time and images/s beside what the tutorials' users measured.
-//   tessera-sweep [--json FILE] [--csv FILE] [--svg FILE] [--calibrate] [--published]
+//   tessera-sweep [--json FILE] [--csv FILE] [--svg FILE] [--calibrate] [--published [--commands]]
 // --calibrate fits the host_spec costs again on seed 000's table (the only fitted constants: the
 // device model fits none) and prints them before the table.
-// --published prints instead published ResNet-50 results (programs/published_figures.hpp) beside
-// tessera's dry runs of their configurations, every one a prediction.
+// --published prints instead published ResNet-50 and BERT results (programs/published_figures.hpp,
+// published_transformers.hpp) beside tessera's dry runs of their configurations, every one a prediction
+// (--commands: each BERT row's tessera-train command).
 #include <CLI/CLI.hpp>
 
 #include <tessera/tessera.hpp>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "published_figures.hpp"
+#include "published_transformers.hpp"
 #include "tutorial_sweep.hpp"
 
 namespace {
@@ -175,7 +177,7 @@ void write_file(const std::string& path, Writer&& writer) {
 }  // namespace
 
 // Published figures against their dry runs; the predictions' median absolute error and worst ratio.
-int print_published(const ts::emulator::device_spec& device) {
+int print_published(const ts::emulator::device_spec& device, bool commands) {
     const ts::nn::resnet50<cfg::half> net(3, 1000);
     ts::report::table t({"system", "IPUs", "batch x G x D", "published", "modelled", "error", "fullest IPU", "figure"});
     std::vector<double> errors;
@@ -194,10 +196,37 @@ int print_published(const ts::emulator::device_spec& device) {
         worst = std::max({worst, ratio, 1 / ratio});
     }
     std::cout << t;
-    std::sort(errors.begin(), errors.end());
-    const std::size_t n = errors.size();
-    const double median = n == 0 ? 0 : n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
-    std::printf("%zu predictions, none fitted: median absolute error %.0f %%, the worst off by %.2fx\n", n, 100 * median, worst);
+    const auto summary = [](std::vector<double> sorted, double off_by) {
+        std::sort(sorted.begin(), sorted.end());
+        const std::size_t n = sorted.size();
+        const double median = n == 0 ? 0 : n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        std::printf("%zu predictions, none fitted: median absolute error %.0f %%, the worst off by %.2fx\n", n, 100 * median,
+                    off_by);
+    };
+    summary(errors, worst);
+
+    // BERT pre-training, as tessera-train --dry-run prices each configuration.
+    std::printf("\nBERT pre-training, sequences/s (every row's command: tessera-sweep --published --commands)\n");
+    ts::report::table b({"system", "IPUs", "seq x batch x G", "published", "modelled", "error", "fullest IPU", "figure"});
+    errors.clear(), worst = 1;
+    for (const auto& f : ts::programs::published_transformers) {
+        const auto e = ts::programs::dry_run_transformer(f);
+        const double ratio = e.images_per_second / f.sequences_per_second, error = ratio - 1;
+        char mib[64];
+        std::snprintf(mib, sizeof mib, "%.0f MiB%s", double(e.fullest_ipu_bytes) / 1048576.0, e.fits ? "" : " (over)");
+        b.add_row({f.system, std::to_string(f.replicas * f.layers_per_ipu.size()),
+                   std::to_string(f.seq_len) + " x " + std::to_string(f.micro_batch) + " x " +
+                       std::to_string(f.gradient_accumulation),
+                   fixed(f.sequences_per_second, 0), fixed(e.images_per_second, 0), fixed(100 * error, 0) + " %", mib,
+                   f.kind});
+        errors.push_back(std::abs(error));
+        worst = std::max({worst, ratio, 1 / ratio});
+    }
+    std::cout << b;
+    summary(errors, worst);
+    if (commands)
+        for (const auto& f : ts::programs::published_transformers)
+            std::printf("%s:\n  %s\n", f.system, ts::programs::command_of(f).c_str());
     return 0;
 }
 
@@ -211,13 +240,16 @@ int main(int argc, char** argv) {
     app.add_flag("--calibrate", calibrate,
                  "fit the host costs again on seed 000's table");
     app.add_flag("--published", published,
-                 "print published ResNet-50 results (MLPerf, Graphcore's tables, PopRT) beside tessera's dry runs");
+"print published ResNet-50 and BERT results (MLPerf, Graphcore's tables, PopRT, PaddlePaddle) beside "
+                 "tessera's dry runs");
+    bool commands = false;
+    app.add_flag("--commands", commands, "with --published: the tessera-train command of every BERT row")->needs("--published");
     CLI11_PARSE(app, argc, argv);
 
     try {
         ts::emulator::device_spec device{};
         ts::emulator::host_spec host{};
-        if (published) return print_published(device);
+        if (published) return print_published(device, commands);
         const ts::programs::seed_network net(3, 10);
         std::vector<result_row> rows;
         const auto run_all = [&] {

@@ -127,12 +127,14 @@ template <class Net, class Tok>
     return score;
 }
 
-/// The dry run of a text model under configuration C, its network built from shapes alone (no
-/// weights): gpt-<size> on the fortunes (the corpus read and, with a BPE, its tokenizer learnt, to
-/// count its windows and its vocabulary) or on wikipedia (by shape, GPT-2's own vocabulary);
-/// bert-<size> on wikipedia (by shape).
-template <class C>
-int text_dry_run(const train_request& r) {
+/// Calls f(net, shape, loss) with the network of a text model's dry run under configuration C, built
+/// from shapes alone (no weights), the shape of its dataset and its loss: gpt-<size> on the fortunes
+/// (the corpus read and, with a BPE, its tokenizer learnt, to count its windows and its vocabulary)
+/// or on wikipedia (by shape, GPT-2's own vocabulary; --packing: its sequences in packs);
+/// bert-<size> on wikipedia (by shape). text_dry_run prints it; tessera-sweep --published holds it
+/// against published figures.
+template <class C, class F>
+decltype(auto) with_text_dry_run(const train_request& r, F&& f) {
     using P = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
     const bool bert = r.model.rfind("bert-", 0) == 0;
     nn::transformer_spec spec = bert ? nn::bert_spec(r.model.substr(5)) : nn::gpt2_spec(r.model.substr(4));
@@ -155,8 +157,16 @@ int text_dry_run(const train_request& r) {
         throw usage_error("--dataset '" + r.dataset + "' is not a text corpus: a dry run of " + r.model + " takes " +
                           (bert ? "wikipedia (by shape)" : "fortunes [DIR] or wikipedia (by shape)"));
     }
-    if (bert) return report_dry_run<C>(r, nn::make_bert<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
-    return report_dry_run<C>(r, nn::make_gpt2<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
+    if (bert) return f(nn::make_bert<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
+    return f(nn::make_gpt2<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
+}
+
+/// The dry run of a text model under configuration C, printed.
+template <class C>
+int text_dry_run(const train_request& r) {
+    return with_text_dry_run<C>(r, [&](const auto& net, const dataset_shape& shape, auto loss) {
+        return report_dry_run<C>(r, net, shape, loss);
+    });
 }
 
 /// Trains --model gpt-<size> under configuration C on the corpus's training windows, then scores the

@@ -2,12 +2,14 @@
 // cut before layer3[8]): tessera's modelled clock and memory plan must tell the same story.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "published_figures.hpp"
+#include "published_transformers.hpp"
 #include "tutorial_sweep.hpp"
 
 namespace cfg = tessera::config;
@@ -145,4 +147,26 @@ TEST_CASE("published ResNet-50 results: training predictions within 25 %, every 
     // Bow is a GC200 at 1.85 GHz and the C600 one at 1.5 GHz: the same cycles at their clock.
     CHECK(tessera::emulator::bow_ipu().fp16_flops == Approx(250e12 * 1.85 / 1.33));
     CHECK(tessera::emulator::c600_ipu().fp16_flops == Approx(250e12 * 1.5 / 1.33));
+}
+
+TEST_CASE("published BERT pre-training results: each prediction's error as docs/validation.md gives it, none off by 2x, "
+          "Graphcore's BERT-Large configurations fit as they ran", "[exec][seeds][transformer]") {
+    // The errors docs/validation.md prints (tessera-sweep --published), in the rows' order: a change of
+    // the model moves them, and the page is then re-run. Not fitted: no constant was chosen by them.
+    const std::vector<double> documented = {0.32, 0.57, 0.39, 0.65, 0.22, 0.28, 0.29, 0.39, 0.36, 0.51, 0.27, 0.31};
+    REQUIRE(programs::published_transformers.size() == documented.size());
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 0; i < documented.size(); ++i) {
+        const auto& f = programs::published_transformers[i];
+        const auto e = programs::dry_run_transformer(f);
+        const double ratio = e.images_per_second / f.sequences_per_second;
+        INFO(f.system << ": modelled " << e.images_per_second << " sequences/s, published " << f.sequences_per_second);
+        CHECK(ratio - 1 == Approx(documented[i]).margin(0.005));
+        CHECK(ratio > 0.5);
+        CHECK(ratio < 2.0);
+        if (std::string_view(f.model) == "bert-large") CHECK(e.fits);
+        const std::size_t ipus = f.replicas * f.layers_per_ipu.size();
+        if (std::find(sizes.begin(), sizes.end(), ipus) == sizes.end()) sizes.push_back(ipus);
+    }
+    CHECK(sizes.size() >= 2);  // POD16 and POD64
 }
