@@ -15,7 +15,8 @@
 namespace tessera::programs {
 
 /// One published figure: sequences/s of BERT pre-training (16.16, half partials, LAMB, the blocks'
-/// inputs checkpointed, the head on IPU 0 beside the embedding) at a configuration.
+/// inputs checkpointed, the head on IPU 0 beside the embedding, predicting the masked positions:
+/// mask_tokens 20 of 128 and 76 of 512, Graphcore's configs_pretraining.yml) at a configuration.
 struct published_transformer {
     const char* system;  ///< as its source names it
     const char* source;  ///< where the figure and the configuration are printed
@@ -27,6 +28,7 @@ struct published_transformer {
     std::size_t micro_batch, gradient_accumulation;   ///< in packs when packed
     double packing;                  ///< sequences per pack (1: unpacked)
     std::size_t serialize_matmul;    ///< the vocabulary projection's pieces
+    std::size_t mask_tokens;         ///< the positions the masked-LM head predicts (mask_tokens)
     bool optimizer_state_offchip;    ///< LAMB's state in Streaming Memory; sharded over the replicas either way
     double sequences_per_second;     ///< the published figure
     const char* kind;                ///< "exact", "approximate" (with why), or how it was derived
@@ -42,37 +44,37 @@ struct published_transformer {
 // examples/language_model/bert/static_ipu/README.md ("tput 11700") and run_pretrain.sh.
 inline const std::vector<published_transformer> published_transformers = {
     {"Bow Pod16, BERT-Large phase 1, PyTorch", "[perf] pretrain_large_128 (G 2048 / 1.17 = 1751 packs)",
-     ipu_generation::bow, "bert-large", 128, 4, {3, 7, 7, 7}, {0.15, 0.25, 0.25, 0.25}, 8, 1751, 1.17, 2, true, 5'592, "exact"},
+     ipu_generation::bow, "bert-large", 128, 4, {3, 7, 7, 7}, {0.15, 0.25, 0.25, 0.25}, 8, 1751, 1.17, 2, 20, true, 5'592, "exact"},
     {"Bow Pod64, BERT-Large phase 1, PyTorch", "[perf] pretrain_large_128_POD64 (G 512 / 1.17 = 438 packs)",
-     ipu_generation::bow, "bert-large", 128, 16, {3, 7, 7, 7}, {0.14, 0.19, 0.19, 0.19}, 8, 438, 1.17, 2, true, 18'494, "exact"},
+     ipu_generation::bow, "bert-large", 128, 16, {3, 7, 7, 7}, {0.14, 0.19, 0.19, 0.19}, 8, 438, 1.17, 2, 20, true, 18'494, "exact"},
     {"Bow Pod16, BERT-Large phase 2, PyTorch", "[perf] pretrain_large_512 (G 2048 / 2.0 = 1024 packs)",
-     ipu_generation::bow, "bert-large", 512, 4, {3, 7, 7, 7}, {0.10, 0.15, 0.15, 0.15}, 2, 1024, 2.0, 2, true, 1'969,
+     ipu_generation::bow, "bert-large", 512, 4, {3, 7, 7, 7}, {0.10, 0.15, 0.15, 0.15}, 2, 1024, 2.0, 2, 76, true, 1'969,
      "exact but the vocabulary's serialization (2 assumed)"},
     {"Bow Pod64, BERT-Large phase 2, PyTorch", "[perf] pretrain_large_512_POD64 (G 512 / 2.0 = 256 packs)",
-     ipu_generation::bow, "bert-large", 512, 16, {3, 7, 7, 7}, {0.13, 0.19, 0.19, 0.19}, 2, 256, 2.0, 2, true, 6'510,
+     ipu_generation::bow, "bert-large", 512, 16, {3, 7, 7, 7}, {0.13, 0.19, 0.19, 0.19}, 2, 256, 2.0, 2, 76, true, 6'510,
      "exact but the vocabulary's serialization (2 assumed)"},
     {"Bow Pod16, BERT-Large phase 1, PopART", "[perf] packed_pretrain_large_128.json (batch 54,784 packs: G 1712)",
-     ipu_generation::bow, "bert-large", 128, 4, {3, 7, 7, 7}, {0.15, 0.25, 0.25, 0.25}, 8, 1712, 1.17, 2, true, 6'044,
+     ipu_generation::bow, "bert-large", 128, 4, {3, 7, 7, 7}, {0.15, 0.25, 0.25, 0.25}, 8, 1712, 1.17, 2, 20, true, 6'044,
      "approximate: PopART's sequences per pack taken as PyTorch's 1.17; its serialization 5 does not divide 30,522 (2)"},
     {"Bow Pod64, BERT-Large phase 1, PopART", "[perf] packed_pretrain_large_128.json, 16 replicas (G 428)",
-     ipu_generation::bow, "bert-large", 128, 16, {3, 7, 7, 7}, {0.15, 0.25, 0.25, 0.25}, 8, 428, 1.17, 2, true, 22'759,
+     ipu_generation::bow, "bert-large", 128, 16, {3, 7, 7, 7}, {0.15, 0.25, 0.25, 0.25}, 8, 428, 1.17, 2, 20, true, 22'759,
      "approximate, as the Pod16 row"},
     {"Bow Pod16, BERT-Large phase 2, PopART", "[perf] packed_pretrain_large_512.json (batch 9,600 packs: G 1200)",
-     ipu_generation::bow, "bert-large", 512, 4, {3, 7, 7, 7}, {0.16, 0.21, 0.21, 0.21}, 2, 1200, 2.0, 2, true, 2'126,
+     ipu_generation::bow, "bert-large", 512, 4, {3, 7, 7, 7}, {0.16, 0.21, 0.21, 0.21}, 2, 1200, 2.0, 2, 76, true, 2'126,
      "approximate: 2 sequences per pack, as MLPerf's packs of 512"},
     {"Bow Pod64, BERT-Large phase 2, PopART", "[perf] packed_pretrain_large_512.json, 16 replicas (G 300)",
-     ipu_generation::bow, "bert-large", 512, 16, {3, 7, 7, 7}, {0.16, 0.21, 0.21, 0.21}, 2, 300, 2.0, 2, true, 7'789,
+     ipu_generation::bow, "bert-large", 512, 16, {3, 7, 7, 7}, {0.16, 0.21, 0.21, 0.21}, 2, 300, 2.0, 2, 76, true, 7'789,
      "approximate, as the Pod16 row"},
     {"IPU-POD16, MLPerf Training v1.0 BERT", "[mlperf] pod16-closed.json (2 packs of 512 x G 192, 4 x 4 IPUs)",
-     ipu_generation::gc200, "bert-large", 512, 4, {3, 7, 7, 7}, {0.20, 0.20, 0.25, 0.25}, 2, 192, 2.0, 2, true, 1'419,
+     ipu_generation::gc200, "bert-large", 512, 4, {3, 7, 7, 7}, {0.20, 0.20, 0.25, 0.25}, 2, 192, 2.0, 2, 76, true, 1'419,
      "derived from the MLPerf logs; vocabulary 30,522 (MLPerf's 30,400 in 5 pieces)"},
     {"IPU-POD64, MLPerf Training v1.0 BERT", "[mlperf] pod64-closed.json (2 packs x G 96, 8 x 8 IPUs, state on chip)",
-     ipu_generation::gc200, "bert-large", 512, 8, {0, 3, 3, 3, 3, 4, 4, 4}, {1.0}, 2, 96, 2.0, 2, false, 4'241,
+     ipu_generation::gc200, "bert-large", 512, 8, {0, 3, 3, 3, 3, 4, 4, 4}, {1.0}, 2, 96, 2.0, 2, 76, false, 4'241,
      "derived from the MLPerf logs; vocabulary 30,522 (MLPerf's 30,400 in 5 pieces)"},
     {"Bow Pod16, BERT-Base phase 1, PopART", "[perf] pretrain_base_128.json (32 x G 512, blocks from IPU 1)",
-     ipu_generation::bow, "bert-base", 128, 4, {0, 4, 4, 4}, {0.28}, 32, 512, 1.0, 2, true, 16'391, "exact"},
+     ipu_generation::bow, "bert-base", 128, 4, {0, 4, 4, 4}, {0.28}, 32, 512, 1.0, 2, 20, true, 16'391, "exact"},
     {"IPU-POD16, BERT-Base phase 1, PaddlePaddle", "[paddle] 32 x G 512, 4 x 4 IPUs, blocks from IPU 1",
-     ipu_generation::gc200, "bert-base", 128, 4, {0, 4, 4, 4}, {0.28}, 32, 512, 1.0, 2, true, 11'700, "exact"},
+     ipu_generation::gc200, "bert-base", 128, 4, {0, 4, 4, 4}, {0.28}, 32, 512, 1.0, 2, 20, true, 11'700, "exact"},
 };
 
 /// The tessera-train request that dry-runs figure `f` (on the IPUs alone: the host is the native one).
@@ -85,6 +87,7 @@ inline const std::vector<published_transformer> published_transformers = {
     r.layers_per_ipu = f.layers_per_ipu, r.available_memory_proportion = f.available_memory_proportion;
     r.batch_size = f.micro_batch, r.gradient_accumulation = f.gradient_accumulation, r.packing = f.packing;
     r.serialize_matmul = f.serialize_matmul, r.optimizer_state_offchip = f.optimizer_state_offchip;
+    r.mask_tokens = f.mask_tokens;
     r.optimizer_sharding = true;  // replicated tensor sharding, in every configuration above
     r.recompute_checkpoints = {"every-unit"};
     r.host = "native";
@@ -112,7 +115,7 @@ inline const std::vector<published_transformer> published_transformers = {
            " --strategy pipelined --ipus-per-replica " + std::to_string(r.ipus_per_replica) + " --layers-per-ipu " +
            list(r.layers_per_ipu) + " --available-memory-proportion " + list(r.available_memory_proportion) +
            (r.packing != 1 ? std::string(" --packing ") + packing : std::string()) + " --serialize-matmul " +
-           std::to_string(r.serialize_matmul) + " --optimizer-sharding" +
+           std::to_string(r.serialize_matmul) + " --mask-tokens " + std::to_string(r.mask_tokens) + " --optimizer-sharding" +
            (r.optimizer_state_offchip ? " --optimizer-state-offchip" : "") +
            " --recompute-checkpoints every-unit --partials half --host native";
 }

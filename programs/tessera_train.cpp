@@ -40,12 +40,12 @@ std::string namespace_line(const tessera::programs::train_request& r) {
     char line[2048];
     std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%s, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, head_ipu='%s', host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, ipu='%s', "
-                "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, optimizer_state_offchip=%s, output_mode='%s', packing=%g, "
+                "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, mask_tokens=%zu, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, optimizer_state_offchip=%s, output_mode='%s', packing=%g, "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "seq_len=%zu, serialize_matmul=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
                 yes(r.async_dataloader), shares.c_str(), r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.head_ipu.c_str(), r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.ipu.c_str(), r.io_tiles,
-                tessera::programs::ipus_per_replica_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr,
+                tessera::programs::ipus_per_replica_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr, r.mask_tokens,
                 r.max_grad_norm,
                 r.model.c_str(), r.optimizer.c_str(), yes(r.optimizer_sharding), yes(r.optimizer_state_offchip), r.output_mode.c_str(), r.packing, r.partials.c_str(), r.precision.c_str(), yes(r.recompute),
                 checkpoints.c_str(),
@@ -130,6 +130,11 @@ int main(int argc, char** argv) {
                                    "and 2.0 at 128, 384 and 512 tokens); a sample, micro-batch and batch count packs, "
                                    "sequences/s counts sequences; 1: unpacked")
                         ->check(CLI::Range(1.0, 64.0));
+    auto* mask_tokens = app.add_option("--mask-tokens", r.mask_tokens,
+                                       "BERT: the positions its masked-LM head predicts, the first N of each sample, "
+                                       "where Graphcore's data put the masked tokens (its mask_tokens: 20 of 128, 76 "
+                                       "of 512); 0: every position")
+                            ->check(CLI::NonNegativeNumber);
     app.add_flag("--recompute,!--no-recompute", r.recompute, "recompute each stage's forward during its backward");
     auto* checkpoints = app.add_option("--recompute-checkpoints", r.recompute_checkpoints,
                                        "units whose input is a recomputation checkpoint (PopTorch's recomputationCheckpoint), e.g. "
@@ -239,7 +244,7 @@ int main(int argc, char** argv) {
     } else {
         const std::tuple<const CLI::Option*, const char*, const char*> text_only[] = {
             {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"},
-            {layers_flag, "--layers-per-ipu", "blocks per IPU"}, {head_ipu, "--head-ipu", "head's IPU"}, {packing, "--packing", "sequences per pack"}, {serialize, "--serialize-matmul", "vocabulary projection"}};
+            {layers_flag, "--layers-per-ipu", "blocks per IPU"}, {head_ipu, "--head-ipu", "head's IPU"}, {packing, "--packing", "sequences per pack"}, {mask_tokens, "--mask-tokens", "predicted positions"}, {serialize, "--serialize-matmul", "vocabulary projection"}};
         for (const auto& [option, flag, what] : text_only)
             if (option->count() > 0) {
                 std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n", flag, what,

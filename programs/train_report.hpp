@@ -146,7 +146,7 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.member("optimizer", r.optimizer).member("seed", r.seed);
     if (text)
         j.member("sequences", images).member("seq_len", r.seq_len).member("tokenizer", r.tokenizer).member("dropout", r.dropout)
-            .member("serialize_matmul", r.serialize_matmul).member("packing", r.packing);
+            .member("serialize_matmul", r.serialize_matmul).member("packing", r.packing).member("mask_tokens", r.mask_tokens);
     else
         j.member("images", images);
     if (std::isfinite(r.max_grad_norm)) j.member("max_grad_norm", r.max_grad_norm);  // absent: never clipped

@@ -62,6 +62,7 @@ struct train_request {
     std::string head_ipu = "first";       ///< with layers_per_ipu: the head on the "first" IPU (a stage of its own) or the "last"
     std::size_t serialize_matmul = 1;     ///< text models: the vocabulary projection in this many products
     double packing = 1;                   ///< --dataset wikipedia: sequences per pack of seq_len tokens (1: none)
+    std::size_t mask_tokens = 0;          ///< BERT: the positions its head predicts, the first of each sample (0: all)
     bool recompute = false;
     std::vector<std::string> recompute_checkpoints;  ///< units whose input is a checkpoint, or "every-unit"
     bool stochastic_rounding = false;     ///< 16-bit weights, activations and gradients rounded stochastically

@@ -76,6 +76,13 @@ inline constexpr std::size_t wikipedia_sequences = 16'000'000;
         throw usage_error("--serialize-matmul " + std::to_string(r.serialize_matmul) + " does not divide " + r.model +
                           "'s vocabulary of " + std::to_string(s.vocab) + " tokens");
     s.decoder_serialization = r.serialize_matmul;
+    if (r.mask_tokens > 0 && r.model.rfind("bert-", 0) != 0)
+        throw usage_error("--mask-tokens sets the positions BERT's masked-LM head predicts, and " + r.model +
+                          " predicts every next token");
+    if (r.mask_tokens > r.seq_len)
+        throw usage_error("--mask-tokens " + std::to_string(r.mask_tokens) + " is more than the " +
+                          std::to_string(r.seq_len) + " positions of --seq-len");
+    s.predicted_positions = r.mask_tokens;
     return s;
 }
 

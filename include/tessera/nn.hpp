@@ -6,6 +6,7 @@
 #include "tessera/nn/batch_norm.hpp"
 #include "tessera/nn/conv2d.hpp"
 #include "tessera/nn/dropout.hpp"
+#include "tessera/nn/first_positions.hpp"
 #include "tessera/nn/gelu.hpp"
 #include "tessera/nn/layer.hpp"
 #include "tessera/nn/layer_norm.hpp"

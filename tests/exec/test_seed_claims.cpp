@@ -150,10 +150,10 @@ TEST_CASE("published ResNet-50 results: training predictions within 25 %, every 
 }
 
 TEST_CASE("published BERT pre-training results: each prediction's error as docs/validation.md gives it, none off by 2x, "
-          "Graphcore's BERT-Large configurations fit as they ran", "[exec][seeds][transformer]") {
+          "every configuration fits as it ran", "[exec][seeds][transformer]") {
     // The errors docs/validation.md prints (tessera-sweep --published), in the rows' order: a change of
     // the model moves them, and the page is then re-run. Not fitted: no constant was chosen by them.
-    const std::vector<double> documented = {0.32, 0.57, 0.39, 0.65, 0.22, 0.28, 0.29, 0.39, 0.36, 0.51, 0.27, 0.31};
+    const std::vector<double> documented = {0.318, 0.575, 0.394, 0.655, 0.219, 0.279, 0.293, 0.389, 0.363, 0.508, 0.269, 0.308};
     REQUIRE(programs::published_transformers.size() == documented.size());
     std::vector<std::size_t> sizes;
     for (std::size_t i = 0; i < documented.size(); ++i) {
@@ -161,10 +161,10 @@ TEST_CASE("published BERT pre-training results: each prediction's error as docs/
         const auto e = programs::dry_run_transformer(f);
         const double ratio = e.images_per_second / f.sequences_per_second;
         INFO(f.system << ": modelled " << e.images_per_second << " sequences/s, published " << f.sequences_per_second);
-        CHECK(ratio - 1 == Approx(documented[i]).margin(0.005));
+        CHECK(ratio - 1 == Approx(documented[i]).margin(0.002));
         CHECK(ratio > 0.5);
         CHECK(ratio < 2.0);
-        if (std::string_view(f.model) == "bert-large") CHECK(e.fits);
+        CHECK(e.fits);  // as every configuration ran
         const std::size_t ipus = f.replicas * f.layers_per_ipu.size();
         if (std::find(sizes.begin(), sizes.end(), ipus) == sizes.end()) sizes.push_back(ipus);
     }

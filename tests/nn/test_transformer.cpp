@@ -761,4 +761,46 @@ TEST_CASE("a transformer's units run in any ranges as they run whole, split back
     REQUIRE(std::memcmp(gw.data(), gp.data(), gw.size() * sizeof(float)) == 0);
 }
 
+TEST_CASE("BERT's head on its first positions: their logits and every gradient as the whole head's with the rest "
+          "unseen", "[nn][transformer][bert]") {
+    auto spec = nn::bert_spec("tiny");
+    spec.layers = 2, spec.width = 16, spec.heads = 2, spec.vocab = 29, spec.positions = 8;
+    constexpr std::size_t n = 2, length = 8, kept = 3;
+    auto whole = nn::make_bert<config::fp32>(spec);
+    spec.predicted_positions = kept;
+    auto first = nn::make_bert<config::fp32>(spec);  // the same weights: the same seed draws them
+    const auto tokens = random_tokens<config::fp32>(n, length, 29, 5);
+    nn::context ctx{nn::mode::train, 1};
+    decltype(whole)::state sw, sf;
+    const auto y = whole.forward(tokens, sw, ctx);
+    const auto yk = first.forward(tokens, sf, ctx);
+    REQUIRE(tensor::shape_of(yk) == shape{n, 1, kept, 29});
+    CHECK(first.output_shape(shape{n, 1, length, 1}) == shape{n, 1, kept, 29});
+    // The output gradient on the first positions, zeros on the rest (positions the loss does not see).
+    auto dy = random_activation<config::fp32>(tensor::shape_of(y), 6);
+    auto dyk = random_activation<config::fp32>(tensor::shape_of(yk), 7);
+    for (std::size_t b = 0; b < n; ++b)
+        for (std::size_t t = 0; t < length; ++t)
+            for (std::size_t v = 0; v < 29; ++v) {
+                const std::size_t i = (b * length + t) * 29 + v;
+                if (t < kept) {
+                    CHECK(yk.data()[(b * kept + t) * 29 + v] == Approx(y.data()[i]).epsilon(1e-6));
+                    dyk.data()[(b * kept + t) * 29 + v] = dy.data()[i];
+                } else {
+                    dy.data()[i] = 0;
+                }
+            }
+    whole.backward(dy, sw, ctx, false);
+    first.backward(dyk, sf, ctx, false);
+    const auto gw = parameter_gradients(whole), gf = parameter_gradients(first);
+    REQUIRE(gw.size() == gf.size());
+    for (std::size_t i = 0; i < gw.size(); ++i) CHECK(gf[i] == Approx(gw[i]).margin(1e-6).epsilon(1e-5));
+    // The head's cost: its projections over the kept positions only.
+    const auto head_flops = [](const auto& net) {
+        const shape in{n, 1, length, 1};
+        return net.unit_cost(net.units() - 1, net.unit_input_shape(net.units() - 1, in)).forward_flops;
+    };
+    CHECK(head_flops(first) == Approx(head_flops(whole) * double(kept) / double(length)));
+}
+
 }  // namespace test_transformer

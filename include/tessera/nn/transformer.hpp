@@ -13,6 +13,7 @@
 #include "tessera/config/error.hpp"
 #include "tessera/detail/function_ref.hpp"
 #include "tessera/nn/dropout.hpp"
+#include "tessera/nn/first_positions.hpp"
 #include "tessera/nn/layer_norm.hpp"
 #include "tessera/nn/sequential.hpp"
 #include "tessera/nn/token_embedding.hpp"
@@ -35,6 +36,9 @@ struct transformer_spec {
     /// (PopTorch's serializedMatMul, Graphcore's embedding_serialization_factor; token_linear::
     /// set_serialization). It must divide vocab.
     std::size_t decoder_serialization = 1;
+    /// BERT: the masked-LM head predicts only each sequence's first N positions, where the data puts
+    /// its masked tokens (Graphcore's mask_tokens: 20 of 128, 76 of 512); 0: every position.
+    std::size_t predicted_positions = 0;
     std::string embedding_unit = "wte", block_prefix = "h.", head_unit = "lm_head";
     /// What the embedding's and the head's parameter names start with: nothing in GPT-2 ("wte.weight",
     /// "ln_f.weight"), their unit in BERT ("embeddings.word_embeddings.weight", "cls.predictions...").
@@ -149,10 +153,11 @@ private:
 /// GPT-2's head: the final layer norm (`ln_f`) and the LM head (`lm_head`, vocab × width, no bias).
 template <Numeric P>
 using gpt_head = sequential<layer_norm<P>, token_linear<P>>;
-/// BERT's masked-LM head (`cls.predictions`): a dense layer, GELU and a layer norm, then the decoder
-/// (vocab × width, with a bias).
+/// BERT's masked-LM head (`cls.predictions`): the positions it predicts (transformer_spec::
+/// predicted_positions), a dense layer, GELU and a layer norm, then the decoder (vocab × width,
+/// with a bias).
 template <Numeric P>
-using mlm_head = sequential<token_linear<P>, gelu<P>, layer_norm<P>, token_linear<P>>;
+using mlm_head = sequential<first_positions<P>, token_linear<P>, gelu<P>, layer_norm<P>, token_linear<P>>;
 
 /// Units: 0 is the embedding ("wte" or "embeddings"), 1..layers the blocks ("h.<i>" or
 /// "encoder.layer.<i>"), the last the head ("lm_head" or "cls"): forward_units / backward_units
@@ -467,17 +472,17 @@ template <Numeric P>
 /// A BERT with its masked-LM head (post-LN blocks); shapes_only: no weights.
 template <Numeric P>
 [[nodiscard]] bert<P> make_bert(const transformer_spec& s) {
-    mlm_head<P> head(token_linear<P>(s.width, s.width), gelu<P>(s.gelu), layer_norm<P>(s.width, s.eps),
-                     detail::decoder<P>(s, true, false));
-    head.named({"predictions.transform.dense", "predictions.transform.act", "predictions.transform.LayerNorm",
+    mlm_head<P> head(first_positions<P>(s.predicted_positions), token_linear<P>(s.width, s.width), gelu<P>(s.gelu),
+                     layer_norm<P>(s.width, s.eps), detail::decoder<P>(s, true, false));
+    head.named({"predictions.positions", "predictions.transform.dense", "predictions.transform.act", "predictions.transform.LayerNorm",
                 "predictions.decoder"});
     return bert<P>(s, std::move(head), false);
 }
 template <Numeric P>
 [[nodiscard]] bert<P> make_bert(const transformer_spec& s, shapes_only_t) {
-    mlm_head<P> head(token_linear<P>(s.width, s.width, true, shapes_only), gelu<P>(s.gelu),
-                     layer_norm<P>(s.width, s.eps, shapes_only), detail::decoder<P>(s, true, true));
-    head.named({"predictions.transform.dense", "predictions.transform.act", "predictions.transform.LayerNorm",
+    mlm_head<P> head(first_positions<P>(s.predicted_positions), token_linear<P>(s.width, s.width, true, shapes_only),
+                     gelu<P>(s.gelu), layer_norm<P>(s.width, s.eps, shapes_only), detail::decoder<P>(s, true, true));
+    head.named({"predictions.positions", "predictions.transform.dense", "predictions.transform.act", "predictions.transform.LayerNorm",
                 "predictions.decoder"});
     return bert<P>(s, std::move(head), true);
 }
