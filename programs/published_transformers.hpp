@@ -40,8 +40,8 @@ struct published_transformer {
 // [mlperf]: mlcommons/training_results_v1.0, Graphcore/results/ipu-pod{16,64}-POPART-closed/bert:
 // sequences/s = the eval_accuracy epoch_num between blocks over block_start -> block_stop, median of
 // the blocks and of the ten runs; configs in .../implementations/popart/configs/mk2/ (packs of 512
-// tokens, 2 sequences a pack on average: avg_seq_per_pack). [paddle]: PaddlePaddle/PaddleNLP,
-// examples/language_model/bert/static_ipu/README.md ("tput 11700") and run_pretrain.sh.
+// tokens, 2 sequences a pack on average: avg_seq_per_pack); v1.1 likewise (training_results_v1.1).
+// [paddle]: PaddlePaddle/PaddleNLP, examples/language_model/bert/static_ipu/README.md ("tput 11700") and run_pretrain.sh.
 inline const std::vector<published_transformer> published_transformers = {
     {"Bow Pod16, BERT-Large phase 1, PyTorch", "[perf] pretrain_large_128 (G 2048 / 1.17 = 1751 packs)",
      ipu_generation::bow, "bert-large", 128, 4, {3, 7, 7, 7}, {0.15, 0.25, 0.25, 0.25}, 8, 1751, 1.17, 2, 20, true, 5'592, "exact"},
@@ -71,6 +71,10 @@ inline const std::vector<published_transformer> published_transformers = {
     {"IPU-POD64, MLPerf Training v1.0 BERT", "[mlperf] pod64-closed.json (2 packs x G 96, 8 x 8 IPUs, state on chip)",
      ipu_generation::gc200, "bert-large", 512, 8, {0, 3, 3, 3, 3, 4, 4, 4}, {1.0}, 2, 96, 2.0, 2, 76, false, 4'241,
      "derived from the MLPerf logs; vocabulary 30,522 (MLPerf's 30,400 in 5 pieces)"},
+    {"IPU-POD128, MLPerf Training v1.1 BERT", "[mlperf] v1.1 pod128-closed.json (2 packs x G 96, 16 x 8 IPUs, state on chip)",
+     ipu_generation::gc200, "bert-large", 512, 16, {1, 2, 3, 4, 3, 4, 3, 4}, {0.20, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25},
+     2, 96, 2.0, 2, 76, false, 9'027,
+     "approximate: the run placed attention and FFN apart (IPU 3: 4 and 3); whole blocks by its attention counts"},
     {"Bow Pod16, BERT-Base phase 1, PopART", "[perf] pretrain_base_128.json (32 x G 512, blocks from IPU 1)",
      ipu_generation::bow, "bert-base", 128, 4, {0, 4, 4, 4}, {0.28}, 32, 512, 1.0, 2, 20, true, 16'391, "exact"},
     {"IPU-POD16, BERT-Base phase 1, PaddlePaddle", "[paddle] 32 x G 512, 4 x 4 IPUs, blocks from IPU 1",

@@ -48,7 +48,8 @@ std::string command_of(const programs::train_request& r) {
     c += r.eight_bit_io ? " --eight-bit-io" : " --no-eight-bit-io";
     c += r.async_dataloader ? " --async-dataloader" : " --no-async-dataloader";
     c += " --workers " + std::to_string(r.workers) + " --host " + r.host + " --optimizer " + r.optimizer;
-    if (r.ipu != "gc200") c += " --ipu " + r.ipu;
+    if (!r.device.empty()) c += " --device " + r.device;
+    else if (r.ipu != "gc200") c += " --ipu " + r.ipu;
     return c;
 }
 
@@ -113,7 +114,11 @@ int main(int argc, char** argv) {
     app.add_option("--images", q.base.images, "training images per epoch (default: the dataset's)");
     app.add_option("--ipus", q.ipus, "IPUs of the system")->check(CLI::PositiveNumber);
     app.add_option("--host", q.base.host, "tutorial, native or a host_spec JSON file");
-    app.add_option("--ipu", q.base.ipu, "the modelled IPU: gc200, bow or c600")->check(CLI::IsMember({"gc200", "bow", "c600"}));
+    auto* ipu = app.add_option("--ipu", q.base.ipu, "the modelled IPU: gc200, bow or c600")
+                    ->check(CLI::IsMember({"gc200", "bow", "c600"}));
+    app.add_option("--device", q.base.device, "the modelled IPU from a device_spec JSON file (tessera-train "
+                                              "--print-device writes one)")
+        ->excludes(ipu);
     app.add_option("--partials", q.base.partials, "partial sums of 16-bit contractions: float (PopTorch's default) or half")
         ->check(CLI::IsMember({"float", "half"}));
     app.add_option("--available-memory-proportion", q.base.available_memory_proportion,

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "train_device.hpp"
 #include "train_processes.hpp"
 #include "train_request.hpp"
 
@@ -38,12 +39,12 @@ std::string namespace_line(const tessera::programs::train_request& r) {
         shares += one;
     }
     char line[2048];
-    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%s, batch_size=%zu, dataflow=%s, dataset='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
+    std::snprintf(line, sizeof line, "Namespace(async_dataloader=%s, available_memory_proportion=%s, batch_size=%zu, dataflow=%s, dataset='%s', device='%s', device_iterations=%zu, dropout=%g, dry_run=%s, "
                 "eight_bit_io=%s, epochs=%zu, gradient_accumulation=%zu, head_ipu='%s', host='%s', images=%zu, inference=%s, input_replica_group=%zu, instances=%zu, ipu='%s', "
                 "io_tiles=%zu, ipus_per_replica=%zu, layers_per_ipu='%s', loss_scaling='%s', lr=%g, mask_tokens=%zu, max_grad_norm=%g, model='%s', optimizer='%s', optimizer_sharding=%s, optimizer_state_offchip=%s, output_mode='%s', packing=%g, "
                 "partials='%s', precision='%s', recompute=%s, recompute_checkpoints='%s', replicas=%zu, replicas_per_instance=%zu, schedule='%s', seed=%llu, "
                 "seq_len=%zu, serialize_matmul=%zu, split='%s', stochastic_rounding=%s, strategy='%s', tokenizer='%s', virtual_stages=%zu, workers=%zu)\n",
-                yes(r.async_dataloader), shares.c_str(), r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
+                yes(r.async_dataloader), shares.c_str(), r.batch_size, yes(r.dataflow), r.dataset.c_str(), r.device.c_str(), r.device_iterations, r.dropout, yes(r.dry_run),
                 yes(r.eight_bit_io), r.epochs, r.gradient_accumulation, r.head_ipu.c_str(), r.host.c_str(), r.images, yes(r.inference), r.input_replica_group, r.instances, r.ipu.c_str(), r.io_tiles,
                 tessera::programs::ipus_per_replica_of(r), layers.c_str(), r.loss_scaling.c_str(), r.lr, r.mask_tokens,
                 r.max_grad_norm,
@@ -193,15 +194,38 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.0, 1.0));
     app.add_option("--host", r.host, "the modelled host: tutorial (the tutorials' Python loader), native (tessera's "
                                      "C++ loader) or a JSON file of host_spec's fields");
-    app.add_option("--ipu", r.ipu, "the modelled IPU: gc200 (an IPU-M2000's, 1.33 GHz), bow (a Bow-2000's, 1.85 GHz) "
-                                   "or c600 (the C600 card's, 1.5 GHz)")
-        ->check(CLI::IsMember({"gc200", "bow", "c600"}));
+    auto* ipu = app.add_option("--ipu", r.ipu, "the modelled IPU: gc200 (an IPU-M2000's, 1.33 GHz), bow (a Bow-2000's, "
+                                               "1.85 GHz) or c600 (the C600 card's, 1.5 GHz)")
+                    ->check(CLI::IsMember({"gc200", "bow", "c600"}));
+    app.add_option("--device", r.device, "the modelled IPU from a JSON file of device_spec's fields, every one required "
+                                         "(write one from a preset: tessera-train --ipu bow --print-device > my-ipu.json)")
+        ->excludes(ipu);
+    bool print_device = false;
+    auto* print_device_flag = app.add_flag("--print-device", print_device,
+                                           "print the modelled IPU (--ipu's or --device's) as the JSON --device reads, "
+                                           "and exit");
     auto* stop_after = app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         const int code = app.exit(e);
         return code == 0 ? 0 : 2;
+    }
+    if (print_device) {
+        for (const CLI::Option* option : app.get_options())
+            if (option->count() > 0 && option != print_device_flag && option != ipu && option->get_name() != "--device") {
+                std::fprintf(stderr, "tessera-train: error: --print-device prints the modelled IPU and runs nothing, "
+                                     "and %s sets a run (give only --ipu or --device with it)\n",
+                             option->get_name().c_str());
+                return 2;
+            }
+        try {
+            std::fputs(tessera::emulator::to_json(programs::device_of(r)).c_str(), stdout);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "tessera-train: error: %s\n", e.what());
+            return 2;
+        }
+        return 0;
     }
     const bool bert = r.model.rfind("bert-", 0) == 0;
     if (packing->count() > 0 && !r.dry_run) {

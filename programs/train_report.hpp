@@ -141,7 +141,7 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     }
     j.member("dataflow", r.dataflow);
     j.member("eight_bit_io", r.eight_bit_io);
-    j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host).member("ipu", r.ipu);
+    j.member("async_dataloader", r.async_dataloader).member("workers", r.workers).member("host", r.host).member("ipu", r.ipu).member("device", r.device);
     j.member("output_mode", r.output_mode).member("epochs", r.epochs).member("lr", r.lr);
     j.member("optimizer", r.optimizer).member("seed", r.seed);
     if (text)

@@ -92,6 +92,7 @@ struct train_request {
     std::vector<double> available_memory_proportion{tessera::emulator::default_available_memory_proportion};
     std::string host = "tutorial";        ///< the modelled host: "tutorial", "native" or a host_spec JSON file
     std::string ipu = "gc200";            ///< the modelled IPU: "gc200", "bow" or "c600" (emulator/device_presets.hpp)
+    std::string device;                   ///< a device_spec JSON file for the modelled IPU (replaces ipu); empty: ipu's
     std::size_t stop_after = 0;           ///< stop after this many host calls (tests of checkpoint/resume; 0: never)
     process_group processes{};            ///< not a flag: the ranks mpirun started (--instances)
 };

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "any_optimizer.hpp"
+#include "train_device.hpp"
 #include "train_request.hpp"
 
 namespace tessera::programs {
@@ -102,11 +103,7 @@ template <class Net>
     settings.loss_scale = static_scale(r.loss_scaling);
     settings.dynamic_loss_scaling = r.loss_scaling == "dynamic";
     settings.host = host_of(r);
-    try {
-        settings.device = emulator::ipu_named(r.ipu);
-    } catch (const std::invalid_argument& e) {
-        throw usage_error(std::string("--ipu: ") + e.what());
-    }
+    settings.device = device_of(r);
     settings.loading = exec::loading_of(loading);
     settings.loading.instances = b.instances;
     if (!r.split.empty()) {

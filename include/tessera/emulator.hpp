@@ -9,6 +9,7 @@
 #include "tessera/emulator/code_spec.hpp"
 #include "tessera/emulator/device_presets.hpp"
 #include "tessera/emulator/device_spec.hpp"
+#include "tessera/emulator/device_spec_json.hpp"
 #include "tessera/emulator/error.hpp"
 #include "tessera/emulator/host_clock.hpp"
 #include "tessera/emulator/host_presets.hpp"

@@ -153,7 +153,7 @@ TEST_CASE("published BERT pre-training results: each prediction's error as docs/
           "every configuration fits as it ran", "[exec][seeds][transformer]") {
     // The errors docs/validation.md prints (tessera-sweep --published), in the rows' order: a change of
     // the model moves them, and the page is then re-run. Not fitted: no constant was chosen by them.
-    const std::vector<double> documented = {0.318, 0.575, 0.394, 0.655, 0.219, 0.279, 0.293, 0.389, 0.363, 0.508, 0.269, 0.308};
+    const std::vector<double> documented = {0.318, 0.575, 0.394, 0.655, 0.219, 0.279, 0.293, 0.389, 0.363, 0.508, 0.400, 0.269, 0.308};
     REQUIRE(programs::published_transformers.size() == documented.size());
     std::vector<std::size_t> sizes;
     for (std::size_t i = 0; i < documented.size(); ++i) {
@@ -168,5 +168,5 @@ TEST_CASE("published BERT pre-training results: each prediction's error as docs/
         const std::size_t ipus = f.replicas * f.layers_per_ipu.size();
         if (std::find(sizes.begin(), sizes.end(), ipus) == sizes.end()) sizes.push_back(ipus);
     }
-    CHECK(sizes.size() >= 2);  // POD16 and POD64
+    CHECK(sizes.size() >= 3);  // POD16, POD64 and POD128
 }
