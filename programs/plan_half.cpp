@@ -1,8 +1,12 @@
 // tessera-plan's search at precision half (one file per precision: they compile in parallel).
 #include "plan_search.hpp"
+#include "plan_transformer.hpp"
 
 namespace tessera::programs {
 void plan_half(const plan_request& q, const dataset_shape& shape, plan_outcome& out, const std::function<void()>& tick) {
     search_precision<tessera::config::half>(q, shape, out, tick);
+}
+void plan_text_half(const plan_request& q, plan_outcome& out, const std::function<void()>& tick) {
+    search_transformer<tessera::config::half>(q, out, tick);
 }
 }  // namespace tessera::programs

@@ -139,6 +139,58 @@ template <class P, class Net>
     });
 }
 
+/// The host phase for `device`, a device candidate: D × I/O × loader through `estimate(r, epochs,
+/// breakdown)` (a dry run), then the fewest loader workers whose epoch is within 1 % of the most's
+/// on the same host clock; nothing when no setting runs. `eight_bit_too`: 8-bit I/O is tried (images).
+template <class Estimate>
+[[nodiscard]] std::optional<plan_candidate> refine_host(const plan_candidate& device, const Estimate& estimate,
+                                                        std::size_t cores, bool eight_bit_too) {
+    plan_candidate best = device;
+    best.epoch_seconds = std::numeric_limits<double>::infinity(), best.images_per_second = 0;
+    exec::epoch_estimate best_e;
+    for (std::size_t d = 1; d <= 64; d *= 2)
+        for (const bool eight_bit : {true, false})
+            for (const bool async : {true, false}) {
+                if (eight_bit && !eight_bit_too) continue;
+                train_request r = device.request;
+                r.device_iterations = d, r.eight_bit_io = eight_bit, r.async_dataloader = async;
+                r.workers = cores;
+                try {
+                    const auto e = estimate(r, 2, false);
+                    if (e.fits && e.samples_per_second() > best.images_per_second)
+                        best.request = r, best.epoch_seconds = e.seconds, best.images_per_second = e.samples_per_second(), best_e = e;
+                } catch (const config::config_error&) {  // e.g. a combined batch over the dataset
+                }
+            }
+    if (best.images_per_second <= 0) return std::nullopt;
+    const auto epoch_with = [&](std::size_t workers) {
+        emulator::host_loading loading;  // as session_options_of makes it (exec::loading_of)
+        loading.async = best.request.async_dataloader, loading.workers = workers;
+        loading.instances = best.request.instances;
+        emulator::host_clock host(host_of(best.request), loading);
+        double start = 0;
+        for (int epoch = 0; epoch < 2; ++epoch) {
+            start = host.now();
+            for (std::size_t c = 0; c < best_e.calls; ++c)
+                (void)host.call(best_e.host_per_call.prepare_seconds, best_e.host_per_call.feed_seconds,
+                                best_e.call_device_seconds);
+        }
+        return host.now() - start;
+    };
+    const double fastest = epoch_with(cores);
+    for (std::size_t w = 1; w <= cores; w *= 2)
+        if (epoch_with(w) <= fastest * 1.01) {
+            best.request.workers = w;
+            break;
+        }
+    best.images = best_e.samples;
+    best.images_per_second = double(best_e.samples) / best.epoch_seconds;
+    const auto e = estimate(best.request, 2, true);  // what limits it
+    best.bottleneck = std::string(exec::bottleneck_of(e.device_breakdown, std::max(0.0, e.seconds - e.device_seconds)));
+    best.bubble_fraction = e.device_breakdown.bubble_fraction;
+    return best;
+}
+
 /// Both phases for precision P: every device candidate of `q`, then the host settings of the best
 /// `q.refine` of them; the results go to `out` (device: fitting candidates; plans: refined ones,
 /// fastest first, the best `q.top` judged by tessera-train's dry run: judge_on). `tick()` is called
@@ -260,52 +312,8 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                               b.request.recompute_checkpoints.empty()};
         });
         const std::size_t first = out.plans.size();
-        for (std::size_t k = 0; k < mine.size(); ++k) {
-            plan_candidate best = mine[k];
-            best.epoch_seconds = std::numeric_limits<double>::infinity(), best.images_per_second = 0;
-            exec::epoch_estimate best_e;
-            for (std::size_t d = 1; d <= 64; d *= 2)
-                for (const bool eight_bit : {true, false})
-                    for (const bool async : {true, false}) {
-                        train_request r = mine[k].request;
-                        r.device_iterations = d, r.eight_bit_io = eight_bit, r.async_dataloader = async;
-                        r.workers = cores;
-                        try {
-                            const auto e = estimate(r, 2);
-                            if (e.fits && e.samples_per_second() > best.images_per_second)
-                                best.request = r, best.epoch_seconds = e.seconds, best.images_per_second = e.samples_per_second(), best_e = e;
-                        } catch (const config::config_error&) {  // e.g. a combined batch over the dataset
-                        }
-                    }
-            if (best.images_per_second <= 0) continue;
-            // Workers: the fewest whose epoch is within 1 % of the most's, on the same host clock.
-            const auto epoch_with = [&](std::size_t workers) {
-                emulator::host_loading loading;  // as session_options_of makes it (exec::loading_of)
-                loading.async = best.request.async_dataloader, loading.workers = workers;
-                loading.instances = best.request.instances;
-                emulator::host_clock host(host_of(best.request), loading);
-                double start = 0;
-                for (int epoch = 0; epoch < 2; ++epoch) {
-                    start = host.now();
-                    for (std::size_t c = 0; c < best_e.calls; ++c)
-                        (void)host.call(best_e.host_per_call.prepare_seconds, best_e.host_per_call.feed_seconds,
-                                        best_e.call_device_seconds);
-                }
-                return host.now() - start;
-            };
-            const double fastest = epoch_with(cores);
-            for (std::size_t w = 1; w <= cores; w *= 2)
-                if (epoch_with(w) <= fastest * 1.01) {
-                    best.request.workers = w;
-                    break;
-                }
-            best.images = best_e.samples;
-            best.images_per_second = double(best_e.samples) / best.epoch_seconds;
-            const auto e = estimate(best.request, 2, true);  // what limits it
-            best.bottleneck = std::string(exec::bottleneck_of(e.device_breakdown, std::max(0.0, e.seconds - e.device_seconds)));
-            best.bubble_fraction = e.device_breakdown.bubble_fraction;
-            out.plans.push_back(std::move(best));
-        }
+        for (std::size_t k = 0; k < mine.size(); ++k)
+            if (auto best = refine_host(mine[k], estimate, cores, true)) out.plans.push_back(std::move(*best));
         // The best `q.top` of this precision dry-run again through tessera-train's path, on this network
         // (building one draws every weight: most of a dry run's time); the plans printed, the best of
         // every precision, are among them.

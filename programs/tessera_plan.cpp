@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plan_search.hpp"
+#include "plan_transformer.hpp"
 
 namespace {
 
@@ -23,8 +24,16 @@ namespace programs = tessera::programs;
 // The tessera-train command line of a request (every flag that differs from a run's defaults, and the
 // ones a reader needs to see).
 std::string command_of(const programs::train_request& r) {
-    std::string c = "tessera-train --model " + r.model + " --dataset " + r.dataset;
+    const bool text = programs::text_model(r);  // priced by --dry-run only
+    std::string c = std::string("tessera-train") + (text ? " --dry-run" : "") + " --model " + r.model + " --dataset " + r.dataset;
     if (r.images) c += " --images " + std::to_string(r.images);
+    if (text) {
+        c += " --seq-len " + std::to_string(r.seq_len);
+        char packing[32];
+        std::snprintf(packing, sizeof packing, "%g", r.packing);
+        if (r.packing != 1) c += std::string(" --packing ") + packing;
+        if (r.mask_tokens) c += " --mask-tokens " + std::to_string(r.mask_tokens);
+    }
     c += " --precision " + r.precision + " --strategy " + r.strategy;
     if (r.partials != "float") c += " --partials " + r.partials;
     if (r.available_memory_proportion != std::vector{tessera::emulator::default_available_memory_proportion}) {
@@ -38,14 +47,18 @@ std::string command_of(const programs::train_request& r) {
     if (r.strategy == "pipelined") c += " --schedule " + r.schedule;
     if (programs::runs_chunks(r)) c += " --virtual-stages " + std::to_string(r.virtual_stages);
     if (r.strategy != "single") c += " --ipus-per-replica " + std::to_string(r.ipus_per_replica);
+    for (std::size_t i = 0; i < r.layers_per_ipu.size(); ++i)
+        c += (i == 0 ? " --layers-per-ipu " : ",") + std::to_string(r.layers_per_ipu[i]);
     if (r.recompute) c += " --recompute";
     for (std::size_t i = 0; i < r.recompute_checkpoints.size(); ++i)
         c += (i == 0 ? " --recompute-checkpoints " : ",") + r.recompute_checkpoints[i];
     if (r.optimizer_sharding) c += " --optimizer-sharding";
+    if (r.optimizer_state_offchip) c += " --optimizer-state-offchip";
+    if (r.serialize_matmul != 1) c += " --serialize-matmul " + std::to_string(r.serialize_matmul);
     c += " --batch-size " + std::to_string(r.batch_size) + " --gradient-accumulation " +
          std::to_string(r.gradient_accumulation) + " --device-iterations " + std::to_string(r.device_iterations) +
          " --replicas " + std::to_string(r.replicas);
-    c += r.eight_bit_io ? " --eight-bit-io" : " --no-eight-bit-io";
+    if (!text) c += r.eight_bit_io ? " --eight-bit-io" : " --no-eight-bit-io";
     c += r.async_dataloader ? " --async-dataloader" : " --no-async-dataloader";
     c += " --workers " + std::to_string(r.workers) + " --host " + r.host + " --optimizer " + r.optimizer;
     if (!r.device.empty()) c += " --device " + r.device;
@@ -106,12 +119,21 @@ int main(int argc, char** argv) {
     std::string precisions = "16.16,16.32,32.32", strategies = "single,sharded,pipelined,phased", schedules = "1f1b,gpipe,interleaved";
     std::string json_path, csv_path, svg_path;
     CLI::App app{"tessera-plan: the fastest configurations that fit, searched on the modelled clock"};
-    app.add_option("--model", q.base.model, "resnet20|32|44|56|110 or resnet18|34|50|101|152")
+    app.add_option("--model", q.base.model, "resnet20|32|44|56|110, resnet18|34|50|101|152 or bert-tiny|base|large")
         ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
-                               "resnet50", "resnet101", "resnet152"}));
-    app.add_option("--dataset", q.base.dataset, "fashion-mnist, cifar10, imagenet or synthetic (by shape)")
-        ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagenet", "synthetic"}));
-    app.add_option("--images", q.base.images, "training images per epoch (default: the dataset's)");
+                               "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-base", "bert-large"}));
+    auto* dataset = app.add_option("--dataset", q.base.dataset,
+                                   "fashion-mnist, cifar10, imagenet or synthetic (by shape); BERT: wikipedia (by shape, "
+                                   "the default)")
+                        ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagenet", "synthetic", "wikipedia"}));
+    auto* images = app.add_option("--images", q.base.images, "training images per epoch (default: the dataset's)");
+    auto* seq_len = app.add_option("--seq-len", q.base.seq_len, "BERT: tokens a sequence holds (128 by default)")
+                        ->check(CLI::PositiveNumber);
+    auto* packing = app.add_option("--packing", q.base.packing, "BERT: sequences per pack of --seq-len tokens, on "
+                                                               "average (1: none)")
+                        ->check(CLI::Range(1.0, 64.0));
+    auto* mask_tokens = app.add_option("--mask-tokens", q.base.mask_tokens,
+                                       "BERT: the positions its head predicts, the first of each sequence (0: all)");
     app.add_option("--ipus", q.ipus, "IPUs of the system")->check(CLI::PositiveNumber);
     app.add_option("--host", q.base.host, "tutorial, native or a host_spec JSON file");
     auto* ipu = app.add_option("--ipu", q.base.ipu, "the modelled IPU: gc200, bow or c600")
@@ -126,9 +148,11 @@ int main(int argc, char** argv) {
                    "every IPU")
         ->expected(1)
         ->check(CLI::Range(0.0, 1.0));
-    app.add_option("--optimizer", q.base.optimizer, "sgd, adamw or lamb (its state takes memory)")
-        ->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
-    app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32");
+    auto* optimizer = app.add_option("--optimizer", q.base.optimizer, "sgd, adamw or lamb (its state takes memory; BERT: "
+                                                                      "lamb by default, as Graphcore's BERT trained)")
+                          ->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
+    auto* precisions_flag = app.add_option("--precisions", precisions, "allowed precisions, e.g. 16.16,16.32 (BERT: 16.16 "
+                                                                       "by default)");
     app.add_option("--strategies", strategies, "allowed strategies, e.g. pipelined,single");
     app.add_option("--schedules", schedules, "allowed pipeline schedules, e.g. 1f1b (interleaved: 2 model chunks per IPU; looped-bfs, "
                    "zero-bubble and zero-bubble-h2 on request)");
@@ -148,6 +172,27 @@ int main(int argc, char** argv) {
         return code == 0 ? 0 : 2;
     }
     try {
+        const bool text = programs::text_model(q.base);
+        if (text) {  // BERT's defaults: Wikipedia by shape, LAMB, 16.16; its tokens travel as integers
+            if (dataset->count() == 0) q.base.dataset = "wikipedia";
+            if (optimizer->count() == 0) q.base.optimizer = "lamb";
+            if (precisions_flag->count() == 0) precisions = "16.16";
+            q.base.eight_bit_io = false, q.base.tokenizer = "by-shape", q.base.dry_run = true;
+            if (q.base.dataset != "wikipedia")
+                throw programs::usage_error("--dataset " + q.base.dataset + " holds images, and " + q.base.model +
+                                            " is planned on wikipedia (by shape)");
+            if (images->count() > 0)
+                throw programs::usage_error("--images counts training images, and " + q.base.model +
+                                            " trains on Wikipedia's sequences (--seq-len sets their length)");
+        } else {
+            for (const auto& [option, flag] : {std::pair{seq_len, "--seq-len"}, std::pair{packing, "--packing"},
+                                               std::pair{mask_tokens, "--mask-tokens"}})
+                if (option->count() > 0)
+                    throw programs::usage_error(std::string(flag) + " shapes BERT's sequences, and " + q.base.model +
+                                                " reads images");
+            if (q.base.dataset == "wikipedia")
+                throw programs::usage_error("--dataset wikipedia holds text, and " + q.base.model + " reads images");
+        }
         q.precisions = split_list(precisions), q.strategies = split_list(strategies), q.schedules = split_list(schedules);
         for (const auto& p : q.precisions)
             if (p != "32.32" && p != "16.32" && p != "16.16")
@@ -160,10 +205,15 @@ int main(int argc, char** argv) {
                 s != "zero-bubble-h2")
                 throw programs::usage_error("--schedules: '" + s + "' is not one of 1f1b, gpipe, interleaved, looped-bfs, "
                                             "zero-bubble, zero-bubble-h2");
-        const programs::dataset_shape shape = programs::shape_of_dataset(q.base);
+        const programs::dataset_shape shape =
+            text ? programs::text_inputs_of(q.base).shape : programs::shape_of_dataset(q.base);
         (void)programs::host_of(q.base);  // a bad host file: refused before searching
+        (void)programs::device_of(q.base);  // and a bad device file
 
-        const std::size_t total = programs::device_candidates(q) * q.precisions.size();
+        const std::size_t total =
+            (text ? programs::transformer_candidates(q, programs::text_inputs_of(q.base).spec.layers)
+                  : programs::device_candidates(q)) *
+            q.precisions.size();
         const auto start = std::chrono::steady_clock::now();
         programs::plan_outcome out;
         {
@@ -172,6 +222,12 @@ int main(int argc, char** argv) {
             for (const auto& p : q.precisions) {
                 programs::plan_request qp = q;
                 qp.base.precision = p;
+                if (text) {
+                    if (p == "32.32") programs::plan_text_fp32(qp, out, tick);
+                    if (p == "16.32") programs::plan_text_mixed(qp, out, tick);
+                    if (p == "16.16") programs::plan_text_half(qp, out, tick);
+                    continue;
+                }
                 if (p == "32.32") programs::plan_fp32(qp, shape, out, tick);
                 if (p == "16.32") programs::plan_mixed(qp, shape, out, tick);
                 if (p == "16.16") programs::plan_half(qp, shape, out, tick);
@@ -187,9 +243,16 @@ int main(int argc, char** argv) {
         std::vector<programs::plan_candidate> plans;
         for (const auto& c : out.plans)
             if (c.judged && plans.size() < q.top) plans.push_back(c);
-        std::printf("tessera-plan: %s on %s (%zu images of %zu x %zu x %zu), %zu IPUs, host %s\n", q.base.model.c_str(),
-                    q.base.dataset.c_str(), programs::epoch_images(q.base, shape), shape.channels, shape.height,
-                    shape.width, q.ipus, q.base.host.c_str());
+        const double per_sample = shape.sequences_per_sample;  // packed sequences: several a sample
+        if (text)
+            std::printf("tessera-plan: %s on %s (%.0f sequences of %zu tokens%s), %zu IPUs, host %s\n", q.base.model.c_str(),
+                        q.base.dataset.c_str(), double(programs::epoch_images(q.base, shape)) * per_sample, shape.width,
+                        per_sample != 1 ? (", " + std::to_string(programs::epoch_images(q.base, shape)) + " packs").c_str() : "",
+                        q.ipus, q.base.host.c_str());
+        else
+            std::printf("tessera-plan: %s on %s (%zu images of %zu x %zu x %zu), %zu IPUs, host %s\n", q.base.model.c_str(),
+                        q.base.dataset.c_str(), programs::epoch_images(q.base, shape), shape.channels, shape.height,
+                        shape.width, q.ipus, q.base.host.c_str());
         std::size_t refused = 0;
         for (const auto& [why, n] : out.refused) refused += n;
         std::printf("searched %zu configurations in %.1f s: %zu fit, %zu refused\n", out.considered, searched,
@@ -200,12 +263,13 @@ int main(int argc, char** argv) {
             std::printf("\n");
             return 1;
         }
-        std::printf("%4s %10s %10s %9s %12s %10s %7s  %s\n", "rank", "epoch s", "images/s", "images", "IPU memory",
-                    "bottleneck", "bubble", "command");
+        std::printf("%4s %10s %10s %9s %12s %10s %7s  %s\n", "rank", "epoch s", text ? "seq/s" : "images/s",
+                    text ? "sequences" : "images", "IPU memory", "bottleneck", "bubble", "command");
         for (std::size_t i = 0; i < plans.size(); ++i) {
             const auto& c = plans[i];
-            std::printf("%4zu %10.2f %10.0f %9zu %12s %10s %6.1f%%  %s\n", i + 1, c.epoch_seconds, c.images_per_second,
-                        c.images, programs::mib(c.max_ipu_memory_bytes).c_str(), c.bottleneck.c_str(), 100.0 * c.bubble_fraction,
+            std::printf("%4zu %10.2f %10.0f %9.0f %12s %10s %6.1f%%  %s\n", i + 1, c.epoch_seconds,
+                        c.images_per_second * per_sample, double(c.images) * per_sample,
+                        programs::mib(c.max_ipu_memory_bytes).c_str(), c.bottleneck.c_str(), 100.0 * c.bubble_fraction,
                         command_of(c.request).c_str());
         }
         // Why the rest lost: refused (rules, memory) or slower, by what limits them.
@@ -238,7 +302,17 @@ int main(int argc, char** argv) {
                 j.member("async_dataloader", c.request.async_dataloader).member("workers", c.request.workers);
                 j.member("recompute", c.request.recompute);
                 j.member("recompute_checkpoints", !c.request.recompute_checkpoints.empty());
-                j.member("optimizer_sharding", c.request.optimizer_sharding).end_object();
+                j.member("optimizer_sharding", c.request.optimizer_sharding);
+                if (text) {
+                    j.member("sequences_per_second", c.images_per_second * per_sample);
+                    j.member("sequences_per_epoch", std::llround(double(c.images) * per_sample));
+                    j.key("layers_per_ipu").begin_array();
+                    for (const std::size_t n : c.request.layers_per_ipu) j.value(n);
+                    j.end_array();
+                    j.member("optimizer_state_offchip", c.request.optimizer_state_offchip);
+                    j.member("serialize_matmul", c.request.serialize_matmul);
+                }
+                j.end_object();
             }
             j.end_array();
             j.member("considered", out.considered).member("search_seconds", searched);

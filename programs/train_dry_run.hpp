@@ -27,16 +27,17 @@ namespace tessera::programs {
 
 /// The dry run of request `r` with network `net` under configuration C, as a session would compile
 /// it (the same counts, cuts, host and loading as training). A plan that does not fit is reported
-/// (epoch_estimate::fits), not thrown; every other broken rule throws as training would.
+/// (epoch_estimate::fits), not thrown; every other broken rule throws as training would. `epochs`:
+/// the host's epochs simulated, the figure the last's (tessera-plan's device phase needs one).
 template <class C, class Net, class Loss = exec::class_loss<typename Net::precision>>
 [[nodiscard]] exec::epoch_estimate dry_run_request(const train_request& r, const Net& net, const dataset_shape& shape,
-                                                   bool breakdown = true, Loss loss = {}) {
+                                                   bool breakdown = true, Loss loss = {}, std::size_t epochs = 2) {
     const config::options counts = dry_run_counts(r);  // --inference: C is an inference form
     const config::batching b = config::make_batching<C>(counts);
     exec::session_options settings = session_options_of(r, net, b, loader_options_of<C>(r, {}));
     settings.record_trace = breakdown;
     if (r.inference) settings.outputs.reset();  // the inference form's: every output
-    return exec::dry_run<C>(net, optimizer_of(r), shape.sample(), counts, epoch_images(r, shape), settings, 2,
+    return exec::dry_run<C>(net, optimizer_of(r), shape.sample(), counts, epoch_images(r, shape), settings, epochs,
                             exec::over_budget::reported, loss);
 }
 

@@ -134,15 +134,17 @@ template <class Net, class Tok>
     return score;
 }
 
-/// Calls f(net, shape, loss) with the network of a text model's dry run under configuration C, built
-/// from shapes alone (no weights), the shape of its dataset and its loss: gpt-<size> on the fortunes
-/// (the corpus read and, with a BPE, its tokenizer learnt, to count its windows and its vocabulary)
-/// or on wikipedia (by shape, GPT-2's own vocabulary; --packing: its sequences in packs);
-/// bert-<size> on wikipedia (by shape). text_dry_run prints it; tessera-sweep --published holds it
-/// against published figures.
-template <class C, class F>
-decltype(auto) with_text_dry_run(const train_request& r, F&& f) {
-    using P = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
+/// What a text model's dry run is built from: its sizes (the flags applied) and its dataset's shape.
+struct text_dry_run_inputs {
+    nn::transformer_spec spec;
+    dataset_shape shape;
+    bool bert = false;  ///< bert-<size> (else gpt-<size>)
+};
+
+/// The inputs of request r's text dry run: gpt-<size> on the fortunes (the corpus read and, with a
+/// BPE, its tokenizer learnt, to count its windows and its vocabulary) or on wikipedia (by shape,
+/// GPT-2's own vocabulary; --packing: its sequences in packs); bert-<size> on wikipedia (by shape).
+[[nodiscard]] inline text_dry_run_inputs text_inputs_of(const train_request& r) {
     const bool bert = r.model.rfind("bert-", 0) == 0;
     nn::transformer_spec spec = bert ? nn::bert_spec(r.model.substr(5)) : nn::gpt2_spec(r.model.substr(4));
     if (r.dataset != "fortunes") spec = with_text_flags(r, spec);  // the fortunes': their tokenizer's vocabulary
@@ -164,8 +166,18 @@ decltype(auto) with_text_dry_run(const train_request& r, F&& f) {
         throw usage_error("--dataset '" + r.dataset + "' is not a text corpus: a dry run of " + r.model + " takes " +
                           (bert ? "wikipedia (by shape)" : "fortunes [DIR] or wikipedia (by shape)"));
     }
-    if (bert) return f(nn::make_bert<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
-    return f(nn::make_gpt2<P>(spec, nn::shapes_only), shape, exec::token_loss<P>{});
+    return {spec, shape, bert};
+}
+
+/// Calls f(net, shape, loss) with the network of a text model's dry run under configuration C, built
+/// from shapes alone (no weights), the shape of its dataset and its loss (text_inputs_of).
+/// text_dry_run prints it; tessera-sweep --published holds it against published figures.
+template <class C, class F>
+decltype(auto) with_text_dry_run(const train_request& r, F&& f) {
+    using P = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
+    const text_dry_run_inputs in = text_inputs_of(r);
+    if (in.bert) return f(nn::make_bert<P>(in.spec, nn::shapes_only), in.shape, exec::token_loss<P>{});
+    return f(nn::make_gpt2<P>(in.spec, nn::shapes_only), in.shape, exec::token_loss<P>{});
 }
 
 /// The dry run of a text model under configuration C, printed.

@@ -1,11 +1,13 @@
 // tessera-train's parts, each alone: request -> counts, stage count, output mode, loss scale, host,
-// dataset shape and session options (programs/train_settings.hpp, train_datasets.hpp).
+// dataset shape and session options (programs/train_settings.hpp, train_datasets.hpp); the transformer
+// plan search's choices (plan_transformer.hpp).
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include <catch2/catch.hpp>
 
+#include "plan_transformer.hpp"
 #include "train_datasets.hpp"
 #include "train_report.hpp"
 #include "train_settings.hpp"
@@ -146,6 +148,44 @@ TEST_CASE("session options: cuts by name, recomputation per stage, the host's pr
     r.split = {"layer3[0]"};
     REQUIRE_THROWS_WITH(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})),
                         Catch::Contains("--split names 1 cuts, the strategy has 3 stages (give 2)"));
+}
+
+TEST_CASE("the transformer plan search: blocks per IPU, G, IPUs per replica and serializations tried",
+          "[programs][plan]") {
+    // Every split places each block once, every IPU after the first holds one, and IPU 0 (with the
+    // embedding and the head) holds at most an even share; Graphcore's splits are among them.
+    for (const std::size_t ipus : {2, 3, 4, 8}) {
+        INFO(ipus << " IPUs");
+        const auto splits = programs::layer_splits(24, ipus);
+        CHECK(splits.size() == (24 + ipus - 1) / ipus + 1);
+        for (const auto& split : splits) {
+            REQUIRE(split.size() == ipus);
+            std::size_t sum = 0;
+            for (std::size_t i = 0; i < ipus; ++i) {
+                sum += split[i];
+                if (i > 0) CHECK(split[i] >= 1);
+                if (i > 1) CHECK(split[i] >= split[i - 1]);  // the extra blocks on the last IPUs
+                if (i > 1) CHECK(split[i] - split[1] <= 1);
+            }
+            CHECK(sum == 24);
+            CHECK(split[0] <= (24 + ipus - 1) / ipus);
+        }
+    }
+    const auto has = [](const auto& splits, std::vector<std::size_t> want) {
+        return std::find(splits.begin(), splits.end(), want) != splits.end();
+    };
+    CHECK(has(programs::layer_splits(24, 4), {3, 7, 7, 7}));               // Graphcore's BERT-Large
+    CHECK(has(programs::layer_splits(24, 8), {0, 3, 3, 3, 3, 4, 4, 4}));   // MLPerf v1.0's
+    CHECK(has(programs::layer_splits(12, 4), {0, 4, 4, 4}));               // BERT-Base's
+    CHECK(programs::layer_splits(24, 1).empty());
+    CHECK(programs::layer_splits(2, 4).empty());  // 3 IPUs after the first, 2 blocks
+    // The head's stage on IPU 0 makes S + 1 stages: 1F1B needs G >= 2(S + 1) - 1.
+    CHECK(programs::transformer_accumulations(4) == std::vector<std::size_t>{9, 36, 144, 576, 2304});
+    CHECK(programs::transformer_accumulations(1).front() == 1);
+    CHECK(programs::transformer_stage_counts(16, 8) == std::vector<std::size_t>{1, 2, 4, 8});
+    CHECK(programs::transformer_stage_counts(6, 8) == std::vector<std::size_t>{1, 2, 3, 6});
+    CHECK(programs::serializations_of(30522) == std::vector<std::size_t>{1, 2, 3, 6});  // 2 x 3 x 5,087
+    CHECK(programs::serializations_of(50257) == std::vector<std::size_t>{1});  // GPT-2's: 29 x 1,733
 }
 
 }  // namespace test_train_parts
