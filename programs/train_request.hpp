@@ -131,9 +131,10 @@ struct train_request {
 [[nodiscard]] inline std::size_t virtual_stages_of(const train_request& r) noexcept {
     return runs_chunks(r) ? r.virtual_stages : 1;
 }
-/// The stages of a request less a head's stage of its own, per model chunk: the IPUs of a replica
-/// (phased: its stages, one after another on one IPU).
+/// The IPUs of a replica: the stages less a head's stage of its own, per model chunk; 1 for phased,
+/// whose stages run one after another on one IPU.
 [[nodiscard]] inline std::size_t ipus_per_replica_of(const train_request& r) noexcept {
+    if (r.strategy == "phased") return 1;
     return (stages_of(r) - (head_stage_on_first_ipu(r) ? 1 : 0)) / virtual_stages_of(r);
 }
 

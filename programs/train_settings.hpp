@@ -4,6 +4,7 @@
 #include <tessera/tessera.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -34,10 +35,10 @@ inline std::optional<double> static_scale(const std::string& s) {
     if (s == "none" || s == "dynamic") return std::nullopt;
     if (s.rfind("static:", 0) == 0) {
         double f = 0;
-        try {
-            f = std::stod(s.substr(7));
-        } catch (const std::exception&) {
-        }
+        const std::string factor = s.substr(7);
+        // The whole factor, or nothing: 'static:128x' is not 128.
+        const auto [end, error] = std::from_chars(factor.data(), factor.data() + factor.size(), f);
+        if (error != std::errc{} || end != factor.data() + factor.size()) f = 0;
         if (!(f > 0) || !std::isfinite(f)) throw usage_error("--loss-scaling static:F needs a positive factor, got '" + s + "'");
         return f;
     }

@@ -1,5 +1,6 @@
 // host_spec as JSON: every field read, unknown, missing and mistyped fields refused by name; presets.
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -52,7 +53,23 @@ TEST_CASE("a host file with an unknown, missing or mistyped field is refused by 
     REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("reduce_through_hosts must be true or false"));
     text = full;
     text.replace(text.find("2e-9"), 4, "-2e-9");
-    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("float_seconds_per_value must not be negative"));
+    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text),
+                        Catch::Contains("float_seconds_per_value must be a finite number, not negative"));
+    // Beyond a double's range, a number reads as infinite: refused, as is a count past 2^20 cores
+    // (which would not convert to std::size_t beyond 2^64).
+    text = full;
+    text.replace(text.find("2e-9"), 4, "2e999");
+    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("float_seconds_per_value must be a finite number"));
+    text = full;
+    text.replace(text.find("25e9"), 4, "1e999");
+    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("network_bandwidth must be a finite number"));
+    text = full;
+    text.replace(text.find("64"), 2, "1e30");
+    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text),
+                        Catch::Contains("cores must be a whole number of at least 1 and at most 1048576"));
+    emu::host_spec h;
+    h.dispatch_seconds = std::numeric_limits<double>::infinity();
+    REQUIRE_THROWS_WITH(h.validate(), Catch::Contains("dispatch_seconds must be a finite number"));
     REQUIRE_THROWS_AS(emu::host_spec_from_json(R"({"cores": 8, "cores": 9})"), emu::host_spec_error);
     REQUIRE_THROWS_WITH(emu::host_spec_from_json("{\"cores\": [1]}"), Catch::Contains("nested"));
     REQUIRE_THROWS_WITH(emu::host_spec_from_json("{\"cores\": 1"), Catch::Contains("expected '}'"));

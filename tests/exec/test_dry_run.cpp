@@ -330,8 +330,10 @@ TEST_CASE("model chunks per IPU given at run time interleave as pipelined<interl
 
 TEST_CASE("property: random configurations give the same modelled clock in a dry run and through threads",
           "[exec][threads][property]") {
-    // Strategy, schedule, stages, G, D, R, output mode, I/O and loader drawn from a seeded generator;
-    // each configuration runs 2 host calls through the threaded executor and as a dry run.
+    // Strategy, schedule, stages, G, D, R, output mode, I/O, loader and lock-step cycles or dataflow
+    // drawn from a seeded generator; each configuration runs 2 host calls through the threaded
+    // executor and as a dry run. In lock-step cycles a pipeline's clock replays the simulation the
+    // dry run calls; as dataflow each IPU's clock is its thread's own.
     const net_t net(1, 10);
     const data::normalization norm{.mean = {0.5f}, .stddev = {0.25f}};
     std::mt19937 rng(2026);
@@ -356,10 +358,11 @@ TEST_CASE("property: random configurations give the same modelled clock in a dry
         exec::session_options settings{.record_trace = false};
         settings.outputs = modes[pick(modes.size())];
         settings.loading = {.async = pick(2) == 1, .workers = 1 + pick(2), .prefetch_depth = 1 + pick(3)};
+        settings.lock_step = pick(2) == 1;
         INFO("trial " << trial << ": " << strategy << " " << choice.schedule << " S=" << stages << " G=" << g
                       << " D=" << *counts.device_iterations << " R=" << *counts.replicas << " b=" << *counts.micro_batch
                       << (choice.eight_bit_io ? " 8-bit" : " float") << (settings.loading.async ? " async" : " sync")
-                      << " workers=" << settings.loading.workers);
+                      << " workers=" << settings.loading.workers << (settings.lock_step ? " lock-step" : " dataflow"));
         cfg::dispatch_for<cfg::fp32>(choice, [&]<class C>() {
             const auto b = cfg::make_batching<C>(counts);
             const auto dataset = bytes_dataset(2 * b.combined_batch());

@@ -48,6 +48,10 @@ TEST_CASE("output modes, loss scales and hosts are parsed or refused by name", "
     CHECK(programs::static_scale("static:128") == 128.0);
     CHECK_FALSE(programs::static_scale("dynamic").has_value());
     REQUIRE_THROWS_AS(programs::static_scale("static:0"), programs::usage_error);
+    CHECK(programs::static_scale("static:0.5e3") == 500.0);
+    for (const char* bad : {"static:128x", "static:", "static:inf", "static:nan", "static: 8", "static:-8", "static:1e999"})
+        REQUIRE_THROWS_WITH(programs::static_scale(bad), Catch::Contains("needs a positive factor") &&
+                                                             Catch::Contains(std::string("'") + bad + "'"));
 
     programs::train_request r;
     CHECK(programs::host_of(r).dispatch_seconds == tessera::emulator::tutorial_host().dispatch_seconds);
@@ -148,6 +152,22 @@ TEST_CASE("session options: cuts by name, recomputation per stage, the host's pr
     r.split = {"layer3[0]"};
     REQUIRE_THROWS_WITH(programs::session_options_of(r, net, b, programs::loader_options_of<C>(r, {})),
                         Catch::Contains("--split names 1 cuts, the strategy has 3 stages (give 2)"));
+}
+
+TEST_CASE("the IPUs of a replica: a phased model's stages share one", "[programs]") {
+    programs::train_request r;
+    r.strategy = "phased", r.ipus_per_replica = 3;
+    CHECK(programs::stages_of(r) == 3);
+    CHECK(programs::ipus_per_replica_of(r) == 1);
+    CHECK(cfg::make_batching(cfg::description::of<cfg::dispatched_config<cfg::fp32, cfg::phased<cfg::dynamic>, cfg::float_io>>(), programs::counts_of(r))
+              .ipus_per_replica == 1);  // as the batching counts them
+    r.strategy = "pipelined";
+    CHECK(programs::ipus_per_replica_of(r) == 3);
+    r.strategy = "sharded";
+    CHECK(programs::ipus_per_replica_of(r) == 3);
+    r.strategy = "pipelined", r.schedule = "interleaved", r.virtual_stages = 2, r.ipus_per_replica = 2;
+    CHECK(programs::stages_of(r) == 4);
+    CHECK(programs::ipus_per_replica_of(r) == 2);
 }
 
 TEST_CASE("the transformer plan search: blocks per IPU, G, IPUs per replica and serializations tried",

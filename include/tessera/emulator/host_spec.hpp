@@ -1,5 +1,6 @@
 #pragma once
 // The figures of the host that feeds the emulated IPUs: its cores, what preparing data costs, dispatch.
+#include <cmath>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -37,20 +38,21 @@ struct host_spec {
     /// Seconds the training loop spends handing `bytes` of input to the device.
     [[nodiscard]] double feed_seconds(double bytes) const noexcept { return bytes * feed_seconds_per_byte; }
 
-    /// Throws std::invalid_argument naming the first figure that is negative (or cores = 0).
+    /// Throws std::invalid_argument naming the first figure that is negative or not finite (or
+    /// cores = 0).
     void validate() const {
         const auto check = [](double v, const char* name) {
-            if (!(v >= 0))
+            if (!(v >= 0) || !std::isfinite(v))
                 throw std::invalid_argument(std::string("tessera::emulator::host_spec: ") + name +
-                                            " must not be negative, got " + std::to_string(v));
+                                            " must be a finite number, not negative, got " + std::to_string(v));
         };
         if (cores == 0) throw std::invalid_argument("tessera::emulator::host_spec: cores must be at least 1, got 0");
         check(float_seconds_per_value, "float_seconds_per_value");
         check(eight_bit_seconds_per_value, "eight_bit_seconds_per_value");
         check(feed_seconds_per_byte, "feed_seconds_per_byte");
         check(dispatch_seconds, "dispatch_seconds");
-        if (!(network_bandwidth > 0))
-            throw std::invalid_argument("tessera::emulator::host_spec: network_bandwidth must be positive, got " +
+        if (!(network_bandwidth > 0) || !std::isfinite(network_bandwidth))
+            throw std::invalid_argument("tessera::emulator::host_spec: network_bandwidth must be positive and finite, got " +
                                         std::to_string(network_bandwidth));
     }
 };

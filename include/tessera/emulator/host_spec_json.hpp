@@ -1,5 +1,7 @@
 #pragma once
 // host_spec as a JSON file: a user's own host for the modelled clock (tessera-train --host FILE.json).
+#include <cmath>
+#include <cstddef>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -13,6 +15,9 @@
 #include "tessera/report/json_object.hpp"
 
 namespace tessera::emulator {
+
+/// The most cores a host file may give (a bound, so that any count read converts to std::size_t).
+inline constexpr std::size_t max_host_cores = std::size_t{1} << 20;
 
 /// A host file that cannot be used: names the file's problem (unknown, missing or mistyped field).
 class host_spec_error : public std::invalid_argument {
@@ -61,8 +66,10 @@ inline host_spec host_spec_from_json(std::string_view text, std::string_view sou
     for (const auto& [key, value] : fields) {
         if (key == "cores") {
             const auto* v = std::get_if<double>(&value);
-            if (!v || *v < 1 || *v != double(static_cast<std::size_t>(*v)))
-                throw host_spec_error(where + "cores must be a whole number of at least 1");
+            // Bounded before the cast (a double past size_t's range does not convert): 2^20 cores.
+            if (!v || !(*v >= 1 && *v <= double(max_host_cores)) || *v != std::floor(*v))
+                throw host_spec_error(where + "cores must be a whole number of at least 1 and at most " +
+                                      std::to_string(max_host_cores));
             h.cores = static_cast<std::size_t>(*v);
         } else if (key == "reduce_through_hosts") {
             const auto* v = std::get_if<bool>(&value);
@@ -70,7 +77,7 @@ inline host_spec host_spec_from_json(std::string_view text, std::string_view sou
             h.reduce_through_hosts = *v;
         } else if (auto it = numbers.find(key); it != numbers.end()) {
             const auto* v = std::get_if<double>(&value);
-            if (!v) throw host_spec_error(where + key + " must be a number");
+            if (!v || !std::isfinite(*v)) throw host_spec_error(where + key + " must be a finite number");
             *it->second = *v;
         } else {
             throw host_spec_error(where + "unknown field '" + key + "' (the fields are " + all + ")");
