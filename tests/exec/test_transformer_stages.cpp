@@ -230,6 +230,44 @@ TEST_CASE("a small GPT's dry run: the threaded run's modelled clock call by call
         }
 }
 
+TEST_CASE("a tied table on two IPUs exchanges its gradients at each update's vote, none beside the embedding",
+          "[exec][nn][transformer][cost]") {
+    using P = cfg::fp32;
+    using c = cfg::config<P, cfg::pipelined<cfg::one_f_one_b, cfg::dynamic>, cfg::gradient_accumulation<8>,
+                          cfg::device_iterations<2>, cfg::final>;
+    const auto net = nn::make_gpt2<P>(small_gpt(true));
+    const optim::lamb lamb({.learning_rate = 2e-3});
+    // Each of the two IPUs sends its copy's float gradients, vocab x width of them, over an IPU-Link.
+    const tessera::emulator::device_spec spec;
+    const double seconds = 4.0 * double(vocab * 16) / spec.ipu_link_bandwidth;
+    const auto dry_run = [&](const auto& network, cfg::options options) {
+        options.micro_batch = batch;
+        return exec::dry_run<c>(network, lamb, {1, 1, length, 1}, options, 8 * 2 * batch, {.record_trace = true}, 1,
+                                exec::over_budget::throws, exec::token_loss<P>{});
+    };
+    const auto exchanges = [&](cfg::options options) {
+        const auto dry = dry_run(net, options);
+        std::vector<std::size_t> counts;
+        for (const auto& clock : dry.call_clocks) {
+            std::size_t n = 0;
+            for (const auto& e : clock.trace())
+                if (e.label == "tied table gradients") {
+                    CHECK(e.kind == tessera::emulator::activity::transfer);
+                    CHECK(e.end - e.start == Approx(seconds).epsilon(1e-12));
+                    ++n;
+                }
+            counts.push_back(n);
+        }
+        return counts;
+    };
+    CHECK(exchanges({.stages = 2}) == std::vector<std::size_t>{2, 2});           // D = 2 updates a call
+    CHECK(exchanges({.stages = 3}) == std::vector<std::size_t>{2, 0, 2});        // the middle IPU holds none
+    CHECK(exchanges({.stages = 3, .ipu_map = {0, 1, 0}}) == std::vector<std::size_t>{0, 0});  // one IPU holds both
+    // A network of shapes alone (as BERT-Large's dry runs build it) is priced as the network itself.
+    const auto shapes = nn::make_gpt2<P>(small_gpt(true), nn::shapes_only);
+    CHECK(dry_run(shapes, {.stages = 2}).call_device_seconds == dry_run(net, {.stages = 2}).call_device_seconds);
+}
+
 TEST_CASE("a tied table's two copies on one IPU are held there once: the head beside the embedding",
           "[exec][nn][transformer][cost][memory]") {
     using P = cfg::fp32;

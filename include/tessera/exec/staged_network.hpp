@@ -120,6 +120,9 @@ public:
                     first = false;
                 });
         visit_tied(0, [&](std::size_t, auto grad) { m_tied_elements = grad.size(); });
+        // A network of shapes alone has no gradients to visit: its table's size, for the dry run's vote.
+        if constexpr (requires(const N& n) { { n.tied_table_elements() } -> std::convertible_to<std::size_t>; })
+            if (m_tied_elements == 0) m_tied_elements = m_net.tied_table_elements();
         // Until set_kernel_threads says which IPU runs which stage: each stage a scratch of its own.
         std::vector<std::size_t> own(m_first.size());
         std::iota(own.begin(), own.end(), std::size_t{0});

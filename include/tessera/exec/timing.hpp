@@ -90,12 +90,28 @@ private:
     double m_infeed = unknown;
 };
 
+/// Bytes IPU `ipu` sends to exchange a tied table's gradients at the vote: a table tied between
+/// stage 0 and the last (a transformer's embedding and head) on two IPUs has each send its copy's
+/// gradients (the float sums the vote adds) to the other over an IPU-Link, both at once; 0 when the
+/// copies share an IPU (Graphcore's BERT and GPT-2 place the head beside the embedding), for the
+/// other IPUs, and when nothing is tied.
+[[nodiscard]] inline double tied_exchange_bytes(const schedule& sched, const cost_model& costs, std::size_t ipu) noexcept {
+    if (!sched.request.training || !sched.request.tied_table || sched.stages < 2 ||
+        sched.request.ipu_of_stage.size() != sched.stages)
+        return 0;
+    const std::size_t first = sched.request.ipu_of_stage.front(), last = sched.request.ipu_of_stage.back();
+    if (first == last || (ipu != first && ipu != last)) return 0;
+    const std::size_t elements = std::max(costs.stages.front().tied_parameters, costs.stages.back().tied_parameters);
+    return double(elements) * double(sizeof(float));
+}
+
 /// Advances `clock` by the cost of `in` (receives: only the wait, done by the caller with the
 /// message's arrival time; all_reduce: the transfer after the caller synchronised the replicas;
-/// outfeed: nothing — the output mode decides what is sent, see charge_outfeed); the stages' compute
+/// outfeed: nothing — the output mode decides what is sent, see charge_outfeed; a vote: the tied
+/// table's exchange, tied_exchange_bytes); the stages' compute
 /// comes from `seconds`, on the spec of `clock`.
 inline void charge(emulator::modelled_clock& clock, const instruction& in, const schedule& sched,
-                   const cost_model& costs, stage_seconds& seconds) {
+                   const cost_model& costs, stage_seconds& seconds, std::size_t ipu) {
     using emulator::activity;
     using emulator::link;
     const auto& c = costs.stages[in.stage];
@@ -140,8 +156,11 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
         case opcode::recv_act:
         case opcode::recv_grad:
         case opcode::outfeed:
-        case opcode::vote:
         case opcode::sync: break;  // only waits (for the sender, or every IPU of the replica); outfeed: see above
+        case opcode::vote:  // its wait is the vote block's (simulate, the executor); then, after it:
+            if (const double bytes = tied_exchange_bytes(sched, costs, ipu); bytes > 0)
+                clock.transfer(bytes, link::ipu_link, activity::transfer, named ? "tied table gradients" : std::string());
+            break;
         case opcode::fwd:
             if (weights_off) clock.transfer(double(c.weight_bytes), link::streaming_memory, activity::streaming,
                                             named ? "weights in s" + std::to_string(in.stage) : std::string());
@@ -289,7 +308,7 @@ public:
             for (const auto& in : sched.programs[i]) {
                 m_first[i].push_back(static_cast<std::uint32_t>(m_pieces.size()));
                 emulator::modelled_clock probe(compute, /*record=*/true);
-                charge(probe, in, sched, costs, seconds);
+                charge(probe, in, sched, costs, seconds, i);
                 m_pieces.insert(m_pieces.end(), probe.trace().begin(), probe.trace().end());
             }
             m_first[i].push_back(static_cast<std::uint32_t>(m_pieces.size()));
@@ -365,10 +384,12 @@ private:
                     latest = std::max(latest, clocks[all[end].first].now());
                 for (; k < end; ++k) {
                     auto& meeting = clocks[all[k].first];
-                    if (block == opcode::vote)
+                    if (block == opcode::vote) {  // the wait, then the vote's own charge, as the executor
                         meeting.wait_until(latest, record ? "wait vote" : std::string());
-                    else
+                        charges.apply(meeting, all[k].first, all[k].second);
+                    } else {
                         detail::end_cycle(meeting, latest, sched);
+                    }
                 }
                 --k;
                 continue;
