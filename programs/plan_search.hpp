@@ -118,6 +118,16 @@ namespace detail {
     return "rule: " + s;
 }
 
+/// A device candidate: request `r` and its IPUs' figures in dry run `e` (samples/s of a call on the
+/// IPUs alone, the fullest IPU).
+[[nodiscard]] inline plan_candidate device_candidate(const train_request& r, const exec::epoch_estimate& e) {
+    plan_candidate c;
+    c.request = r;
+    c.device_images_per_second = double(e.samples) / double(std::max<std::size_t>(e.calls, 1)) / e.call_device_seconds;
+    for (const auto& ipu : e.memory.ipus) c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
+    return c;
+}
+
 }  // namespace detail
 
 /// The figures of request `r` (of precision P) from tessera-train's own dry run on `net` (with the
@@ -283,13 +293,7 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                                         ++out.refused["does not fit"];
                                         continue;
                                     }
-                                    plan_candidate c;
-                                    c.request = r;
-                                    c.device_images_per_second =
-                                        double(e.samples) / double(std::max<std::size_t>(e.calls, 1)) / e.call_device_seconds;
-                                    for (const auto& ipu : e.memory.ipus)
-                                        c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
-                                    mine.push_back(std::move(c));
+                                    mine.push_back(detail::device_candidate(r, e));
                                 } catch (const config::config_error& e) {
                                     ++out.refused[detail::refusal_kind(e.what())];
                                 } catch (const usage_error& e) {

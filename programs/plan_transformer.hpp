@@ -191,13 +191,7 @@ void search_transformer(const plan_request& q, plan_outcome& out, const std::fun
                                         for (const train_request& t : tries) {
                                             const exec::epoch_estimate e = estimate(t, 1);
                                             if (!e.fits) continue;
-                                            plan_candidate c;
-                                            c.request = t;
-                                            c.device_images_per_second =
-                                                double(e.samples) / double(std::max<std::size_t>(e.calls, 1)) / e.call_device_seconds;
-                                            for (const auto& ipu : e.memory.ipus)
-                                                c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
-                                            mine.push_back(std::move(c));
+                                            mine.push_back(detail::device_candidate(t, e));
                                             fitted.insert(key);
                                             fits = any_fits = true;
                                             break;

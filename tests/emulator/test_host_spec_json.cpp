@@ -1,6 +1,8 @@
 // host_spec as JSON: every field read, unknown, missing and mistyped fields refused by name; presets.
 #include <filesystem>
 #include <limits>
+#include <string_view>
+#include <tuple>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -45,28 +47,21 @@ TEST_CASE("a host file with an unknown, missing or mistyped field is refused by 
     REQUIRE_THROWS_WITH(emu::host_spec_from_json(misspelt, "my.json"),
                         Catch::Contains("(my.json): unknown field 'dispatch_second'") && Catch::Contains("dispatch_seconds"));
     REQUIRE_THROWS_WITH(emu::host_spec_from_json(R"({"cores": 8})"), Catch::Contains("the field 'float_seconds_per_value' is missing"));
-    std::string text = full;
-    text.replace(text.find("64"), 2, "\"many\"");
-    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("cores must be a whole number of at least 1"));
-    text = full;
-    text.replace(text.find("true"), 4, "1");
-    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("reduce_through_hosts must be true or false"));
-    text = full;
-    text.replace(text.find("2e-9"), 4, "-2e-9");
-    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text),
-                        Catch::Contains("float_seconds_per_value must be a finite number, not negative"));
-    // Beyond a double's range, a number reads as infinite: refused, as is a count past 2^20 cores
-    // (which would not convert to std::size_t beyond 2^64).
-    text = full;
-    text.replace(text.find("2e-9"), 4, "2e999");
-    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("float_seconds_per_value must be a finite number"));
-    text = full;
-    text.replace(text.find("25e9"), 4, "1e999");
-    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains("network_bandwidth must be a finite number"));
-    text = full;
-    text.replace(text.find("64"), 2, "1e30");
-    REQUIRE_THROWS_WITH(emu::host_spec_from_json(text),
-                        Catch::Contains("cores must be a whole number of at least 1 and at most 1048576"));
+    // A field of `full` changed, and the error that names it. Beyond a double's range a number reads
+    // as infinite: refused, as is a count past 2^20 cores (past 2^64 it would not convert).
+    const std::tuple<const char*, const char*, const char*> changed[] = {
+        {"64", "\"many\"", "cores must be a whole number of at least 1"},
+        {"true", "1", "reduce_through_hosts must be true or false"},
+        {"2e-9", "-2e-9", "float_seconds_per_value must be a finite number, not negative"},
+        {"2e-9", "2e999", "float_seconds_per_value must be a finite number"},
+        {"25e9", "1e999", "network_bandwidth must be a finite number"},
+        {"64", "1e30", "cores must be a whole number of at least 1 and at most 1048576"}};
+    for (const auto& [from, to, error] : changed) {
+        std::string text = full;
+        text.replace(text.find(from), std::string_view(from).size(), to);
+        INFO(text);
+        REQUIRE_THROWS_WITH(emu::host_spec_from_json(text), Catch::Contains(error));
+    }
     emu::host_spec h;
     h.dispatch_seconds = std::numeric_limits<double>::infinity();
     REQUIRE_THROWS_WITH(h.validate(), Catch::Contains("dispatch_seconds must be a finite number"));
