@@ -1,6 +1,7 @@
 #pragma once
-// tessera-plan's search for BERT (--model bert-<size> --dataset wikipedia): pipelines split by blocks
-// per IPU, as Graphcore's BERT ran, each configuration judged by tessera-train --dry-run's own path.
+// tessera-plan's search for BERT and GPT-2 (--model bert-<size>|gpt-<size> --dataset wikipedia):
+// pipelines split by blocks per IPU, as Graphcore's BERT and GPT-2 ran, each configuration judged by
+// tessera-train --dry-run's own path.
 //
 // The device phase: IPUs per replica (1, or each count dividing --ipus up to --max-stages) × the
 // blocks per IPU (layer_splits) × schedule (1F1B, GPipe, zero-bubble on request) × recomputation
@@ -127,8 +128,10 @@ void search_transformer(const plan_request& q, plan_outcome& out, const std::fun
         train_request r = q.base;
         r.serialize_matmul = serialization;
         const text_dry_run_inputs in = text_inputs_of(r);
-        const auto net = nn::make_bert<P>(in.spec, nn::shapes_only);
-        f(net, in.shape);
+        if (in.bert)
+            f(nn::make_bert<P>(in.spec, nn::shapes_only), in.shape);
+        else
+            f(nn::make_gpt2<P>(in.spec, nn::shapes_only), in.shape);
     };
     const std::vector<std::size_t> serializations = serializations_of(base.spec.vocab);
     for (const std::size_t serialization : serializations)

@@ -119,17 +119,19 @@ int main(int argc, char** argv) {
     std::string precisions = "16.16,16.32,32.32", strategies = "single,sharded,pipelined,phased", schedules = "1f1b,gpipe,interleaved";
     std::string json_path, csv_path, svg_path;
     CLI::App app{"tessera-plan: the fastest configurations that fit, searched on the modelled clock"};
-    app.add_option("--model", q.base.model, "resnet20|32|44|56|110, resnet18|34|50|101|152 or bert-tiny|base|large")
+    app.add_option("--model", q.base.model, "resnet20|32|44|56|110, resnet18|34|50|101|152, bert-tiny|base|large or "
+                                            "gpt-tiny|small|medium|large|xl")
         ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
-                               "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-base", "bert-large"}));
+                               "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-base", "bert-large", "gpt-tiny",
+                               "gpt-small", "gpt-medium", "gpt-large", "gpt-xl"}));
     auto* dataset = app.add_option("--dataset", q.base.dataset,
-                                   "fashion-mnist, cifar10, imagenet or synthetic (by shape); BERT: wikipedia (by shape, "
-                                   "the default)")
+                                   "fashion-mnist, cifar10, imagenet or synthetic (by shape); BERT and GPT: wikipedia (by "
+                                   "shape, the default)")
                         ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagenet", "synthetic", "wikipedia"}));
     auto* images = app.add_option("--images", q.base.images, "training images per epoch (default: the dataset's)");
-    auto* seq_len = app.add_option("--seq-len", q.base.seq_len, "BERT: tokens a sequence holds (128 by default)")
+    auto* seq_len = app.add_option("--seq-len", q.base.seq_len, "BERT and GPT: tokens a sequence holds (128 by default)")
                         ->check(CLI::PositiveNumber);
-    auto* packing = app.add_option("--packing", q.base.packing, "BERT: sequences per pack of --seq-len tokens, on "
+    auto* packing = app.add_option("--packing", q.base.packing, "BERT and GPT: sequences per pack of --seq-len tokens, on "
                                                                "average (1: none)")
                         ->check(CLI::Range(1.0, 64.0));
     auto* mask_tokens = app.add_option("--mask-tokens", q.base.mask_tokens,
@@ -173,9 +175,9 @@ int main(int argc, char** argv) {
     }
     try {
         const bool text = programs::text_model(q.base);
-        if (text) {  // BERT's defaults: Wikipedia by shape, LAMB, 16.16; its tokens travel as integers
+        if (text) {  // Wikipedia by shape, LAMB (BERT) or AdamW (GPT), 16.16; tokens travel as integers
             if (dataset->count() == 0) q.base.dataset = "wikipedia";
-            if (optimizer->count() == 0) q.base.optimizer = "lamb";
+            if (optimizer->count() == 0) q.base.optimizer = q.base.model.rfind("bert-", 0) == 0 ? "lamb" : "adamw";
             if (precisions_flag->count() == 0) precisions = "16.16";
             q.base.eight_bit_io = false, q.base.tokenizer = "by-shape", q.base.dry_run = true;
             if (q.base.dataset != "wikipedia")
