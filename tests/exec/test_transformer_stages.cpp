@@ -197,7 +197,7 @@ TEST_CASE("a small GPT's dry run: the threaded run's modelled clock call by call
     const auto net = nn::make_gpt2<P>(small_gpt(true));
     const optim::lamb lamb({.learning_rate = 2e-3, .max_grad_norm = 1.0});
     const std::size_t samples = 3 * 8 * 2 * 2 * batch;  // 3 calls of G 8 × D 2 × R 2 micro-batches
-    for (const cfg::options shape : {cfg::options{.stages = 2}, cfg::options{.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1},
+    for (const cfg::options& shape : {cfg::options{.stages = 2}, cfg::options{.stages = 3, .zero_bubble = cfg::zero_bubble_kind::h1},
                                      cfg::options{.stages = 4, .virtual_stages = 2},
                                      cfg::options{.stages = 3, .ipu_map = {0, 1, 0}}})
         for (const bool lock_step : {true, false}) {
