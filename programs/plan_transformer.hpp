@@ -12,11 +12,13 @@
 // The host phase is the image search's (refine_host), without 8-bit I/O.
 #include <tessera/tessera.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -69,15 +71,18 @@ namespace tessera::programs {
     return {least, 4 * least, 16 * least, 64 * least, 256 * least};
 }
 
+/// Whether `q` allows strategy `s` (--strategies).
+[[nodiscard]] inline bool allows(const plan_request& q, std::string_view s) {
+    return std::find(q.strategies.begin(), q.strategies.end(), s) != q.strategies.end();
+}
+
 /// The device configurations the transformer search considers, before memory ends any (the
 /// progress bar's size): `blocks` blocks.
 [[nodiscard]] inline std::size_t transformer_candidates(const plan_request& q, std::size_t blocks) {
     std::size_t n = 0;
     const std::size_t batch_sizes = detail::powers_of_two_to(q.max_batch_size).size();
-    const auto has = [&](const char* s) { return std::find(q.strategies.begin(), q.strategies.end(), s) != q.strategies.end(); };
     for (const std::size_t s : transformer_stage_counts(q.ipus, q.max_stages)) {
-        if (s == 1 && !has("single")) continue;
-        if (s > 1 && !has("pipelined")) continue;
+        if (!allows(q, s == 1 ? "single" : "pipelined")) continue;
         const std::size_t layouts = s == 1 ? 1 : layer_splits(blocks, s).size() * transformer_schedules(q).size();
         n += layouts * 2 * batch_sizes * transformer_accumulations(s).size();
     }
@@ -118,32 +123,35 @@ template <class P>
 void search_transformer(const plan_request& q, plan_outcome& out, const std::function<void()>& tick) {
     const text_dry_run_inputs base = text_inputs_of(q.base);
     const std::size_t blocks = base.spec.layers;
-    const auto has = [&](const char* s) { return std::find(q.strategies.begin(), q.strategies.end(), s) != q.strategies.end(); };
     // A configuration by its device settings, without the fallbacks for memory (sharding, off chip,
     // serialization): what fitted at a smaller serialization is not tried again.
     using key_t = std::tuple<std::size_t, std::vector<std::size_t>, std::string, bool, std::size_t, std::size_t>;
     std::set<key_t> considered, fitted, refused;  // refused: by a rule or --max-samples-per-update
     std::vector<plan_candidate> mine;
-    const auto with_net = [&](std::size_t serialization, const auto& f) {
+    // Calls f(estimate): estimate(r, epochs, breakdown) is tessera-train's dry run of request r on
+    // the network built from shapes with its vocabulary in `serialization` pieces.
+    const auto with_estimate = [&](std::size_t serialization, const auto& f) {
         train_request r = q.base;
         r.serialize_matmul = serialization;
         const text_dry_run_inputs in = text_inputs_of(r);
+        const auto on = [&](const auto& net) {
+            f([&](const train_request& t, std::size_t epochs, bool breakdown = false) {
+                return detail::dispatch_text<P>(t, [&]<class C>() {
+                    return dry_run_request<C>(t, net, in.shape, breakdown, exec::token_loss<P>{}, epochs);
+                });
+            });
+        };
         if (in.bert)
-            f(nn::make_bert<P>(in.spec, nn::shapes_only), in.shape);
+            on(nn::make_bert<P>(in.spec, nn::shapes_only));
         else
-            f(nn::make_gpt2<P>(in.spec, nn::shapes_only), in.shape);
+            on(nn::make_gpt2<P>(in.spec, nn::shapes_only));
     };
     const std::vector<std::size_t> serializations = serializations_of(base.spec.vocab);
     for (const std::size_t serialization : serializations)
-        with_net(serialization, [&](const auto& net, const dataset_shape& shape) {
-            const auto estimate = [&](const train_request& r, std::size_t epochs, bool breakdown = false) {
-                return detail::dispatch_text<P>(r, [&]<class C>() {
-                    return dry_run_request<C>(r, net, shape, breakdown, exec::token_loss<P>{}, epochs);
-                });
-            };
+        with_estimate(serialization, [&](const auto& estimate) {
             const bool first_pass = serialization == serializations.front();
             for (const std::size_t stages : transformer_stage_counts(q.ipus, q.max_stages)) {
-                if ((stages == 1 && !has("single")) || (stages > 1 && !has("pipelined"))) continue;
+                if (!allows(q, stages == 1 ? "single" : "pipelined")) continue;
                 std::vector<std::vector<std::size_t>> splits = layer_splits(blocks, stages);
                 if (stages == 1) splits = {{}};
                 const std::vector<std::string> schedules =
@@ -225,20 +233,18 @@ void search_transformer(const plan_request& q, plan_outcome& out, const std::fun
     // tessera-train --dry-run's.
     const std::size_t cores = host_of(q.base).cores;
     const std::size_t first = out.plans.size();
-    for (const std::size_t serialization : serializations)
-        with_net(serialization, [&](const auto& net, const dataset_shape& shape) {
-            const auto estimate = [&](const train_request& r, std::size_t epochs, bool breakdown = false) {
-                return detail::dispatch_text<P>(r, [&]<class C>() {
-                    return dry_run_request<C>(r, net, shape, breakdown, exec::token_loss<P>{}, epochs);
-                });
-            };
+    for (const std::size_t serialization : serializations) {
+        const auto of_it = [&](const plan_candidate& c) { return c.request.serialize_matmul == serialization; };
+        if (std::none_of(mine.begin(), mine.end(), of_it)) continue;  // no network to build
+        with_estimate(serialization, [&](const auto& estimate) {
             for (const plan_candidate& c : mine)
-                if (c.request.serialize_matmul == serialization)
+                if (of_it(c))
                     if (auto best = refine_host(c, estimate, cores, false)) {
                         best->judged = true;
                         out.plans.push_back(std::move(*best));
                     }
         });
+    }
     std::sort(out.plans.begin() + std::ptrdiff_t(first), out.plans.end(),
               [](const auto& a, const auto& b) { return a.images_per_second > b.images_per_second; });
 }

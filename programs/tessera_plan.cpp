@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -207,13 +208,14 @@ int main(int argc, char** argv) {
                 s != "zero-bubble-h2")
                 throw programs::usage_error("--schedules: '" + s + "' is not one of 1f1b, gpipe, interleaved, looped-bfs, "
                                             "zero-bubble, zero-bubble-h2");
-        const programs::dataset_shape shape =
-            text ? programs::text_inputs_of(q.base).shape : programs::shape_of_dataset(q.base);
+        const std::optional<programs::text_dry_run_inputs> text_inputs =
+            text ? std::optional(programs::text_inputs_of(q.base)) : std::nullopt;
+        const programs::dataset_shape shape = text ? text_inputs->shape : programs::shape_of_dataset(q.base);
         (void)programs::host_of(q.base);  // a bad host file: refused before searching
         (void)programs::device_of(q.base);  // and a bad device file
 
         const std::size_t total =
-            (text ? programs::transformer_candidates(q, programs::text_inputs_of(q.base).spec.layers)
+            (text ? programs::transformer_candidates(q, text_inputs->spec.layers)
                   : programs::device_candidates(q)) *
             q.precisions.size();
         const auto start = std::chrono::steady_clock::now();
