@@ -242,13 +242,23 @@ TEST_CASE("a dry run's breakdown adds up to its epoch, and its layer passes are 
     CHECK(b.total() == Approx(e.device_seconds).epsilon(1e-12));
     CHECK(b.total() + (e.seconds - e.device_seconds) == Approx(e.seconds).epsilon(1e-12));
     // The critical IPU's forward, backward and recompute intervals, times the calls, are the layer passes' parts.
-    double passes = 0, idle = 0;
+    // Lock-step cycles (the default) end in a global sync: "sync", not IPU-Links, which carry the sends alone.
+    double passes = 0, idle = 0, cycle_syncs = 0, links = 0;
     for (const auto& ev : e.call_clocks[b.ipu].trace()) {
         if (ev.kind == emu::activity::forward || ev.kind == emu::activity::backward || ev.kind == emu::activity::recompute)
             passes += ev.end - ev.start;
         if (ev.kind == emu::activity::idle) idle += ev.end - ev.start;
+        if (ev.kind == emu::activity::sync) cycle_syncs += ev.end - ev.start;
+        if (ev.kind == emu::activity::transfer) {
+            links += ev.end - ev.start;
+            CHECK(ev.label.rfind("send", 0) == 0);
+        }
     }
-    CHECK(b.compute + b.exchange + b.sync + b.pass_overhead == Approx(passes * double(e.calls)).epsilon(1e-9));
+    CHECK(cycle_syncs > 0);
+    CHECK(links > 0);
+    CHECK(b.compute + b.exchange + b.sync + b.pass_overhead ==
+          Approx((passes + cycle_syncs) * double(e.calls)).epsilon(1e-9));
+    CHECK(b.ipu_links == Approx(links * double(e.calls)).epsilon(1e-9));
     CHECK(b.idle == Approx(idle * double(e.calls)).epsilon(1e-9));
     CHECK(b.compute > 0);
     CHECK(b.exchange > 0);

@@ -84,8 +84,8 @@ TEST_CASE("the timeline SVG has one row per IPU and one rectangle per interval",
     const std::string svg = exec::timeline_svg(clocks);
     CHECK(count(svg, ">IPU 0</text>") == 1);
     CHECK(count(svg, ">IPU 1</text>") == 1);
-    // Rows' backgrounds, the intervals, and the legend's ten swatches.
-    CHECK(count(svg, "<rect") == 2 + events + 10);
+    // Rows' backgrounds, the intervals, and the legend's eleven swatches (one per activity).
+    CHECK(count(svg, "<rect") == 2 + events + 11);
     CHECK(count(svg, "fill=\"#4c72b0\"><title>fwd s1 mb0 [1 s, 2 s]</title>") == 1);
     CHECK(count(svg, "<title>wait recv_act s1 mb0 &lt;- IPU 0 [0 s, 1 s]</title>") == 1);
     CHECK(svg.find(">15 s</text>") != std::string::npos);  // (G + S - 1) × 3 s

@@ -9,9 +9,9 @@
 
 namespace tessera::emulator {
 
-/// What an interval of modelled time was spent on (the timeline colours these).
-/// What a modelled interval is spent on (weight_gradient: the W passes of a split backward).
-enum class activity { forward, backward, weight_gradient, recompute, update, all_reduce, transfer, host_io, streaming, idle };
+/// What a modelled interval is spent on (the timeline colours these). weight_gradient: the W passes
+/// of a split backward; sync: a lock-step pipeline's global sync between cycles.
+enum class activity { forward, backward, weight_gradient, recompute, update, all_reduce, transfer, sync, host_io, streaming, idle };
 
 [[nodiscard]] constexpr const char* to_string(activity a) noexcept {
     switch (a) {
@@ -22,6 +22,7 @@ enum class activity { forward, backward, weight_gradient, recompute, update, all
         case activity::update: return "update";
         case activity::all_reduce: return "all-reduce";
         case activity::transfer: return "transfer";
+        case activity::sync: return "sync";
         case activity::host_io: return "host I/O";
         case activity::streaming: return "streaming";
         case activity::idle: return "idle";

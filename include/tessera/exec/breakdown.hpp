@@ -18,7 +18,7 @@ namespace tessera::exec {
 /// makespan. Layer passes (forward, backward, recompute) are split into the pass model's parts in
 /// the proportions of that IPU's passes: the busiest tile's compute, the exchange it receives, BSP
 /// syncs, and the pass overhead (rearranging activations between layouts, and
-/// device_spec::pass_overhead_cycles).
+/// device_spec::pass_overhead_cycles). `sync` also holds a lock-step pipeline's syncs between cycles.
 struct time_breakdown {
     double compute = 0, exchange = 0, sync = 0, pass_overhead = 0;  ///< layer passes
     double update = 0;       ///< optimiser steps
@@ -72,7 +72,7 @@ struct time_breakdown {
             }
     }
     const double whole = parts.total();
-    double passes = 0;
+    double passes = 0, cycle_syncs = 0;  // cycle_syncs: a lock-step pipeline's syncs between cycles
     for (std::size_t i = 0; i < clocks.size(); ++i) {
         idle_all += std::max(0.0, makespan - busy[i]);
         if (i != b.ipu) continue;
@@ -87,6 +87,7 @@ struct time_breakdown {
                 case emulator::activity::update: b.update += t; break;
                 case emulator::activity::all_reduce: b.all_reduce += t; break;
                 case emulator::activity::transfer: b.ipu_links += t; break;
+                case emulator::activity::sync: cycle_syncs += t; break;
                 case emulator::activity::host_io: b.host_io += t; break;
                 case emulator::activity::streaming: b.streaming += t; break;
                 case emulator::activity::idle: break;
@@ -99,6 +100,7 @@ struct time_breakdown {
     } else {
         b.compute = passes;  // a model without passes: FLOPs at the peak rate
     }
+    b.sync += cycle_syncs;
     b.bubble_fraction = makespan > 0 ? idle_all / (makespan * double(clocks.size())) : 0.0;
     return b;
 }

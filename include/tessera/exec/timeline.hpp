@@ -23,6 +23,7 @@ namespace tessera::exec {
         case emulator::activity::update: return "#55a868";
         case emulator::activity::all_reduce: return "#c44e52";
         case emulator::activity::transfer: return "#937860";
+        case emulator::activity::sync: return "#64b5cd";
         case emulator::activity::host_io: return "#da8bc3";
         case emulator::activity::streaming: return "#8c8c8c";
         case emulator::activity::idle: return "#eeeeee";
@@ -72,7 +73,7 @@ struct timeline_options {
     double x = o.label_width;
     for (auto a : {emulator::activity::forward, emulator::activity::backward, emulator::activity::weight_gradient,
                    emulator::activity::recompute,
-                   emulator::activity::update, emulator::activity::all_reduce, emulator::activity::transfer,
+                   emulator::activity::update, emulator::activity::all_reduce, emulator::activity::transfer, emulator::activity::sync,
                    emulator::activity::host_io, emulator::activity::streaming, emulator::activity::idle}) {
         svg.rect(x, axis + 28, 10, 10, timeline_colour(a), {}, "#999999");
         svg.text(x + 14, axis + 37, to_string(a), 10);

@@ -239,7 +239,7 @@ inline void charge(emulator::modelled_clock& clock, const instruction& in, const
 inline void end_cycle(emulator::modelled_clock& clock, double latest, const schedule& sched) {
     const bool named = clock.recording();
     clock.wait_until(latest, named ? "wait sync" : std::string());
-    clock.advance(clock.spec().global_sync_seconds(sched.ipus * sched.request.replicas), emulator::activity::transfer,
+    clock.advance(clock.spec().global_sync_seconds(sched.ipus * sched.request.replicas), emulator::activity::sync,
                   named ? "sync" : std::string());
 }
 
