@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -48,7 +49,18 @@ int train_and_report(const train_request& r, exec::basic_session<staged_model<Ne
     const data::normalization device_norm = std::is_same_v<io, std::uint8_t> ? ds.norm : data::normalization{};
     const auto history = train_epochs(r, session, loader, device_norm, configuration_text(r, images));
     if (history.stopped) return 0;
-    const auto eval = make_test_session(session.model().network());
+    // The test split is scored with global replica 0's network on every rank, as one process scores it:
+    // the weights are the same on every rank, the batch-norm statistics are each replica's own.
+    const Net* scored = &session.model().network();
+    std::optional<Net> replica_zero;
+    if constexpr (requires(Net& n) { n.visit_buffers([](std::string_view, auto) {}); })
+        if (r.processes.several()) {
+            replica_zero.emplace(*scored);
+            replica_zero->visit_buffers(
+                [&](std::string_view, auto values) { r.processes.broadcast(std::as_writable_bytes(values)); });
+            scored = &*replica_zero;
+        }
+    const auto eval = make_test_session(*scored);
     const exec::evaluation test =
         evaluate_test_split<staged_model<Net>, data::in_memory_dataset<std::uint8_t>, io>(r, *eval, ds.test, ds.norm);
     if (r.processes.lead())

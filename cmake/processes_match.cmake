@@ -1,0 +1,55 @@
+# A run over 2 processes (mpirun) scores the test split as one process scores the same network: the
+# 2-process run's checkpoint (its weights and global replica 0's batch-norm statistics), resumed in
+# one process after its last epoch, gives the same test accuracy and the same loss to 1e-6.
+# Inputs: PROGRAM, ARGS (the common flags), MPIRUN_EXECUTABLE and MPIRUN (its flags for 2 ranks),
+# INSTANCES (flags of the 2-process run alone), DIR (scratch).
+separate_arguments(args UNIX_COMMAND "${ARGS}")
+separate_arguments(instances UNIX_COMMAND "${INSTANCES}")
+file(MAKE_DIRECTORY ${DIR})
+file(REMOVE ${DIR}/one.json ${DIR}/two.json ${DIR}/two.tsr)
+foreach(run IN ITEMS two one)
+  if(run STREQUAL "two")
+    set(command ${MPIRUN_EXECUTABLE} ${MPIRUN} ${PROGRAM} ${args} ${instances} --checkpoint ${DIR}/two.tsr
+                --metrics-json ${DIR}/two.json)
+  else()
+    set(command ${PROGRAM} ${args} --resume ${DIR}/two.tsr --metrics-json ${DIR}/one.json)
+  endif()
+  execute_process(COMMAND ${command} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE out TIMEOUT 600)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "${command}: exit code ${code}\n${out}")
+  endif()
+endforeach()
+# fixed(<number> <out>): the number in units of 1e-9 (an integer for math(EXPR)).
+function(fixed number out)
+  string(REGEX MATCH "^([0-9]+)\\.?([0-9]*)" whole "${number}")
+  set(units "${CMAKE_MATCH_1}")
+  set(fraction "${CMAKE_MATCH_2}000000000")
+  string(SUBSTRING "${fraction}" 0 9 fraction)
+  string(REGEX REPLACE "^0+([0-9])" "\\1" fraction "${fraction}")
+  math(EXPR value "${units} * 1000000000 + ${fraction}")
+  set(${out} ${value} PARENT_SCOPE)
+endfunction()
+file(READ ${DIR}/one.json one)
+file(READ ${DIR}/two.json two)
+string(JSON a GET "${one}" test_accuracy)
+string(JSON b GET "${two}" test_accuracy)
+set(accuracy_two ${b})
+if(NOT a STREQUAL b)
+  message(FATAL_ERROR "test accuracy: ${b} over 2 processes, ${a} in one process from their checkpoint")
+endif()
+# The loss: the same network's, summed over the ranks in another order (each rank's part, then the
+# reduction): equal to 1e-6 relative (float sums); global replica 0's statistics against each
+# replica's own move it by far more.
+string(JSON a GET "${one}" test_loss)
+string(JSON b GET "${two}" test_loss)
+fixed(${a} a_fixed)
+fixed(${b} b_fixed)
+math(EXPR difference "${a_fixed} - ${b_fixed}")
+if(difference LESS 0)
+  math(EXPR difference "0 - ${difference}")
+endif()
+math(EXPR allowed "${a_fixed} / 1000000 + 1")
+if(difference GREATER allowed)
+  message(FATAL_ERROR "test loss: ${b} over 2 processes, ${a} in one process from their checkpoint")
+endif()
+message(STATUS "two processes and one from their checkpoint: test loss ${b} and ${a}, accuracy ${accuracy_two}")
