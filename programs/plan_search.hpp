@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@ struct plan_request {
     std::size_t max_batch_size = 32;       ///< largest micro-batch tried (powers of two from 1)
     std::size_t max_stages = 8;            ///< most stages tried per replica
     std::size_t max_samples_per_update = 0;  ///< micro-batch × G × R at most (0: no limit)
+    double max_left_out = 0.01;            ///< share of an epoch's samples a plan may leave out (drop_last)
     std::size_t top = 5;                   ///< plans printed
     std::size_t refine = 24;               ///< device candidates whose host settings are searched
 };
@@ -56,7 +58,8 @@ struct plan_candidate {
     train_request request;
     double epoch_seconds = 0, images_per_second = 0, device_images_per_second = 0;
     std::size_t max_ipu_memory_bytes = 0, overshoot_bytes = 0;
-    std::size_t images = 0;  // trained per epoch: whole combined batches only (drop_last)
+    std::size_t images = 0;        // trained per epoch: whole combined batches only (drop_last)
+    std::size_t epoch_samples = 0; // the epoch's samples (the dataset's, or --images): images + those left out
     bool fits = true;
     std::string bottleneck;
     double bubble_fraction = 0;
@@ -118,6 +121,15 @@ namespace detail {
     return "rule: " + s;
 }
 
+/// The fewest samples an epoch of `epoch` samples may train under --max-left-out (whole combined
+/// batches only, as tessera-train trains: drop_last).
+[[nodiscard]] inline std::size_t least_trained(const plan_request& q, std::size_t epoch) noexcept {
+    return std::size_t(std::ceil((1.0 - q.max_left_out) * double(epoch) - 1e-9));
+}
+
+/// The count of refusals for leaving out too much of an epoch.
+inline constexpr const char* left_out_refusal = "leaves out over --max-left-out of the epoch";
+
 /// A device candidate: request `r` and its IPUs' figures in dry run `e` (samples/s of a call on the
 /// IPUs alone, the fullest IPU).
 [[nodiscard]] inline plan_candidate device_candidate(const train_request& r, const exec::epoch_estimate& e) {
@@ -139,6 +151,7 @@ template <class P, class Net>
         plan_candidate c;
         c.request = r;
         c.epoch_seconds = e.seconds, c.images_per_second = e.samples_per_second(), c.images = e.samples;
+        c.epoch_samples = epoch_images(r, shape);
         c.device_images_per_second = e.call_device_seconds > 0 ? double(e.samples) / double(e.calls) / e.call_device_seconds : 0;
         c.fits = e.fits, c.overshoot_bytes = e.overshoot_bytes;
         for (const auto& ipu : e.memory.ipus) c.max_ipu_memory_bytes = std::max(c.max_ipu_memory_bytes, ipu.on_chip());
@@ -152,9 +165,10 @@ template <class P, class Net>
 /// The host phase for `device`, a device candidate: D × I/O × loader through `estimate(r, epochs,
 /// breakdown)` (a dry run), then the fewest loader workers whose epoch is within 1 % of the most's
 /// on the same host clock; nothing when no setting runs. `eight_bit_too`: 8-bit I/O is tried (images).
+/// A D whose epoch trains fewer than `least_samples` (--max-left-out) is not a plan.
 template <class Estimate>
 [[nodiscard]] std::optional<plan_candidate> refine_host(const plan_candidate& device, const Estimate& estimate,
-                                                        std::size_t cores, bool eight_bit_too) {
+                                                        std::size_t cores, bool eight_bit_too, std::size_t least_samples) {
     plan_candidate best = device;
     best.epoch_seconds = std::numeric_limits<double>::infinity(), best.images_per_second = 0;
     exec::epoch_estimate best_e;
@@ -167,7 +181,7 @@ template <class Estimate>
                 r.workers = cores;
                 try {
                     const auto e = estimate(r, 2, false);
-                    if (e.fits && e.samples_per_second() > best.images_per_second)
+                    if (e.fits && e.samples >= least_samples && e.samples_per_second() > best.images_per_second)
                         best.request = r, best.epoch_seconds = e.seconds, best.images_per_second = e.samples_per_second(), best_e = e;
                 } catch (const config::config_error&) {  // e.g. a combined batch over the dataset
                 }
@@ -189,8 +203,8 @@ template <class Estimate>
     };
     const double fastest = epoch_with(cores);
     for (std::size_t w = 1; w <= cores; w *= 2)
-        if (epoch_with(w) <= fastest * 1.01) {
-            best.request.workers = w;
+        if (const double seconds = epoch_with(w); seconds <= fastest * 1.01) {
+            best.request.workers = w, best.epoch_seconds = seconds;  // the epoch of the workers chosen
             break;
         }
     best.images = best_e.samples;
@@ -211,30 +225,32 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
     with_network<P>(q.base, shape.channels, shape.classes, [&](const auto& net) {
         using net_t = std::remove_cvref_t<decltype(net)>;
         using model_t = exec::staged_network<net_t, any_optimizer>;
-        const std::size_t images = epoch_images(q.base, shape);
-        // The memo: the staged network of the last (stage boundaries, recomputation, checkpoints) asked
-        // for, one for one model chunk per IPU and one for interleaved pipelines (twice the stages on
-        // as many IPUs), compiled again for each micro-batch asked for (set_micro_batch); the search
-        // asks in that order, so each is built once (a network copy is hundreds of MB).
-        using memo_key = std::tuple<std::vector<std::size_t>, bool, bool>;
+        const std::size_t images = epoch_images(q.base, shape), least = detail::least_trained(q, images);
+        // The memo: the staged network of the last cut and recomputation asked for,
+        // one for one model chunk per IPU and one for interleaved pipelines (twice the stages on as
+        // many IPUs), built as a session and tessera-train's dry run build it
+        // (exec::detail::staged_for_training) and compiled again for each micro-batch asked for
+        // (set_micro_batch); the search asks in that order, so each is built once (a network copy is
+        // hundreds of MB). The loss-scale rule is the search's precision's and flags', the same for all.
+        using memo_key = std::tuple<std::vector<std::size_t>, std::vector<bool>, std::vector<std::size_t>>;
         std::array<memo_key, 2> key{};
         std::array<std::optional<model_t>, 2> staged;
-        const auto model_for = [&](const train_request& r) -> const model_t& {
-            const std::size_t stages = stages_of(r), slot = virtual_stages_of(r) > 1 ? 1 : 0;
+        const auto model_for = [&](const train_request& r, const config::description& c, const config::batching& b,
+                                   const exec::session_options& settings) -> const model_t& {
+            const std::size_t slot = virtual_stages_of(r) > 1 ? 1 : 0;
             tessera::tensor::shape sample = shape.sample();
-            sample.n = r.batch_size;
-            memo_key wanted{exec::balanced_units(net, sample, stages), r.recompute, !r.recompute_checkpoints.empty()};
+            sample.n = b.micro_batch;
+            memo_key wanted{settings.first_units.empty() ? exec::balanced_units(net, sample, b.stages) : settings.first_units,
+                            settings.recompute, settings.recompute_checkpoints};
             if (staged[slot] && key[slot] == wanted) {
-                staged[slot]->set_micro_batch(r.batch_size);
+                staged[slot]->set_micro_batch(b.micro_batch);
             } else {
                 staged[slot].reset();
-                staged[slot].emplace(net, std::get<0>(wanted), sample, optimizer_of(r));
-                if (r.recompute) staged[slot]->set_recompute(std::vector<bool>(stages, true));
-                if (!r.recompute_checkpoints.empty()) {  // every unit (the search's only checkpointed form)
-                    if (r.recompute_checkpoints != std::vector<std::string>{"every-unit"})
-                        throw std::logic_error("tessera-plan: the search checkpoints every unit or none");
-                    staged[slot]->set_recompute_checkpoints(exec::checkpoint_every_unit(net));
-                }
+                exec::session_options building = settings;
+                building.first_units = std::get<0>(wanted);
+                building.kernel_threads_per_ipu = 1;  // nothing runs (as exec::dry_run builds it): no IPU map kept
+                staged[slot].emplace(exec::detail::staged_for_training<net_t, any_optimizer>(
+                    c, net, optimizer_of(r), shape.sample(), b, building));
                 key[slot] = std::move(wanted);
             }
             return *staged[slot];
@@ -242,13 +258,14 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
         // The dry run of `r` on the memoised network (what dry_run_request computes, without
         // building the network again). Throws what a session would throw, but memory: reported.
         const auto estimate = [&](const train_request& r, std::size_t epochs, bool breakdown = false) {
-            const auto& model = model_for(r);
             const config::options counts = counts_of(r);
             return config::dispatch_for<P>(choice_of(r), [&]<class C>() {
                 const config::batching b = config::make_batching<C>(counts);
                 exec::session_options settings = session_options_of(r, net, b, loader_options_of<C>(r, {}));
                 settings.record_trace = breakdown;
-                return exec::dry_run<C>(model, counts, images, settings, epochs, exec::over_budget::reported);
+                const config::description c = config::description::of<C>();
+                return exec::dry_run(c, model_for(r, c, b, settings), counts, images, settings, epochs,
+                                     exec::over_budget::reported);
             });
         };
         std::vector<plan_candidate> mine;
@@ -293,6 +310,10 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
                                         ++out.refused["does not fit"];
                                         continue;
                                     }
+                                    if (e.samples < least) {  // D = 1: the least a call takes
+                                        ++out.refused[detail::left_out_refusal];
+                                        continue;
+                                    }
                                     mine.push_back(detail::device_candidate(r, e));
                                 } catch (const config::config_error& e) {
                                     ++out.refused[detail::refusal_kind(e.what())];
@@ -317,14 +338,26 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
         });
         const std::size_t first = out.plans.size();
         for (std::size_t k = 0; k < mine.size(); ++k)
-            if (auto best = refine_host(mine[k], estimate, cores, true)) out.plans.push_back(std::move(*best));
+            if (auto best = refine_host(mine[k], estimate, cores, true, least)) {
+                best->epoch_samples = images;
+                out.plans.push_back(std::move(*best));
+            }
         // The best `q.top` of this precision dry-run again through tessera-train's path, on this network
         // (building one draws every weight: most of a dry run's time); the plans printed, the best of
         // every precision, are among them.
         std::sort(out.plans.begin() + std::ptrdiff_t(first), out.plans.end(),
                   [](const auto& a, const auto& b) { return a.images_per_second > b.images_per_second; });
-        for (std::size_t k = first; k < out.plans.size() && k < first + q.top; ++k)
+        for (std::size_t k = first; k < out.plans.size() && k < first + q.top; ++k) {
+            const double searched = out.plans[k].epoch_seconds;
             out.plans[k] = judge_on<P>(out.plans[k].request, net, shape);
+            // One path from a request to its figures: the search's and tessera-train's are the same.
+            if (std::abs(out.plans[k].epoch_seconds - searched) > 1e-9 * searched)
+                throw std::logic_error("tessera-plan: the search's epoch of plan " + std::to_string(k - first + 1) +
+                                       " (" + out.plans[k].request.strategy + ", " +
+                                       std::to_string(stages_of(out.plans[k].request)) + " stages) is " +
+                                       std::to_string(searched) + " s, tessera-train's dry run's " +
+                                       std::to_string(out.plans[k].epoch_seconds) + " s");
+        }
     });
 }
 

@@ -123,6 +123,7 @@ template <class P>
 void search_transformer(const plan_request& q, plan_outcome& out, const std::function<void()>& tick) {
     const text_dry_run_inputs base = text_inputs_of(q.base);
     const std::size_t blocks = base.spec.layers;
+    const std::size_t epoch = epoch_images(q.base, base.shape), least = detail::least_trained(q, epoch);
     // A configuration by its device settings, without the fallbacks for memory (sharding, off chip,
     // serialization): what fitted at a smaller serialization is not tried again.
     using key_t = std::tuple<std::size_t, std::vector<std::size_t>, std::string, bool, std::size_t, std::size_t>;
@@ -202,9 +203,13 @@ void search_transformer(const plan_request& q, plan_outcome& out, const std::fun
                                         for (const train_request& t : tries) {
                                             const exec::epoch_estimate e = estimate(t, 1);
                                             if (!e.fits) continue;
+                                            fits = any_fits = true;
+                                            if (e.samples < least) {  // D = 1: the least a call takes
+                                                if (refused.insert(key).second) ++out.refused[detail::left_out_refusal];
+                                                break;
+                                            }
                                             mine.push_back(detail::device_candidate(t, e));
                                             fitted.insert(key);
-                                            fits = any_fits = true;
                                             break;
                                         }
                                         // No schedule holds less with a larger G (GPipe holds more).
@@ -239,8 +244,8 @@ void search_transformer(const plan_request& q, plan_outcome& out, const std::fun
         with_estimate(serialization, [&](const auto& estimate) {
             for (const plan_candidate& c : mine)
                 if (of_it(c))
-                    if (auto best = refine_host(c, estimate, cores, false)) {
-                        best->judged = true;
+                    if (auto best = refine_host(c, estimate, cores, false, least)) {
+                        best->judged = true, best->epoch_samples = epoch;
                         out.plans.push_back(std::move(*best));
                     }
         });

@@ -67,6 +67,12 @@ std::string command_of(const programs::train_request& r) {
     return c;
 }
 
+// The samples of an epoch a plan leaves out (drop_last), and their share of the epoch.
+std::size_t left_out(const programs::plan_candidate& c) { return c.epoch_samples - std::min(c.images, c.epoch_samples); }
+double left_out_share(const programs::plan_candidate& c) {
+    return c.epoch_samples ? double(left_out(c)) / double(c.epoch_samples) : 0.0;
+}
+
 std::vector<std::string> split_list(const std::string& s) {
     std::vector<std::string> v;
     std::size_t at = 0;
@@ -162,6 +168,11 @@ int main(int argc, char** argv) {
     app.add_option("--max-batch-size", q.max_batch_size, "largest micro-batch tried")->check(CLI::PositiveNumber);
     app.add_option("--max-stages", q.max_stages, "most stages per replica tried")->check(CLI::PositiveNumber);
     app.add_option("--max-samples-per-update", q.max_samples_per_update, "micro-batch x G x replicas at most");
+    double max_left_out_percent = 100.0 * q.max_left_out;
+    app.add_option("--max-left-out", max_left_out_percent,
+                   "percent of an epoch's samples a plan may leave out (whole combined batches are trained, as "
+                   "tessera-train trains: drop_last; default 1)")
+        ->check(CLI::Range(0.0, 100.0));
     app.add_option("--top", q.top, "plans printed")->check(CLI::PositiveNumber);
     app.add_option("--refine", q.refine, "device candidates per precision whose host settings are searched")
         ->check(CLI::PositiveNumber);
@@ -174,6 +185,7 @@ int main(int argc, char** argv) {
         const int code = app.exit(e);
         return code == 0 ? 0 : 2;
     }
+    q.max_left_out = max_left_out_percent / 100.0;
     try {
         const bool text = programs::text_model(q.base);
         if (text) {  // Wikipedia by shape, LAMB (BERT) or AdamW (GPT), 16.16; tokens travel as integers
@@ -239,8 +251,9 @@ int main(int argc, char** argv) {
         }
         const double searched = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         // The judged plans first (their figures are tessera-train's), then the others, each fastest
-        // first by images/s, which counts only the images an epoch trains on (drop_last): one order
-        // for the table, the JSON, the CSV's ranks, the SVG's marks and why the rest lost.
+        // first by images/s, which counts only the images an epoch trains on (drop_last; a plan leaves
+        // out at most --max-left-out of them): one order for the table, the JSON, the CSV's ranks, the
+        // SVG's marks and why the rest lost.
         std::sort(out.plans.begin(), out.plans.end(), [](const auto& a, const auto& b) {
             if (a.judged != b.judged) return a.judged;
             return a.images_per_second > b.images_per_second;
@@ -270,12 +283,12 @@ int main(int argc, char** argv) {
             std::printf("\n");
             return 1;
         }
-        std::printf("%4s %10s %10s %9s %12s %10s %7s  %s\n", "rank", "epoch s", text ? "seq/s" : "images/s",
-                    text ? "sequences" : "images", "IPU memory", "bottleneck", "bubble", "command");
+        std::printf("%4s %10s %10s %9s %8s %12s %10s %7s  %s\n", "rank", "epoch s", text ? "seq/s" : "images/s",
+                    text ? "sequences" : "images", "left out", "IPU memory", "bottleneck", "bubble", "command");
         for (std::size_t i = 0; i < plans.size(); ++i) {
             const auto& c = plans[i];
-            std::printf("%4zu %10.2f %10.0f %9.0f %12s %10s %6.1f%%  %s\n", i + 1, c.epoch_seconds,
-                        c.images_per_second * per_sample, double(c.images) * per_sample,
+            std::printf("%4zu %10.2f %10.0f %9.0f %7.2f%% %12s %10s %6.1f%%  %s\n", i + 1, c.epoch_seconds,
+                        c.images_per_second * per_sample, double(c.images) * per_sample, 100.0 * left_out_share(c),
                         programs::mib(c.max_ipu_memory_bytes).c_str(), c.bottleneck.c_str(), 100.0 * c.bubble_fraction,
                         command_of(c.request).c_str());
         }
@@ -299,6 +312,8 @@ int main(int argc, char** argv) {
                 j.begin_object().member("rank", i + 1).member("command", command_of(c.request));
                 j.member("modelled_epoch_seconds", c.epoch_seconds).member("images_per_second", c.images_per_second);
                 j.member("images_per_epoch", c.images);
+                // in images_per_epoch's unit (a text model's: sequences_per_epoch's)
+                j.member("left_out_per_epoch", std::llround(double(left_out(c)) * per_sample));
                 j.member("max_ipu_memory_bytes", c.max_ipu_memory_bytes).member("bottleneck", c.bottleneck);
                 j.member("bubble_fraction", c.bubble_fraction).member("precision", c.request.precision);
                 j.member("strategy", c.request.strategy).member("schedule", c.request.schedule);
@@ -333,10 +348,12 @@ int main(int argc, char** argv) {
             o << '\n';
         });
         write_file(csv_path, [&](std::ostream& o) {
-            o << "rank,epoch_seconds,images_per_second,images_per_epoch,max_ipu_memory_bytes,bottleneck,command\n";
+            o << "rank,epoch_seconds,images_per_second,images_per_epoch,left_out_per_epoch,max_ipu_memory_bytes,bottleneck,"
+                 "command\n";
             for (std::size_t i = 0; i < out.plans.size(); ++i) {
                 const auto& c = out.plans[i];
-                o << i + 1 << ',' << c.epoch_seconds << ',' << c.images_per_second << ',' << c.images << ',' << c.max_ipu_memory_bytes << ','
+                o << i + 1 << ',' << c.epoch_seconds << ',' << c.images_per_second << ',' << c.images << ',' << left_out(c)
+                  << ',' << c.max_ipu_memory_bytes << ','
                   << c.bottleneck << ",\"" << command_of(c.request) << "\"\n";
             }
         });

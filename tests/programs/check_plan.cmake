@@ -5,7 +5,9 @@
 #    never a configuration tessera refuses, and the planner and tessera-train are one model);
 #  - with BASELINE (tessera-train flags), the best plan is at least as fast as that configuration.
 # A text model's plans (BERT) are counted in sequences, their commands already dry runs.
+#  - each plan leaves out at most MAX_LEFT_OUT percent (its --max-left-out; default 1) of one epoch.
 # -DPLAN=<tessera-plan> -DTRAIN=<tessera-train> "-DARGS=<plan flags>" -DDIR=<scratch> [-DBASELINE=<flags>]
+#   [-DMAX_LEFT_OUT=<percent>]
 file(MAKE_DIRECTORY ${DIR})
 separate_arguments(args UNIX_COMMAND "${ARGS}")
 execute_process(COMMAND ${PLAN} ${args} --json ${DIR}/plan.json --csv ${DIR}/plan.csv RESULT_VARIABLE rc OUTPUT_VARIABLE out
@@ -83,6 +85,23 @@ foreach(i RANGE ${last})
   string(JSON images GET "${dry}" modelled ${dry_per_epoch})
   if(NOT planned_images EQUAL images)
     message(FATAL_ERROR "plan ${i}: planned ${planned_images} ${dry_per_epoch} per epoch, its command trains ${images}: ${command}")
+  endif()
+  # What the plan leaves out (drop_last): at most MAX_LEFT_OUT percent (default 1) of an epoch that is
+  # the same for every plan.
+  string(JSON left GET "${json}" plans ${i} left_out_per_epoch)
+  math(EXPR whole "${planned_images} + ${left}")
+  if(i EQUAL 0)
+    set(epoch_samples ${whole})
+  elseif(NOT whole EQUAL epoch_samples)
+    message(FATAL_ERROR "plan ${i}: ${planned_images} trained and ${left} left out, where plan 0's epoch has ${epoch_samples}")
+  endif()
+  if(NOT DEFINED MAX_LEFT_OUT)
+    set(MAX_LEFT_OUT 1)
+  endif()
+  math(EXPR left_percent "${left} * 100")
+  math(EXPR allowed "${whole} * ${MAX_LEFT_OUT}")
+  if(left_percent GREATER allowed)
+    message(FATAL_ERROR "plan ${i} leaves out ${left} of ${whole}, over ${MAX_LEFT_OUT} %: ${command}")
   endif()
   if(i EQUAL 0)
     set(best ${epoch})
