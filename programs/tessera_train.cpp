@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
     auto* resume = app.add_option("--resume", r.resume, "resume from a checkpoint");
     app.add_flag("--dry-run", r.dry_run, "print the modelled epoch, each IPU's memory and where the time goes; "
                                          "nothing is trained and no data read (datasets by their shape); --epochs, "
-                                         "--lr, --seed and --stochastic-rounding change nothing in it");
+                                         "--lr, --seed, --stochastic-rounding, --loss-scaling and --max-grad-norm "
+                                         "change nothing in it (the clock prices no loss scale and no clipping)");
     app.add_flag("--inference", r.inference,
                  "with --dry-run: the configuration's inference form (G = 1; D micro-batches of "
                  "--batch-size per call): images/s and one micro-batch's latency");
@@ -333,6 +334,13 @@ int main(int argc, char** argv) {
                                      "pass and no optimiser\n", name);
                 return 2;
             }
+        if (schedule->count() > 0 && r.schedule != "interleaved" && r.schedule != "looped-bfs") {
+            std::fprintf(stderr, "tessera-train: error: --schedule %s orders a training step's forward and backward "
+                                 "passes, and inference runs forward passes alone, in one order under gpipe, 1f1b and "
+                                 "zero-bubble (interleaved and looped-bfs place model chunks on the IPUs)\n",
+                         r.schedule.c_str());
+            return 2;
+        }
         if (output_mode->count() > 0) {
             std::fprintf(stderr, "tessera-train: error: --output-mode %s has nothing to do in inference, whose calls "
                                  "return every micro-batch's output (PopTorch's inference output mode, all)\n",

@@ -156,6 +156,18 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
 /// What a finished training run reports (rank 0): the test accuracy, images/s on this machine and
 /// on the modelled IPUs with their host, each IPU's memory; --metrics-json and --timeline
 /// (`timeline`: the last call's modelled clocks, when kept).
+/// The run's speed on both clocks (`trained` samples, called `noun`, in `wall` seconds here and
+/// `modelled` seconds on the modelled IPUs and host) and each IPU's memory.
+inline void print_speed_and_memory(const char* noun, double trained, double wall, double modelled,
+                                   const config::batching& b, const exec::memory_plan& memory) {
+    std::printf("throughput: %.0f %s/s on this machine, %.0f %s/s modelled on %zu IPUs and their host\n",
+                wall > 0 ? trained / wall : 0.0, noun, modelled > 0 ? trained / modelled : 0.0, noun,
+                b.replicas * b.ipus_per_replica);
+    for (const auto& ipu : memory.ipus)
+        std::printf("IPU %zu memory: %s of %s%s\n", ipu.ipu, mib(ipu.on_chip()).c_str(), mib(ipu.budget).c_str(),
+                    b.replicas > 1 ? " (each replica)" : "");
+}
+
 inline void report_training(const train_request& r, std::size_t images, const config::batching& b,
                             const exec::memory_plan& memory, const std::vector<epoch_metrics>& history,
                             const exec::evaluation& test, const std::vector<emulator::modelled_clock>* timeline) {
@@ -165,11 +177,7 @@ inline void report_training(const train_request& r, std::size_t images, const co
         trained += m.images_per_second * m.wall_seconds;
     }
     std::printf("test accuracy: %.2f%% of %zu images (loss %.3f)\n", 100.0 * test.accuracy(), test.samples, test.loss);
-    std::printf("throughput: %.0f images/s on this machine, %.0f images/s modelled on %zu IPUs and their host\n",
-                wall > 0 ? trained / wall : 0.0, modelled > 0 ? trained / modelled : 0.0, b.replicas * b.ipus_per_replica);
-    for (const auto& ipu : memory.ipus)
-        std::printf("IPU %zu memory: %s of %s%s\n", ipu.ipu, mib(ipu.on_chip()).c_str(), mib(ipu.budget).c_str(),
-                    b.replicas > 1 ? " (each replica)" : "");
+    print_speed_and_memory("images", trained, wall, modelled, b, memory);
     if (!r.metrics_json.empty()) {
         std::ofstream out(r.metrics_json);
         if (!out) throw std::runtime_error("cannot write " + r.metrics_json);

@@ -203,6 +203,9 @@ int train_text(const train_request& r) {
             throw usage_error(std::string(flag == &r.metrics_json ? "--metrics-json" : flag == &r.timeline ? "--timeline"
                                           : flag == &r.checkpoint  ? "--checkpoint" : "--resume") +
                               ": not yet for " + r.model);
+    if (r.stop_after > 0)
+        throw usage_error("--stop-after " + std::to_string(r.stop_after) + " stops a run to resume it from --checkpoint, "
+                          "and " + r.model + " has no checkpoints yet");
     const data::text_corpus corpus = text_corpus_of(r);
     const auto learning = std::chrono::steady_clock::now();
     const data::bpe_tokenizer tokenizer = tokenizer_of(r, corpus);
@@ -241,6 +244,7 @@ int train_text(const train_request& r) {
                                     .warmup = std::min<std::size_t>(updates / 20, updates - 1)};
     const std::size_t micro_batches = r.device_iterations * r.gradient_accumulation;
     std::size_t step = 0;
+    double trained_tokens = 0, wall_seconds = 0, modelled_seconds = 0;  // over every epoch, both clocks
     for (std::size_t epoch = 1; epoch <= r.epochs; ++epoch) {
         char name[32];
         std::snprintf(name, sizeof name, "[Epoch %02zu]", epoch);
@@ -249,6 +253,7 @@ int train_text(const train_request& r) {
         double loss_sum = 0;
         std::size_t ran = 0;
         const auto started = std::chrono::steady_clock::now();
+        const double modelled_start = session.host().now();
         for (auto& batch : loader) {
             session.set_learning_rate(schedule(step));
             const auto result = session(exec::token_feed<P>(batch, b));
@@ -261,6 +266,7 @@ int train_text(const train_request& r) {
         bar.close();
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         const double tokens = double(ran * b.combined_batch() * r.seq_len);
+        trained_tokens += tokens, wall_seconds += wall, modelled_seconds += session.host().now() - modelled_start;
         std::printf("[Epoch %02zu] loss: %.3f (nats per token), %.0f tokens/s\n", epoch,
                     loss_sum / double(std::max<std::size_t>(ran, 1)), wall > 0 ? tokens / wall : 0.0);
         std::fflush(stdout);
@@ -271,6 +277,7 @@ int train_text(const train_request& r) {
     const double per_byte = score.bytes == 0 ? 0.0 : score.nats / double(score.bytes);
     std::printf("held-out: %.4f bits per byte, perplexity %.3f per byte (%zu windows, %zu tokens, %zu bytes scored)\n",
                 per_byte / std::log(2.0), std::exp(per_byte), held_out.size(), score.tokens, score.bytes);
+    print_speed_and_memory("tokens", trained_tokens, wall_seconds, modelled_seconds, b, session.plan());
     return 0;
 }
 
