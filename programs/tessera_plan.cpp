@@ -179,6 +179,11 @@ int main(int argc, char** argv) {
     app.add_option("--json", json_path, "write the plans as JSON");
     app.add_option("--csv", csv_path, "write every refined configuration as CSV");
     app.add_option("--svg", svg_path, "draw epoch time against memory, the plans marked");
+    if (const std::string twice = programs::repeated_option({argv + 1, std::size_t(argc > 0 ? argc - 1 : 0)});
+        !twice.empty()) {
+        std::fprintf(stderr, "%s: error: %s is given more than once; give each flag once\n", "tessera-plan", twice.c_str());
+        return 2;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -206,6 +206,11 @@ int main(int argc, char** argv) {
                                            "print the modelled IPU (--ipu's or --device's) as the JSON --device reads, "
                                            "and exit");
     auto* stop_after = app.add_option("--stop-after", r.stop_after, "stop after this many host calls (then --checkpoint)");
+    if (const std::string twice = programs::repeated_option({argv + 1, std::size_t(argc > 0 ? argc - 1 : 0)});
+        !twice.empty()) {
+        std::fprintf(stderr, "%s: error: %s is given more than once; give each flag once\n", "tessera-train", twice.c_str());
+        return 2;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -23,6 +23,23 @@ struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+/// The first long option given more than once in `args` (argv without the program's name), its
+/// --no- form counted as the option itself: a second value would silently replace or extend the
+/// first (--dataset takes a directory after its name). Empty when each is given once.
+[[nodiscard]] inline std::string repeated_option(std::span<char* const> args) {
+    std::vector<std::string> seen;
+    for (const char* arg : args) {
+        std::string name(arg);
+        if (name.size() < 3 || name.compare(0, 2, "--") != 0) continue;  // a value, or "--"
+        name = name.substr(0, name.find('='));
+        if (name.compare(0, 5, "--no-") == 0) name = "--" + name.substr(5);
+        for (const auto& s : seen)
+            if (s == name) return name;
+        seen.push_back(name);
+    }
+    return {};
+}
+
 /// The host processes of the run (MPI ranks, PopRun's instances), behind functions so that the
 /// training loop compiles without MPI (train_processes.cpp fills them where MPI is). One process
 /// by default.

@@ -107,9 +107,17 @@ template <class Net>
     settings.device = device_of(r);
     settings.loading = exec::loading_of(loading);
     settings.loading.instances = b.instances;
+    // A unit the network lacks: refused, naming the flag that named it.
+    const auto unit_of = [&](const char* flag, const std::string& name) {
+        try {
+            return net.unit_index(name);
+        } catch (const std::exception& e) {
+            throw usage_error(std::string(flag) + " " + name + ": " + e.what());
+        }
+    };
     if (!r.split.empty()) {
         settings.first_units.push_back(0);
-        for (const auto& name : r.split) settings.first_units.push_back(net.unit_index(name));
+        for (const auto& name : r.split) settings.first_units.push_back(unit_of("--split", name));
         if (settings.first_units.size() != b.stages)
             throw usage_error("--split names " + std::to_string(r.split.size()) + " cuts, the strategy has " +
                               std::to_string(b.stages) + " stages (give " + std::to_string(b.stages - 1) + ")");
@@ -143,7 +151,7 @@ template <class Net>
         for (const auto& name : r.recompute_checkpoints) {
             if (name == "every-unit")
                 throw usage_error("--recompute-checkpoints every-unit stands alone (it names every unit already)");
-            settings.recompute_checkpoints.push_back(net.unit_index(name));
+            settings.recompute_checkpoints.push_back(unit_of("--recompute-checkpoints", name));
         }
     settings.optimizer_sharding = r.optimizer_sharding;
     if (r.optimizer_state_offchip) settings.locations.optimiser_state = exec::location::streaming_memory;
