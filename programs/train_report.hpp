@@ -153,9 +153,6 @@ inline void write_configuration(report::json_writer& j, const train_request& r, 
     j.end_object();
 }
 
-/// What a finished training run reports (rank 0): the test accuracy, images/s on this machine and
-/// on the modelled IPUs with their host, each IPU's memory; --metrics-json and --timeline
-/// (`timeline`: the last call's modelled clocks, when kept).
 /// The run's speed on both clocks (`trained` samples, called `noun`, in `wall` seconds here and
 /// `modelled` seconds on the modelled IPUs and host) and each IPU's memory.
 inline void print_speed_and_memory(const char* noun, double trained, double wall, double modelled,
@@ -168,6 +165,9 @@ inline void print_speed_and_memory(const char* noun, double trained, double wall
                     b.replicas > 1 ? " (each replica)" : "");
 }
 
+/// What a finished training run reports (rank 0): the test accuracy, images/s on this machine and
+/// on the modelled IPUs with their host, each IPU's memory; --metrics-json and --timeline
+/// (`timeline`: the last call's modelled clocks, when kept).
 inline void report_training(const train_request& r, std::size_t images, const config::batching& b,
                             const exec::memory_plan& memory, const std::vector<epoch_metrics>& history,
                             const exec::evaluation& test, const std::vector<emulator::modelled_clock>* timeline) {

@@ -6,9 +6,9 @@
 // pages than a CPU's second-level TLB holds. On a 2-vCPU AMD EPYC (Zen 4), huge pages made the step
 // 1.04x as fast on one thread and 1.09x on two (CHANGELOG.md, "large tensors on huge pages").
 // Debian's kernel as installed makes them on request only (transparent_hugepage "[madvise]"): a
-// buffer of at least huge_page_threshold bytes is rounded up to whole 2 MiB pages, aligned to them and asked for them
-// (madvise MADV_HUGEPAGE, a hint: where it is refused, the buffer is an ordinary one). The values
-// and the results are the same either way; only where the buffers lie changes.
+// buffer of at least huge_page_threshold bytes is rounded up to whole 2 MiB pages, aligned to them
+// and asked for them (madvise MADV_HUGEPAGE, a hint: where it is refused, the buffer is an ordinary
+// one). The values and the results are the same either way; only where the buffers lie changes.
 #include <cstddef>
 #include <cstdlib>
 #include <limits>
