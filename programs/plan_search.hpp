@@ -361,9 +361,25 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
     });
 }
 
+/// tessera-plan --trace-top: tessera-train's dry run of plan `r` (precision P, r.trace naming the
+/// file) with its trace, on the network the search built for it.
+template <class P>
+void trace_plan(const train_request& r, const dataset_shape& shape) {
+    with_network<P>(r, shape.channels, shape.classes, [&](const auto& net) {
+        config::dispatch_for<P>(choice_of(r), [&]<class C>() {
+            write_dry_run_trace(r, dry_run_request<C>(r, net, shape, true));
+            return 0;
+        });
+    });
+}
+
 /// The search of each precision, its plans judged, one file each (plan_fp32.cpp, ...).
 void plan_fp32(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
 void plan_mixed(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
 void plan_half(const plan_request&, const dataset_shape&, plan_outcome&, const std::function<void()>&);
+/// trace_plan (or, for a transformer, trace_transformer_plan) at plan `r`'s precision.
+void trace_plan_fp32(const train_request& r, const dataset_shape& shape);
+void trace_plan_mixed(const train_request& r, const dataset_shape& shape);
+void trace_plan_half(const train_request& r, const dataset_shape& shape);
 
 }  // namespace tessera::programs

@@ -254,6 +254,23 @@ void search_transformer(const plan_request& q, plan_outcome& out, const std::fun
               [](const auto& a, const auto& b) { return a.images_per_second > b.images_per_second; });
 }
 
+/// tessera-plan --trace-top for a transformer: tessera-train's dry run of plan `r` (precision P,
+/// r.trace naming the file) with its trace, on the network built from its shapes.
+template <class P>
+void trace_transformer_plan(const train_request& r) {
+    const text_dry_run_inputs in = text_inputs_of(r);
+    const auto on = [&](const auto& net) {
+        detail::dispatch_text<P>(r, [&]<class C>() {
+            write_dry_run_trace(r, dry_run_request<C>(r, net, in.shape, true, exec::token_loss<P>{}));
+            return 0;
+        });
+    };
+    if (in.bert)
+        on(nn::make_bert<P>(in.spec, nn::shapes_only));
+    else
+        on(nn::make_gpt2<P>(in.spec, nn::shapes_only));
+}
+
 /// The transformer search of each precision, one file each (plan_fp32.cpp, ...).
 void plan_text_fp32(const plan_request&, plan_outcome&, const std::function<void()>&);
 void plan_text_mixed(const plan_request&, plan_outcome&, const std::function<void()>&);

@@ -179,6 +179,9 @@ int main(int argc, char** argv) {
     app.add_option("--json", json_path, "write the plans as JSON");
     app.add_option("--csv", csv_path, "write every refined configuration as CSV");
     app.add_option("--svg", svg_path, "draw epoch time against memory, the plans marked");
+    std::string trace_path;
+    app.add_option("--trace-top", trace_path, "write the top plan's dry run as a Trace Event Format file (Perfetto, "
+                                              "chrome://tracing, speedscope), as its command's --trace would");
     if (const std::string twice = programs::repeated_option({argv + 1, std::size_t(argc > 0 ? argc - 1 : 0)});
         !twice.empty()) {
         std::fprintf(stderr, "%s: error: %s is given more than once; give each flag once\n", "tessera-plan", twice.c_str());
@@ -308,6 +311,13 @@ int main(int argc, char** argv) {
         for (const auto& [why, n] : lost) std::printf(" %zu %s;", n, why.c_str());
         std::printf("\n");
 
+        if (!trace_path.empty()) {  // the top plan's command with --trace
+            programs::train_request top = plans.front().request;
+            top.trace = trace_path, top.dry_run = true;
+            if (top.precision == "32.32") programs::trace_plan_fp32(top, shape);
+            if (top.precision == "16.32") programs::trace_plan_mixed(top, shape);
+            if (top.precision == "16.16") programs::trace_plan_half(top, shape);
+        }
         write_file(json_path, [&](std::ostream& o) {
             tessera::report::json_writer j(o);
             j.begin_object();

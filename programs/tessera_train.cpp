@@ -168,6 +168,13 @@ int main(int argc, char** argv) {
     app.add_option("--seed", r.seed, "shuffling, augmentation and synthetic data");
     app.add_option("--metrics-json", r.metrics_json, "write the metrics as JSON");
     auto* timeline = app.add_option("--timeline", r.timeline, "write the SVG timeline of the last host call");
+    auto* trace = app.add_option("--trace", r.trace, "write the run's calls as a Trace Event Format file (Perfetto, "
+                                                     "chrome://tracing, speedscope): the modelled IPUs and host, with "
+                                                     "flows and memory counters, and (training) the emulator's threads "
+                                                     "on the wall clock");
+    auto* trace_calls = app.add_option("--trace-calls", r.trace_calls, "calls --trace writes (default: every call of "
+                                                                       "training, 2 of a dry run's epoch)")
+                            ->check(CLI::PositiveNumber);
     auto* checkpoint = app.add_option("--checkpoint", r.checkpoint, "write a checkpoint at the end of each epoch");
     auto* resume = app.add_option("--resume", r.resume, "resume from a checkpoint");
     app.add_flag("--dry-run", r.dry_run, "print the modelled epoch, each IPU's memory and where the time goes; "
@@ -317,6 +324,17 @@ int main(int argc, char** argv) {
     if (r.optimizer_sharding && r.instances > 1 && (checkpoint->count() > 0 || resume->count() > 0)) {
         std::fprintf(stderr, "tessera-train: error: checkpoints of an optimiser state sharded over %zu instances are not "
                              "supported (each process holds only its replicas' shards)\n", r.instances);
+        return 2;
+    }
+    if (trace_calls->count() > 0 && trace->count() == 0) {
+        std::fprintf(stderr, "tessera-train: error: --trace-calls %zu sets how many calls --trace writes, and no "
+                             "--trace names a file\n", r.trace_calls);
+        return 2;
+    }
+    if (trace->count() > 0 && r.instances > 1 && !r.dry_run) {
+        std::fprintf(stderr, "tessera-train: error: --trace writes one process's calls, and the traces of %zu "
+                             "instances are not merged (trace --instances 1, or the --dry-run of %zu)\n",
+                     r.instances, r.instances);
         return 2;
     }
     if (r.inference && !r.dry_run) {

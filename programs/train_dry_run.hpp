@@ -15,6 +15,7 @@
 #include "train_report.hpp"
 #include "train_request.hpp"
 #include "train_settings.hpp"
+#include "train_trace.hpp"
 
 namespace tessera::programs {
 
@@ -41,7 +42,26 @@ template <class C, class Net, class Loss = exec::class_loss<typename Net::precis
                             exec::over_budget::reported, loss);
 }
 
-/// Prints dry run `e` of request `r` under batching `b` (and writes --metrics-json).
+/// Writes --trace of dry run `e`: the first --trace-calls calls of its epoch (2 by default), each
+/// the call the dry run simulated, standing for its share of the epoch's calls.
+inline void write_dry_run_trace(const train_request& r, const exec::epoch_estimate& e) {
+    std::ofstream file(r.trace);
+    if (!file) throw std::runtime_error("--trace: cannot write " + r.trace);
+    report::trace_writer out(file);
+    const std::size_t calls = exec::write_trace(out, e, trace_calls_of(r));
+    out.close([&](report::json_writer& j) {
+        j.member("what", "tessera-train --dry-run: one replica's IPUs (every replica runs the same) and the host");
+        j.member("clocks", "modelled");
+        j.member("calls_traced", calls).member("calls_in_epoch", e.calls);
+        j.member("calls_each_traced_call_stands_for", calls > 0 ? double(e.calls) / double(calls) : 0.0);
+    });
+    file.close();
+    if (!file) throw std::runtime_error("--trace: failed writing " + r.trace);
+    std::printf("trace: %s (%zu of the epoch's %zu calls, each standing for %.4g; %zu events)\n", r.trace.c_str(), calls,
+                e.calls, calls > 0 ? double(e.calls) / double(calls) : 0.0, out.events());
+}
+
+/// Prints dry run `e` of request `r` under batching `b` (and writes --metrics-json and --trace).
 inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, const config::batching& b,
                          const dataset_shape& shape) {
     const std::size_t ipus = b.replicas * b.ipus_per_replica;
@@ -87,6 +107,7 @@ inline int print_dry_run(const train_request& r, const exec::epoch_estimate& e, 
                 d.idle, host_wait, host_prepare, host_dispatch);
     std::printf("bubble: %.1f%% of the IPUs' time; bottleneck: %s%s\n", 100.0 * d.bubble_fraction, bottleneck.c_str(),
                 e.fits ? "" : "; the configuration does not fit the IPUs' memory");
+    if (!r.trace.empty()) write_dry_run_trace(r, e);
     if (r.metrics_json.empty()) return 0;
     std::ofstream out(r.metrics_json);
     if (!out) throw std::runtime_error("cannot write " + r.metrics_json);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "train_request.hpp"
+#include "train_trace.hpp"
 
 namespace tessera::programs {
 
@@ -89,6 +90,7 @@ template <class Model, class Loader>
     const std::size_t micro_batches = r.device_iterations * r.gradient_accumulation;  // per replica and call
     training_history<typename Model::tensor> history;
     std::size_t step = 0, first_epoch = 1, skip = 0, calls_run = 0;
+    training_trace trace(r, session);  // --trace
     if (!r.resume.empty()) {
         const auto at = exec::load_session(r.resume, session, fingerprint);
         // Inside an epoch, P processes have each read their part of its order; another P reads others.
@@ -138,6 +140,7 @@ template <class Model, class Loader>
             bar.set_postfix("loss", loss_sum / double(ran), 3);
             bar.set_postfix("acc", seen > 0 ? 100.0 * hits / seen : 0.0, 1);
             bar.update();
+            trace.add(session, result);
             if (!r.timeline.empty()) history.last = std::move(result);
             if (r.stop_after != 0 && calls_run == r.stop_after) {  // stop here, resumable
                 bar.close();
@@ -152,6 +155,7 @@ template <class Model, class Loader>
                     std::printf("stopped after %zu calls%s\n", calls_run,
                                 r.checkpoint.empty() ? "" : (", checkpoint " + r.checkpoint).c_str());
                 history.stopped = true;
+                trace.finish(calls_run);
                 return history;
             }
         }
@@ -174,6 +178,7 @@ template <class Model, class Loader>
         if (lead) std::printf("[Epoch %02zu] loss: %.3f, acc: %.1f\n", epoch, m.loss, 100.0 * m.accuracy);
         std::fflush(stdout);
     }
+    trace.finish(calls_run);
     return history;
 }
 

@@ -99,6 +99,8 @@ struct train_request {
     std::string tokenizer = "bytes";      ///< text models: bytes, or bpe:N (learnt on the training part)
     double dropout = 0.0;                 ///< text models: every dropout of the network (residual, embedding, attention)
     std::string metrics_json, timeline, checkpoint, resume;
+    std::string trace;                    ///< a Trace Event Format file of the run's calls (Perfetto, speedscope)
+    std::size_t trace_calls = 0;          ///< calls --trace writes (0: training's every call, a dry run's 2)
     bool dry_run = false;                 ///< the modelled epoch only: nothing trained, no data read
     bool inference = false;               ///< with dry_run: the configuration's inference form (G = 1)
     std::size_t io_tiles = 0;             ///< tiles per IPU for overlapped host I/O (PopTorch's numIOTiles)

@@ -98,7 +98,7 @@ template <class Net>
     // Set member by member: GCC 12 warns (falsely) that a designated initializer leaves `across`
     // uninitialised in some of the dispatched instantiations.
     exec::session_options settings;
-    settings.record_trace = !r.timeline.empty();
+    settings.record_trace = !r.timeline.empty() || !r.trace.empty();
     check_output_mode(r);  // every:N with 1 <= N <= D × G
     settings.outputs = parse_output_mode(r.output_mode);
     settings.loss_scale = static_scale(r.loss_scaling);

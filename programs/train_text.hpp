@@ -243,8 +243,9 @@ int train_text(const train_request& r) {
     const optim::cosine_lr schedule{.base = r.lr, .total = std::max<std::size_t>(updates, 2), .min = 0.0,
                                     .warmup = std::min<std::size_t>(updates / 20, updates - 1)};
     const std::size_t micro_batches = r.device_iterations * r.gradient_accumulation;
-    std::size_t step = 0;
+    std::size_t step = 0, calls_run = 0;
     double trained_tokens = 0, wall_seconds = 0, modelled_seconds = 0;  // over every epoch, both clocks
+    training_trace trace(r, session);  // --trace
     for (std::size_t epoch = 1; epoch <= r.epochs; ++epoch) {
         char name[32];
         std::snprintf(name, sizeof name, "[Epoch %02zu]", epoch);
@@ -259,7 +260,8 @@ int train_text(const train_request& r) {
             const auto result = session(exec::token_feed<P>(batch, b));
             step += r.device_iterations;
             loss_sum += call_figures(result, outputs, micro_batches)[0];
-            ++ran;
+            trace.add(session, result);
+            ++ran, ++calls_run;
             bar.set_postfix("loss", loss_sum / double(ran), 3);
             bar.update();
         }
@@ -271,6 +273,7 @@ int train_text(const train_request& r) {
                     loss_sum / double(std::max<std::size_t>(ran, 1)), wall > 0 ? tokens / wall : 0.0);
         std::fflush(stdout);
     }
+    trace.finish(calls_run);
     const held_out_score score = held_out_nats(session.model().network(), held_out, tokenizer, 16,
                                                std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 2));
     // Bits per byte compare across tokenizers: the nats of every scored token over the bytes they hold.

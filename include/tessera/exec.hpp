@@ -23,11 +23,13 @@
 //   network_session.hpp  training_model<Config>(net, optimizer, sample shape, options)
 //   batch_feed.hpp       the data loader's combined batches as micro-batches with masks;
 //                        token_feed.hpp: batches of token windows as ids and next-token labels
-//   schedule_report.hpp, timeline.hpp, memory_report.hpp   text, SVG and JSON reports
+//   schedule_report.hpp, timeline.hpp, memory_report.hpp   text, SVG and JSON reports;
+//                        call_trace.hpp: calls as a Trace Event Format timeline (Perfetto, speedscope)
 #include "tessera/exec/activation_rounding.hpp"
 #include "tessera/exec/basic_session.hpp"
 #include "tessera/exec/batch_feed.hpp"
 #include "tessera/exec/breakdown.hpp"
+#include "tessera/exec/call_trace.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/cost.hpp"
 #include "tessera/exec/compile.hpp"

@@ -29,6 +29,7 @@ struct host_loading {
 
 /// When one host call happened on the modelled clock (seconds since the clock started).
 struct call_timing {
+    double prepare_start = 0; ///< a loader worker started preparing its combined batch (or the workers, together)
     double ready = 0;         ///< its combined batch was prepared
     double device_start = 0;  ///< the IPUs started it (after the loop fed it and dispatched the call)
     double end = 0;           ///< the IPUs finished it
@@ -68,6 +69,7 @@ public:
                                         std::to_string(device) + ")");
         call_timing t;
         if (!m_loading.async) {
+            t.prepare_start = m_now;
             t.ready = m_now + prepare / double(m_workers);
         } else {
             // The oldest of the ring's slots is free once the loop took the batch that held it.
@@ -76,6 +78,7 @@ public:
             auto worker = m_loading.rebatched ? m_worker_free.begin()
                                               : std::min_element(m_worker_free.begin(), m_worker_free.end());
             const double start = std::max(*worker, slot_free);
+            t.prepare_start = start;
             *worker = t.ready = start + (m_loading.rebatched ? prepare / double(m_workers) : prepare);
         }
         const double taken = std::max(m_now, t.ready);

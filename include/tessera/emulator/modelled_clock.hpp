@@ -1,6 +1,7 @@
 #pragma once
 // The modelled IPU clock: advanced by each instruction's cost, with a trace of what filled the time.
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,6 +36,14 @@ struct trace_event {
     activity kind;
     double start, end;  ///< modelled seconds
     std::string label;  ///< e.g. "fwd s1 mb3"
+};
+
+/// When instruction `pc` of an IPU's program ran, in run `iteration` of the program (a call runs it
+/// once per device iteration): [start, end] in seconds (modelled, or the wall clock's for the
+/// executor's measured spans). A trace's flows and memory counters follow these.
+struct instruction_span {
+    std::uint32_t pc = 0, iteration = 0;
+    double start = 0, end = 0;
 };
 
 /// Seconds of modelled device time. Compute costs FLOPs over the rate for its precision,
@@ -79,6 +88,11 @@ public:
         return m_now;
     }
 
+    /// Records that instruction `pc` of run `iteration` ran from `start` until now (when recording).
+    void record_span(std::uint32_t pc, std::uint32_t iteration, double start) {
+        if (m_record) m_spans.push_back({pc, iteration, start, m_now});
+    }
+
     /// advance() for a clock that does not record, with a duration known to be valid (a charge
     /// table's, checked when it was made): one addition.
     void advance_unrecorded(double seconds) noexcept { m_now += seconds; }
@@ -87,6 +101,8 @@ public:
     /// Whether intervals are recorded (labels need not be built when not).
     [[nodiscard]] bool recording() const noexcept { return m_record; }
     [[nodiscard]] const std::vector<trace_event>& trace() const noexcept { return m_trace; }
+    /// The instructions' spans, in the order they ran (recorded with the trace).
+    [[nodiscard]] const std::vector<instruction_span>& spans() const noexcept { return m_spans; }
     [[nodiscard]] const device_spec& spec() const noexcept { return m_spec; }
     /// Total modelled seconds spent on `kind`.
     [[nodiscard]] double total(activity kind) const noexcept {
@@ -98,6 +114,7 @@ public:
     void reset() noexcept {
         m_now = 0;
         m_trace.clear();
+        m_spans.clear();
     }
 
 private:
@@ -105,6 +122,7 @@ private:
     bool m_record;
     double m_now = 0;
     std::vector<trace_event> m_trace;
+    std::vector<instruction_span> m_spans;
 };
 
 }  // namespace tessera::emulator

@@ -2,6 +2,7 @@
 // Dry runs: whole epochs on the modelled clock from the schedule and the cost model, computing nothing.
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "tessera/emulator/host_clock.hpp"
 #include "tessera/emulator/modelled_clock.hpp"
 #include "tessera/exec/breakdown.hpp"
+#include "tessera/exec/call_trace.hpp"
 #include "tessera/exec/compile.hpp"
 #include "tessera/exec/concepts.hpp"
 #include "tessera/exec/host_work.hpp"
@@ -46,6 +48,7 @@ struct epoch_estimate {
     bool fits = true;                  ///< every IPU's on-chip items within its budget
     std::size_t overshoot_bytes = 0;   ///< by how much the fullest IPU is over its budget (0 when it fits)
     std::vector<emulator::modelled_clock> call_clocks;  ///< one call of one replica, per IPU (recorded)
+    std::vector<emulator::call_timing> host_calls;      ///< the epoch's calls on the host's clock
     /// The epoch's seconds by what filled them (settings.record_trace: otherwise empty): the critical
     /// IPU's call breakdown times the calls, and host_wait_seconds beside it, add up to `seconds`.
     time_breakdown device_breakdown{};
@@ -93,11 +96,27 @@ template <StagedModel M>
         e.host_wait_seconds = host.host_wait() - waited;
         e.host_prepare_seconds = host.prepare_wait() - prepared;
     }
+    e.host_calls.assign(host.calls().end() - std::ptrdiff_t(e.calls), host.calls().end());
     e.device_seconds = double(e.calls) * e.call_device_seconds;
     if (settings.record_trace)
         e.device_breakdown =
             breakdown_of(e.call_clocks, e.plan.program, e.plan.costs, settings.device).scaled(double(e.calls));
     return e;
+}
+
+/// Writes the first `calls` calls of dry run `e`'s epoch (at least one, at most the epoch's; recorded
+/// with settings.record_trace) into `out`: one replica's IPUs (the others run the same), each call
+/// the one call the dry run simulated, placed where the host's clock puts it and standing for
+/// e.calls / calls calls of the epoch. Returns the calls written.
+inline std::size_t write_trace(report::trace_writer& out, const epoch_estimate& e, std::size_t calls) {
+    if (e.calls == 0) return 0;
+    if (!e.call_clocks.empty() && e.call_clocks.front().spans().empty())
+        throw std::invalid_argument("tessera::exec::write_trace: the dry run recorded no trace (session_options::record_trace)");
+    calls = std::clamp<std::size_t>(calls, 1, e.calls);
+    call_tracer tracer(out, e.plan.program, e.plan.costs, e.memory, 1, false);
+    const double stands_for = double(e.calls) / double(calls);
+    for (std::size_t k = 0; k < calls; ++k) tracer.modelled(k, e.call_clocks, e.host_calls[k], stands_for);
+    return calls;
 }
 
 /// dry_run for configuration type C.

@@ -81,6 +81,9 @@ public:
     static constexpr std::size_t max_link_depth = 256;
     static constexpr std::size_t max_link_bytes = std::size_t{64} << 20;
     [[nodiscard]] emulator::cluster& devices() noexcept { return m_cluster; }
+    /// Whether each call keeps every instruction's wall-clock span on each emulated IPU's thread
+    /// (run_result::wall_spans, for traces): two clock reads per instruction; off by default.
+    void measure_wall_spans(bool on) noexcept { m_measure = on; }
 
     /// Runs the schedule `iterations` times (training: D weight updates) on `models` (one per replica).
     /// feed(r, d, m) -> {input, label} runs on one host thread per replica (kept between calls).
@@ -123,6 +126,7 @@ public:
         if (outputs.kind == config::output_kind::every_n && outputs.period == 0)
             throw config::config_error("tessera::exec::executor::run: every_n needs N > 0");
         const auto wall_start = std::chrono::steady_clock::now();
+        const double wall_origin = std::chrono::duration<double>(wall_start.time_since_epoch()).count();
         const std::size_t R = m_replicas, I = m_schedule.ipus, M_ = m_schedule.request.micro_batches;
         const bool training = m_schedule.request.training;
 
@@ -144,6 +148,7 @@ public:
         for (auto& g : w.votes) m_cluster.on_abort([p = g.get()] { p->abort(); });
 
         for (std::size_t d = 0; d < m_cluster.size(); ++d) m_cluster[d].clock().reset();
+        m_wall_spans.assign(m_measure ? m_cluster.size() : 0, {});
 
         // The host side: one feeder thread per replica (kept between calls) does the real work of
         // preparing micro-batches. A failing feed aborts the devices; a closed infeed means a device
@@ -208,6 +213,8 @@ public:
         }
         for (const auto& clock : result.clocks) result.modelled_seconds = std::max(result.modelled_seconds, clock.now());
         result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+        result.wall_start = wall_origin;
+        result.wall_spans = std::move(m_wall_spans);
         return result;
     }
 
@@ -371,7 +378,22 @@ private:
         const auto& links = w.link_of[r * m_schedule.ipus + i];
         bool skip_updates = false;  // set by this step's vote
         const bool split = m_schedule.backward_split();  // bwd, then bwd_weights
+        // Each instruction's span on the modelled clock (when it records) and on the wall clock (when
+        // measuring), closed when the next one starts: the loop's cases end with `continue` or not.
+        std::vector<emulator::instruction_span>* wall = m_measure ? &m_wall_spans[r * m_schedule.ipus + i] : nullptr;
+        const bool spans = clock.recording() || wall;
+        double began = clock.now(), wall_began = wall ? wall_now() : 0.0;
+        const auto close_span = [&](std::size_t at) {
+            clock.record_span(u(at), u(d), began);
+            began = clock.now();
+            if (wall) {
+                const double t = wall_now();
+                wall->push_back({u(at), u(d), wall_began, t});
+                wall_began = t;
+            }
+        };
         for (std::size_t pc = 0; pc < program.size(); ++pc) {
+            if (spans && pc > 0) close_span(pc - 1);
             const instruction& in = program[pc];
             const std::uint32_t s = in.stage, m = in.micro_batch;
             switch (in.op) {
@@ -572,6 +594,12 @@ private:
             }
             m_charges.apply(clock, i, pc);
         }
+        if (spans && !program.empty()) close_span(program.size() - 1);
+    }
+
+    // Seconds on the steady clock (the origin of run_result::wall_spans and wall_start).
+    [[nodiscard]] static double wall_now() noexcept {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     }
 
     schedule m_schedule;
@@ -585,6 +613,8 @@ private:
     std::unique_ptr<wiring> m_wiring;
     std::size_t m_wired_iterations = 0;
     std::vector<std::unique_ptr<emulator::worker>> m_feeders;  // one host thread per replica
+    bool m_measure = false;  // keep each instruction's wall-clock span (measure_wall_spans)
+    std::vector<std::vector<emulator::instruction_span>> m_wall_spans;  // per device, this call's
 };
 
 }  // namespace tessera::exec

@@ -87,6 +87,18 @@ struct memory_plan {
     return static_cast<std::size_t>(values * bits / 8);
 }
 
+/// Bytes a split backward keeps per micro-batch of a stage from its B pass to its W pass: the output
+/// gradients its weight gradients read, and a recomputing stage's recomputed activations.
+[[nodiscard]] inline std::size_t held_gradient_bytes(const stage_cost& c, int bits) noexcept {
+    return weight_gradient_input_bytes(c, bits) + (c.recompute ? c.stash_bytes : 0);
+}
+
+/// Whether the activation stash is held on chip (not in Streaming Memory: phased execution or
+/// tensor_locations::activations).
+[[nodiscard]] inline bool stash_on_chip(const schedule& sched, const cost_model& costs) noexcept {
+    return !sched.activations_off_chip && costs.locations.activations != location::streaming_memory;
+}
+
 /// What an IPU's passes hold on each tile: the most temporary memory one of them holds on its
 /// busiest tile (emulator::pass_cycles::tile_bytes: the inputs it receives, and partial sums wider
 /// than the data — float partials of 16-bit data — or split over tiles), and their code (vertex
@@ -166,16 +178,14 @@ inline memory_plan lay_out_memory(const schedule& sched, const cost_model& costs
                                                                      : ", inputs only: recomputed") +
                                            ")",
                                        stash, emulator::memory_kind::activations,
-                                       sched.activations_off_chip || where.activations == location::streaming_memory
-                                           ? location::streaming_memory
-                                           : location::on_chip});
+                                       stash_on_chip(sched, costs) ? location::on_chip : location::streaming_memory});
                 // A split backward (zero-bubble) keeps, from B to W, the output gradients its weight
                 // gradients read (a recomputing stage: its recomputed activations too).
                 const std::size_t held = sched.held_gradients.empty() ? 0 : sched.held_gradients[s];
                 if (held > 0)
                     p.items.push_back({st + "gradients held for weight-gradient passes (" + std::to_string(held) +
                                            (held == 1 ? " micro-batch)" : " micro-batches)"),
-                                       held * (weight_gradient_input_bytes(c, costs.bits) + (c.recompute ? c.stash_bytes : 0)),
+                                       held * held_gradient_bytes(c, costs.bits),
                                        emulator::memory_kind::activations, location::on_chip});
             }
             // Working space of one micro-batch (the stage's output, or its stash while it is computed;

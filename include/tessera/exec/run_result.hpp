@@ -63,6 +63,11 @@ struct run_result {
     emulator::call_timing host{};
     double wall_seconds = 0;                        ///< the real clock
     std::vector<emulator::modelled_clock> clocks;   ///< every IPU's modelled clock (replica-major)
+    /// When the call started on the steady clock (seconds since its epoch), and, when the executor
+    /// measures them (measure_wall_spans), every instruction's wall-clock span on each IPU's thread,
+    /// replica-major as `clocks`; empty otherwise.
+    double wall_start = 0;
+    std::vector<std::vector<emulator::instruction_span>> wall_spans;
 };
 
 }  // namespace tessera::exec

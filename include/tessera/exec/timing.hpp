@@ -373,6 +373,7 @@ private:
             const auto [ipu, pc] = all[k];
             const instruction& in = at(all[k]);
             auto& clock = clocks[ipu];
+            const double began = clock.now();
             if (in.op == opcode::vote || in.op == opcode::sync) {
                 // A block of the global order where every IPU meets: the votes of a step (all wait for
                 // the latest), or the end of a lock-step pipeline cycle (all wait for the slowest,
@@ -384,12 +385,14 @@ private:
                     latest = std::max(latest, clocks[all[end].first].now());
                 for (; k < end; ++k) {
                     auto& meeting = clocks[all[k].first];
+                    const double met = meeting.now();
                     if (block == opcode::vote) {  // the wait, then the vote's own charge, as the executor
                         meeting.wait_until(latest, record ? "wait vote" : std::string());
                         charges.apply(meeting, all[k].first, all[k].second);
                     } else {
                         detail::end_cycle(meeting, latest, sched);
                     }
+                    meeting.record_span(static_cast<std::uint32_t>(all[k].second), static_cast<std::uint32_t>(it), met);
                 }
                 --k;
                 continue;
@@ -418,6 +421,7 @@ private:
             }
             if (in.op == opcode::send_act || in.op == opcode::send_grad)
                 link_of(ipu, in.peer, in.op == opcode::send_grad).arrivals.push_back(clock.now());
+            clock.record_span(static_cast<std::uint32_t>(pc), static_cast<std::uint32_t>(it), began);
         }
     }
     for (std::size_t i = 0; i < sched.ipus; ++i) {
