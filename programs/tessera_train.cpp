@@ -331,12 +331,6 @@ int main(int argc, char** argv) {
                              "--trace names a file\n", r.trace_calls);
         return 2;
     }
-    if (trace->count() > 0 && r.instances > 1 && !r.dry_run) {
-        std::fprintf(stderr, "tessera-train: error: --trace writes one process's calls, and the traces of %zu "
-                             "instances are not merged (trace --instances 1, or the --dry-run of %zu)\n",
-                     r.instances, r.instances);
-        return 2;
-    }
     if (r.inference && !r.dry_run) {
         std::fprintf(stderr, "tessera-train: error: --inference models an inference run and needs --dry-run (a "
                              "training run evaluates the test split after each run)\n");

@@ -1,5 +1,5 @@
 # A training run's --trace (FILE): the Trace Event Format's object, every call of the run traced
-# (CALLS), both clocks' processes, as many flow starts as ends, the loss-scale counter, and its last
+# (CALLS), both clocks' processes (RANKS: both ranks' of a 2-process run), as many flow starts as ends, the loss-scale counter, and its last
 # call's modelled IPU slices, less the waits for the call's end, as many as the SVG timeline's
 # intervals of the same call (SVG: one rectangle each, besides a background per IPU and 11 in the legend).
 file(READ ${FILE} trace)
@@ -8,7 +8,11 @@ string(JSON run GET "${trace}" otherData calls_run)
 if(NOT traced EQUAL ${CALLS} OR NOT run EQUAL ${CALLS})
   message(FATAL_ERROR "calls traced ${traced} of ${run}, expected ${CALLS} of ${CALLS}")
 endif()
-foreach(name IN ITEMS "host (modelled)" "replica 0 (modelled)" "host (measured)" "replica 0 (measured)" "IPU 1 thread")
+set(names "host (modelled)" "replica 0 (modelled)" "host (measured)" "replica 0 (measured)" "IPU 1 thread")
+if(RANKS)  # a run of 2 processes, one replica each: the lead gathered rank 1's
+  list(APPEND names "host of rank 1 (modelled)" "host of rank 1 (measured)" "replica 1 (modelled)" "replica 1 (measured)")
+endif()
+foreach(name IN LISTS names)
   string(FIND "${trace}" "\"name\":\"${name}\"" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "no track or process named '${name}'")
@@ -20,6 +24,13 @@ list(LENGTH starts s)
 list(LENGTH ends f)
 if(s EQUAL 0 OR NOT s EQUAL f)
   message(FATAL_ERROR "${s} flow starts and ${f} ends")
+endif()
+string(REGEX MATCHALL "\"ph\":\"s\",[^}]*\"id\":[0-9]+" ids "${trace}")  # one flow an id, over the ranks too
+list(TRANSFORM ids REPLACE ".*\"id\":" "")
+list(REMOVE_DUPLICATES ids)
+list(LENGTH ids unique)
+if(NOT unique EQUAL s)
+  message(FATAL_ERROR "${s} flows and ${unique} ids")
 endif()
 string(REGEX MATCHALL "\"ph\":\"C\",\"pid\":0,\"tid\":0,\"name\":\"loss scale\"" scales "${trace}")
 list(LENGTH scales n)

@@ -23,9 +23,14 @@ namespace tessera::exec {
 /// The processes and tracks of a trace. Modelled: the host process (pid 0: the training loop on
 /// track 0, each loader worker on track 1 + w) and replica r (pid 1 + r: IPU i on track 1 + i, with
 /// a memory counter per IPU). Measured, on the wall clock: the host (pid 1000: each call) and
-/// replica r (pid 1001 + r: IPU i's thread on track 1 + i).
+/// replica r (pid 1001 + r: IPU i's thread on track 1 + i). Replicas are numbered over every host
+/// process of a run; process k > 0's hosts are pids 2000 + k and 3000 + k.
 struct trace_ids {
     static constexpr int host = 0, measured_host = 1000;
+    [[nodiscard]] static constexpr int host_of(std::size_t rank) noexcept { return rank == 0 ? host : 2000 + int(rank); }
+    [[nodiscard]] static constexpr int measured_host_of(std::size_t rank) noexcept {
+        return rank == 0 ? measured_host : 3000 + int(rank);
+    }
     [[nodiscard]] static constexpr int replica(std::size_t r) noexcept { return 1 + int(r); }
     [[nodiscard]] static constexpr int measured_replica(std::size_t r) noexcept { return 1001 + int(r); }
     [[nodiscard]] static constexpr int ipu(std::size_t i) noexcept { return 1 + int(i); }
@@ -49,10 +54,13 @@ struct trace_ids {
 class call_tracer {
 public:
     /// `replicas`: how many of each call's replicas to trace (the first ones); `measured`: name the
-    /// wall-clock processes too.
+    /// wall-clock processes too; `rank`: the host process's rank in a run of several (its replicas
+    /// are the run's from `first_replica`).
     call_tracer(report::trace_writer& out, const schedule& sched, const cost_model& costs, const memory_plan& memory,
-                std::size_t replicas, bool measured)
-        : m_out(out), m_sched(sched), m_costs(costs), m_replicas(replicas), m_base(sched.ipus, 0.0) {
+                std::size_t replicas, bool measured, std::size_t rank = 0, std::size_t first_replica = 0)
+        : m_out(out), m_sched(sched), m_costs(costs), m_replicas(replicas), m_first(first_replica),
+          m_host(trace_ids::host_of(rank)), m_measured_host(trace_ids::measured_host_of(rank)),
+          m_base(sched.ipus, 0.0), m_next_flow((std::uint64_t(rank) << 40) + 1) {  // flow ids unique over the ranks
         if (memory.ipus.size() != sched.ipus)
             throw std::invalid_argument("tessera::exec::call_tracer: a memory plan of " +
                                         std::to_string(memory.ipus.size()) + " IPUs for a schedule of " +
@@ -69,19 +77,20 @@ public:
             }
             m_base[i] = double(memory.ipus[i].on_chip()) - dynamic;
         }
-        m_out.process_name(trace_ids::host, "host (modelled)", 0);
-        m_out.thread_name(trace_ids::host, 0, "training loop", 0);
-        for (std::size_t r = 0; r < replicas; ++r) {
-            m_out.process_name(trace_ids::replica(r), "replica " + std::to_string(r) + " (modelled)", int(1 + r));
+        const std::string of_rank = rank == 0 ? std::string() : " of rank " + std::to_string(rank);
+        m_out.process_name(m_host, "host" + of_rank + " (modelled)", m_host);
+        m_out.thread_name(m_host, 0, "training loop", 0);
+        for (std::size_t r = first_replica; r < first_replica + replicas; ++r) {
+            m_out.process_name(trace_ids::replica(r), "replica " + std::to_string(r) + " (modelled)", trace_ids::replica(r));
             for (std::size_t i = 0; i < sched.ipus; ++i)
                 m_out.thread_name(trace_ids::replica(r), trace_ids::ipu(i), "IPU " + std::to_string(i), int(i));
         }
         if (measured) {
-            m_out.process_name(trace_ids::measured_host, "host (measured)", 1000);
-            m_out.thread_name(trace_ids::measured_host, 0, "calls", 0);
-            for (std::size_t r = 0; r < replicas; ++r) {
+            m_out.process_name(m_measured_host, "host" + of_rank + " (measured)", m_measured_host);
+            m_out.thread_name(m_measured_host, 0, "calls", 0);
+            for (std::size_t r = first_replica; r < first_replica + replicas; ++r) {
                 m_out.process_name(trace_ids::measured_replica(r), "replica " + std::to_string(r) + " (measured)",
-                                   int(1001 + r));
+                                   trace_ids::measured_replica(r));
                 for (std::size_t i = 0; i < sched.ipus; ++i)
                     m_out.thread_name(trace_ids::measured_replica(r), trace_ids::ipu(i),
                                       "IPU " + std::to_string(i) + " thread", int(i));
@@ -110,7 +119,7 @@ public:
         double makespan = 0;
         for (std::size_t d = 0; d < m_replicas * I; ++d) makespan = std::max(makespan, clocks[d].now());
         for (std::size_t r = 0; r < m_replicas; ++r) {
-            const int pid = trace_ids::replica(r);
+            const int pid = trace_ids::replica(m_first + r);
             const auto replica = clocks.subspan(r * I, I);
             for (std::size_t i = 0; i < I; ++i) {
                 const int tid = trace_ids::ipu(i);
@@ -131,29 +140,31 @@ public:
     /// Counter `name` of the modelled host process takes `value` at the end of the last call traced
     /// (e.g. the loss scale the next step uses).
     void host_counter(std::string_view name, double value) {
-        if (m_origin) m_out.counter(trace_ids::host, name, "value", m_last_end, value);
+        if (m_origin) m_out.counter(m_host, name, "value", m_last_end, value);
     }
 
+    /// Sets the wall clock's time 0 (seconds on the steady clock, as run_result::wall_start): the
+    /// processes of a run set it as they leave a barrier, so their threads line up. Unset, it is
+    /// the first call's start.
+    void start_wall_clock(double origin) noexcept { m_wall_origin = origin; }
+
     /// Call `call` on the wall clock: each IPU thread's instruction spans (run_result::wall_spans,
-    /// replica-major) from `start` (run_result::wall_start) for `seconds`. The first call measured
-    /// is the trace's origin of wall-clock time.
+    /// replica-major) from `start` (run_result::wall_start) for `seconds`.
     void measured(std::size_t call, const std::vector<std::vector<emulator::instruction_span>>& spans, double start,
                   double seconds) {
         if (!m_wall_origin) m_wall_origin = start;
         const double origin = *m_wall_origin;
-        m_out.slice(trace_ids::measured_host, 0, "call " + std::to_string(call), "call", start - origin,
-                    start - origin + seconds);
+        m_out.slice(m_measured_host, 0, "call " + std::to_string(call), "call", start - origin, start - origin + seconds);
         m_wall_end.resize(m_replicas * m_sched.ipus, 0.0);
         for (std::size_t d = 0; d < spans.size() && d < m_replicas * m_sched.ipus; ++d) {
             const std::size_t r = d / m_sched.ipus, i = d % m_sched.ipus;
+            const int pid = trace_ids::measured_replica(m_first + r);
             if (!spans[d].empty() && spans[d].front().start - origin > m_wall_end[d])  // the thread between calls
-                m_out.slice(trace_ids::measured_replica(r), trace_ids::ipu(i), "between calls", "idle", m_wall_end[d],
-                            spans[d].front().start - origin);
+                m_out.slice(pid, trace_ids::ipu(i), "between calls", "idle", m_wall_end[d], spans[d].front().start - origin);
             if (!spans[d].empty()) m_wall_end[d] = spans[d].back().end - origin;
             for (const auto& s : spans[d]) {
                 const instruction& in = m_sched.programs[i].at(s.pc);
-                m_out.slice(trace_ids::measured_replica(r), trace_ids::ipu(i), to_string(in), to_string(in.op),
-                            s.start - origin, s.end - origin);
+                m_out.slice(pid, trace_ids::ipu(i), to_string(in), to_string(in.op), s.start - origin, s.end - origin);
             }
         }
     }
@@ -168,7 +179,7 @@ private:
     // running it; the batch's preparation on the first loader track free at the time (an async
     // loader may have started it before the trace's first call: from time 0, so named).
     void host(std::size_t call, const emulator::call_timing& t, double stands_for) {
-        const int pid = trace_ids::host;
+        const int pid = m_host;
         const std::string k = std::to_string(call);
         const double before = t.device_start - t.host_wait, taken = before + t.prepare_wait;
         if (t.prepare_wait > 0) m_out.slice(pid, 0, "wait for batch " + k, "host wait", before, taken);
@@ -246,10 +257,11 @@ private:
     report::trace_writer& m_out;
     const schedule& m_sched;
     const cost_model& m_costs;
-    std::size_t m_replicas;
+    std::size_t m_replicas, m_first;
+    int m_host, m_measured_host;
     std::vector<double> m_base;           // per IPU: on-chip bytes but the stash and held gradients
     std::vector<double> m_loader_free;    // per loader track: when its last preparation ended
-    std::uint64_t m_next_flow = 1;
+    std::uint64_t m_next_flow;
     std::optional<double> m_origin;       // the modelled clock's time 0 in the trace
     double m_last_end = 0;                // the last call's end, from the origin
     std::optional<double> m_wall_origin;  // the first measured call's start

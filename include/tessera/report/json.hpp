@@ -53,6 +53,9 @@ public:
     json_writer& value(const std::string& s) { return value(std::string_view(s)); }
     json_writer& value(bool b) { before_value(); *m_out << (b ? "true" : "false"); return *this; }
     json_writer& null() { before_value(); *m_out << "null"; return *this; }
+    /// Text that is already JSON, written as the next value as it is (the caller vouches for it;
+    /// inside an array, comma-separated values are several).
+    json_writer& raw(std::string_view json) { before_value(); *m_out << json; return *this; }
 
     template <class T>
         requires(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)

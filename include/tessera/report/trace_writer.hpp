@@ -87,6 +87,22 @@ public:
         if (other) other(m_json);
         m_json.end_object().end_object();
     }
+    /// Adds `events`, `count` comma-separated events another writer wrote (events_of its text: a
+    /// process's that a lead process gathers), as they are.
+    void raw_events(std::string_view events, std::size_t count) {
+        if (events.empty()) return;
+        m_json.raw(events);
+        m_events += count;
+    }
+    /// The events in text a writer wrote so far, or since the text was last taken: without the
+    /// document's opening or the comma before them.
+    [[nodiscard]] static std::string_view events_of(std::string_view written) noexcept {
+        constexpr std::string_view opening = "{\"traceEvents\":[";
+        if (written.substr(0, opening.size()) == opening) written.remove_prefix(opening.size());
+        if (!written.empty() && written.front() == ',') written.remove_prefix(1);
+        return written;
+    }
+
     /// Events written so far.
     [[nodiscard]] std::size_t events() const noexcept { return m_events; }
 
