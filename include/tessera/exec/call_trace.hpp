@@ -37,14 +37,14 @@ struct trace_ids {
 };
 
 /// Writes host calls of one compiled program into a trace_writer, call by call (nothing is kept
-/// between calls but the loader tracks' ends and the flow ids): on the modelled clock each IPU's
-/// intervals as slices (category: their activity), a flow from each send to the slice its receive
-/// starts, each IPU's on-chip memory as a counter that rises with each stashed micro-batch and falls
-/// when it is freed, and the host's waits, feeding and loader work (and counters it is given, such as
-/// the loss scale); on the wall clock, each
-/// instruction of each IPU thread as the emulator ran it (exec::executor::measure_wall_spans).
-/// Every track starts at time 0 (the IPUs wait for the host before the first call; a thread waits
-/// between calls), and a slice ends where the next starts, so viewers need not nest them.
+/// between calls but the clocks' origins, the tracks' ends and the next flow id): on the modelled
+/// clock each IPU's intervals as slices (category: their activity), a flow from each send to the
+/// slice its receive starts, each IPU's on-chip memory as a counter that rises with each stashed
+/// micro-batch and falls when it is freed, and the host's waits, feeding and loader work (and
+/// counters it is given, such as the loss scale); on the wall clock, each instruction of each IPU
+/// thread as the emulator ran it (exec::executor::measure_wall_spans). Every IPU and host track
+/// starts at time 0 (the IPUs wait for the host before each call; a thread waits between calls),
+/// and a slice ends where the next starts, so viewers need not nest them.
 /// @code
 ///   report::trace_writer out(file);
 ///   exec::call_tracer trace(out, session.program(), session.costs(), session.plan(), 1, false);
