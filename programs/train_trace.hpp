@@ -82,6 +82,7 @@ public:
         if (!*m_file) throw std::runtime_error("--trace: failed writing " + m_path);
         std::printf("trace: %s (%zu of %zu calls, %zu events; Perfetto, chrome://tracing and speedscope open it)\n",
                     m_path.c_str(), m_calls, run_calls, m_writer->events());
+        m_tracer.reset();  // it writes into the writer: a later add() adds nothing
         m_writer.reset();
     }
 
