@@ -13,6 +13,14 @@ if(MPI_INCLUDES)
 else()
   list(FILTER headers EXCLUDE REGEX "/tessera/dist(/|\\.hpp$)")
 endif()
+# onnx/read.hpp needs ONNX's headers and definitions (ONNX_FLAGS: a |-separated list, given where
+# tessera::onnx is); without them it is skipped.
+if(ONNX_FLAGS)
+  string(REPLACE "|" ";" onnx_flags "${ONNX_FLAGS}")
+  list(APPEND FLAGS ${onnx_flags})
+else()
+  list(FILTER headers EXCLUDE REGEX "/tessera/onnx/read\\.hpp$")
+endif()
 
 # The external headers that `header` reaches through its own #include lines, followed through
 # tessera's headers (none of which includes another conditionally).

@@ -222,7 +222,7 @@ template <class Estimate>
 template <class P>
 void search_precision(const plan_request& q, const dataset_shape& shape, plan_outcome& out,
                       const std::function<void()>& tick) {
-    with_network<P>(q.base, shape.channels, shape.classes, [&](const auto& net) {
+    with_dry_run_network<P>(q.base, shape.channels, shape.classes, [&](const auto& net) {
         using net_t = std::remove_cvref_t<decltype(net)>;
         using model_t = exec::staged_network<net_t, any_optimizer>;
         const std::size_t images = epoch_images(q.base, shape), least = detail::least_trained(q, images);
@@ -365,7 +365,7 @@ void search_precision(const plan_request& q, const dataset_shape& shape, plan_ou
 /// file) with its trace, on the network the search built for it.
 template <class P>
 void trace_plan(const train_request& r, const dataset_shape& shape) {
-    with_network<P>(r, shape.channels, shape.classes, [&](const auto& net) {
+    with_dry_run_network<P>(r, shape.channels, shape.classes, [&](const auto& net) {
         config::dispatch_for<P>(choice_of(r), [&]<class C>() {
             write_dry_run_trace(r, dry_run_request<C>(r, net, shape, true));
             return 0;

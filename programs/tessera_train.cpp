@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "train_device.hpp"
+#include "train_onnx.hpp"
 #include "train_processes.hpp"
 #include "train_request.hpp"
 
@@ -64,10 +65,12 @@ int main(int argc, char** argv) {
     CLI::App app{"tessera-train: train a ResNet or a GPT through the IPU emulator, with PopTorch's options"};
     app.add_option("--model", r.model, "resnet20|32|44|56|110 (CIFAR), resnet18|34|50|101|152 (ImageNet), "
                                        "gpt-tiny|small|medium|large|xl (GPT-2, over the bytes of --dataset fortunes), "
-                                       "or bert-base|large (BERT, --dry-run only)")
+                                       "bert-base|large (BERT, --dry-run only), or FILE.onnx (an ONNX graph, --dry-run only)")
         ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
                                "resnet50", "resnet101", "resnet152", "gpt-tiny", "gpt-small", "gpt-medium", "gpt-large",
-                               "gpt-xl", "bert-base", "bert-large"}));
+                               "gpt-xl", "bert-base", "bert-large"}) |
+                CLI::Validator([](std::string& m) { return programs::onnx_model(m) ? std::string() : "not an .onnx file"; },
+                               "FILE.onnx"));
     std::vector<std::string> dataset{r.dataset};
     auto* dataset_flag = app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic | imagenet "
                                         "(--dry-run only) | fortunes [DIR] (text models) | wikipedia (text models' dry runs, by "
@@ -249,6 +252,11 @@ int main(int argc, char** argv) {
     if (bert && !r.dry_run) {
         std::fprintf(stderr, "tessera-train: error: %s is priced by --dry-run only (tessera-train trains GPTs)\n",
                      r.model.c_str());
+        return 2;
+    }
+    if (programs::onnx_model(r) && !r.dry_run) {
+        std::fprintf(stderr, "tessera-train: error: --model %s: an ONNX graph is priced by --dry-run (and tessera-plan); "
+                             "tessera-train cannot train it\n", r.model.c_str());
         return 2;
     }
     if (r.model.rfind("gpt-", 0) == 0 || bert) {

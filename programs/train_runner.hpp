@@ -23,6 +23,7 @@
 #include "train_datasets.hpp"
 #include "train_dry_run.hpp"
 #include "train_loop.hpp"
+#include "train_onnx.hpp"
 #include "train_report.hpp"
 #include "train_request.hpp"
 #include "train_settings.hpp"
@@ -136,6 +137,43 @@ decltype(auto) with_network(const train_request& r, std::size_t channels, std::s
                       "resnet34, resnet50, resnet101, resnet152");
 }
 
+/// The graph of --model FILE.onnx priced at precision P; a file tessera cannot read or price is a
+/// usage error that names it.
+template <class P>
+[[nodiscard]] onnx::imported_network<P> imported_network_of(const train_request& r) {
+    try {
+        return onnx::imported_network<P>(read_onnx_graph(r.model));
+    } catch (const onnx::import_error& e) {
+        throw usage_error("--model " + r.model + ": " + e.what());
+    }
+}
+
+/// Calls f(network) with the network a dry run of --model prices: an ONNX file's graph for
+/// --model FILE.onnx (tessera::onnx::imported_network, shapes only), else with_network's.
+template <class P, class F>
+decltype(auto) with_dry_run_network(const train_request& r, std::size_t channels, std::size_t classes, F&& f) {
+    using numeric = cfg::precision<typename P::data_type, typename P::weight_type>;
+    if (onnx_model(r)) return f(imported_network_of<numeric>(r));
+    return with_network<P>(r, channels, classes, f);
+}
+
+/// What a dry run of --model FILE.onnx read: the file's producer and opset, its nodes as tessera's
+/// layers and units, and its parameters; a graph whose batch norms were folded into its
+/// convolutions (an inference export) is said to be a different network to train.
+template <class Net>
+void describe_imported(const train_request& r, const Net& net) {
+    if constexpr (requires { net.batch_norms_folded(); }) {
+        const auto& g = net.source();
+        std::printf("model: %s (%s, opset %lld): %zu nodes priced as %zu layers in %zu units, %zu parameters\n",
+                    r.model.c_str(), g.producer.empty() ? "producer unnamed" : g.producer.c_str(),
+                    static_cast<long long>(g.opset), g.nodes.size(), net.layers().size(), net.units(), net.parameters());
+        if (net.batch_norms_folded())
+            std::printf("model: its convolutions carry biases and no batch norm follows them: an inference export, "
+                        "its batch norms folded (a different network to train; export with "
+                        "training=TrainingMode.TRAINING, do_constant_folding=False to keep them)\n");
+    }
+}
+
 /// A request under configuration C: its dry run, or its training on the dataset's images.
 template <class C>
 int train_model(const train_request& r) {
@@ -147,8 +185,10 @@ int train_model(const train_request& r) {
     }
     const dataset_shape shape = shape_of_dataset(r);
     if (r.dry_run)
-        return with_network<typename C::precision>(r, shape.channels, shape.classes,
-                                                   [&](const auto& net) { return report_dry_run<C>(r, net, shape); });
+        return with_dry_run_network<typename C::precision>(r, shape.channels, shape.classes, [&](const auto& net) {
+            describe_imported(r, net);
+            return report_dry_run<C>(r, net, shape);
+        });
     const dataset_pair ds = load_dataset(r);
     return with_network<typename C::precision>(r, ds.train.shape().channels, ds.train.num_classes(),
                                                [&](const auto& net) { return train_network<C>(r, net, ds); });

@@ -3,7 +3,8 @@
 # Usage: scripts/install-deps.sh [--bench]   (--bench adds the baselines the benchmarks compare against)
 set -euo pipefail
 packages=(cmake ninja-build g++ libxtensor-dev libxsimd-dev xtl-dev catch2 libbenchmark-dev zlib1g-dev libcli11-dev
-          dataset-fashion-mnist fortunes clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin)
+          dataset-fashion-mnist fortunes clang-14 libclang-rt-14-dev libopenmpi-dev openmpi-bin
+          libonnx-dev libprotobuf-dev)
 [[ "${1:-}" == "--bench" ]] && packages+=(libopenblas-dev libtbb-dev libtorch-dev)
 
 missing=()

@@ -9,3 +9,4 @@
 #include "tessera/data.hpp"
 #include "tessera/emulator.hpp"
 #include "tessera/exec.hpp"
+#include "tessera/onnx.hpp"

@@ -54,6 +54,13 @@ public:
         m_grad.fill(C(0));
         m_weight.fill(kernels::detail::store_as<W>(0.0));
     }
+    /// From its shapes alone: no weights (nn::shapes_only_t).
+    conv2d(std::size_t in_channels, std::size_t out_channels, const kernels::window& g, shapes_only_t)
+        : m_in(in_channels), m_out(out_channels), m_window(g) {
+        if (in_channels == 0 || out_channels == 0 || g.kh == 0 || g.kw == 0 || g.stride == 0)
+            throw tensor::shape_error("tessera::nn::conv2d: channels, kernel and stride must be positive (in=" +
+                                      std::to_string(in_channels) + ", out=" + std::to_string(out_channels) + ")");
+    }
 
     [[nodiscard]] tensor::shape output_shape(const tensor::shape& s) const {
         check(s);
@@ -62,15 +69,16 @@ public:
 
     [[nodiscard]] nn::cost cost(const tensor::shape& s) const {
         const tensor::shape o = output_shape(s);
-        const double macs = static_cast<double>(o.size()) * static_cast<double>(m_weight.size() / m_out);
+        const std::size_t weights = parameters();
+        const double macs = static_cast<double>(o.size()) * static_cast<double>(weights / m_out);
         const double positions = static_cast<double>(o.n * o.h * o.w), taps = double(m_window.kh) * m_window.kw;
         const double in = static_cast<double>(m_in), out = static_cast<double>(m_out);
         using enum pass_phase;
         return {2 * macs, 4 * macs,  // backward: data and weight gradients
-                detail::bytes_of(s.size() + o.size(), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)),
-                detail::bytes_of(2 * s.size() + 2 * o.size(), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)) +
-                    detail::bytes_of(m_weight.size(), sizeof(C)),
-                m_weight.size(),
+                detail::bytes_of(s.size() + o.size(), sizeof(T)) + detail::bytes_of(weights, sizeof(W)),
+                detail::bytes_of(2 * s.size() + 2 * o.size(), sizeof(T)) + detail::bytes_of(weights, sizeof(W)) +
+                    detail::bytes_of(weights, sizeof(C)),
+                weights,
                 {pass::contraction(forward, positions, out, in, taps),
                  // the data gradient: the transposed convolution (output and input channels swap roles)
                  pass::contraction(backward, positions, in, out, taps),
@@ -181,12 +189,15 @@ public:
     }
 
     [[nodiscard]] std::size_t in_channels() const noexcept { return m_in; }
+    /// Its weights: kh · kw · in · out (allocated or not).
+    [[nodiscard]] std::size_t parameters() const noexcept { return std::size_t{m_window.kh} * m_window.kw * m_in * m_out; }
     [[nodiscard]] std::size_t out_channels() const noexcept { return m_out; }
     [[nodiscard]] const kernels::window& geometry() const noexcept { return m_window; }
 
 private:
     const activation<P>& forward_from(const activation<P>& x, const std::optional<kernels::simd::relu_of_affine<C>>& map,
                                       state& st, const context& ctx) {
+        require_weights();
         const tensor::shape s = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(s));
         st.input_map = map;
@@ -259,6 +270,10 @@ private:
         const bool winograd = ctx.convolution == kernels::conv_algorithm::winograd ||
                               ctx.convolution == kernels::conv_algorithm::winograd_4x4;
         return winograd && !kernels::winograd::fits(m_window) ? kernels::conv_algorithm::im2col : ctx.convolution;
+    }
+    void require_weights() const {
+        if (m_weight.size() == 0)
+            throw std::logic_error("tessera::nn::conv2d: built from shapes alone (nn::shapes_only), it cannot run");
     }
     void check(const tensor::shape& s) const {
         if (s.c != m_in)

@@ -31,6 +31,12 @@ public:
         std::mt19937_64 rng(detail::default_seed(0x11EA4u, in_features, out_features, 0));
         initialize(rng);
     }
+    /// From its shapes alone: no weights (nn::shapes_only_t).
+    linear(std::size_t in_features, std::size_t out_features, shapes_only_t) : m_in(in_features), m_out(out_features) {
+        if (in_features == 0 || out_features == 0)
+            throw tensor::shape_error("tessera::nn::linear: features must be positive (in=" + std::to_string(in_features) +
+                                      ", out=" + std::to_string(out_features) + ")");
+    }
     /// The weights and bias left zero until initialize(rng) (see defer_initialization_t).
     linear(std::size_t in_features, std::size_t out_features, defer_initialization_t)
         : m_in(in_features), m_out(out_features), m_weight(tensor::dense<W, 1>::from_shape({in_features * out_features})),
@@ -56,15 +62,18 @@ public:
         const double macs = static_cast<double>(s.n * m_in * m_out);
         const double n = static_cast<double>(s.n), in = static_cast<double>(m_in), out = static_cast<double>(m_out);
         using enum pass_phase;
-        return {2 * macs, 4 * macs, detail::bytes_of(s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W)),
-                detail::bytes_of(2 * s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(m_weight.size(), sizeof(W) + sizeof(C)),
-                m_weight.size() + m_bias.size(),
+        const std::size_t weights = m_in * m_out;
+        return {2 * macs, 4 * macs, detail::bytes_of(s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(weights, sizeof(W)),
+                detail::bytes_of(2 * s.n * (m_in + m_out), sizeof(T)) + detail::bytes_of(weights, sizeof(W) + sizeof(C)),
+                weights + m_out,
                 {pass::contraction(forward, n, out, in), pass::contraction(backward, n, in, out),
                  pass::contraction(backward, in, out, n).of_weights(),      // weight gradient, summed over the samples
                  pass::reduction(backward, n * out, 1, out).of_weights()},  // bias gradient
                 detail::bytes_of(s.n * m_out, sizeof(T))};  // keeps its output
     }
     const activation<P>& forward(const activation<P>& x, state& st, const context& ctx) {
+        if (m_weight.size() == 0)
+            throw std::logic_error("tessera::nn::linear: built from shapes alone (nn::shapes_only), it cannot run");
         const tensor::shape s = tensor::shape_of(x);
         detail::ensure_shape(st.output, output_shape(s));
         kernels::linear_forward(x.data(), s.n, m_in, m_weight.data(), m_bias.data(), m_out, st.output.data(), ws(ctx), ctx.gemm(),

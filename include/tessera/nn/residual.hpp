@@ -94,6 +94,23 @@ concept starts_with_mapped_pair =
 
 }  // namespace detail
 
+/// The add of two branches (a residual block's, before its ReLU) into an output of shape `out`: the
+/// sum written as the ReLU's output (fused: kept once, in the ReLU's cost). Its backward hands the
+/// gradient to both branches as it is: no pass (branch_sum_cost is where they meet again).
+template <Numeric P>
+[[nodiscard]] nn::cost branch_add_cost(const tensor::shape& out) {
+    using T = typename P::data_type;
+    const double n = static_cast<double>(out.size());
+    return {n, 0, detail::bytes_of(3 * out.size(), sizeof(T)), detail::bytes_of(3 * out.size(), sizeof(T)), 0,
+            {pass::elementwise(pass_phase::forward, n, 3)}, 0};
+}
+/// The backward of a tensor of shape `in` that two branches read (a residual block's input): its
+/// gradient is the sum of the two branches' gradients.
+template <Numeric P>
+[[nodiscard]] nn::cost branch_sum_cost(const tensor::shape& in) {
+    return {0, 0, 0, 0, 0, {pass::elementwise(pass_phase::backward, static_cast<double>(in.size()), 3)}, 0};
+}
+
 /// relu(main(x) + shortcut(x)). Main is a layer (a sequential of convolutions and batch norms).
 template <Layer Main>
 class residual {
@@ -130,17 +147,13 @@ public:
         nn::cost c = main;
         c += skip;
         const tensor::shape o = output_shape(s);
-        const double n = static_cast<double>(o.size());
         // Inference: the main branch runs (the input, the caller's, stays for the shortcut), then the
         // shortcut beside the main branch's output, then the add beside both (an identity shortcut's
         // output is the input).
         const double out = detail::bytes_of(o.size(), sizeof(T)), skip_out = m_skip.type() == shortcut<P>::kind::identity ? 0.0 : out;
         const double peak = std::max({main.inference_peak_bytes(), out + skip.inference_peak_bytes(), out + skip_out + out});
-        c += nn::cost{n, 0, detail::bytes_of(3 * o.size(), sizeof(T)), detail::bytes_of(3 * o.size(), sizeof(T)), 0,
-                      {pass::elementwise(pass_phase::forward, n, 3),
-                       // backward: the input gradient sums the two branches' (at the input's size)
-                       pass::elementwise(pass_phase::backward, static_cast<double>(s.size()), 3)},
-                      0};  // the add writes the ReLU's output (fused): kept once, in the ReLU's cost below
+        c += branch_add_cost<P>(o);
+        c += branch_sum_cost<P>(s);
         c += m_relu.cost(o);
         c.peak_bytes = peak;
         return c;

@@ -149,10 +149,11 @@ public:
         check_unit(u);
         return u == 0 ? "stem" : u == units() - 1 ? "head" : m_names[u - 1];
     }
-    /// The unit called `name` ("stem", "layer3[8]", "head"); throws config::config_error if none is.
+    /// The unit called `name` ("stem", "layer3[8]", "head"; a block also by its PyTorch module name,
+    /// "layer3.8", as an ONNX export names it); throws config::config_error if none is.
     [[nodiscard]] std::size_t unit_index(std::string_view name) const {
         for (std::size_t u = 0; u < units(); ++u)
-            if (unit_name(u) == name) return u;
+            if (unit_name(u) == name || (u > 0 && u + 1 < units() && m_param_names[u - 1] == name)) return u;
         throw config::config_error("tessera::nn::resnet: no unit named '" + std::string(name) + "' (units are stem, " +
                                    m_names.front() + " ... " + m_names.back() + ", head)");
     }

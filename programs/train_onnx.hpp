@@ -1,0 +1,23 @@
+#pragma once
+// --model FILE.onnx: an ONNX graph that tessera-train's dry run and tessera-plan price
+// (tessera::onnx::imported_network). onnx_reader.cpp reads it where the ONNX reader was built.
+#include <tessera/onnx/graph.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "train_request.hpp"
+
+namespace tessera::programs {
+
+/// Whether --model names an ONNX file (it ends in .onnx).
+[[nodiscard]] inline bool onnx_model(std::string_view model) noexcept {
+    return model.size() > 5 && model.substr(model.size() - 5) == ".onnx";
+}
+[[nodiscard]] inline bool onnx_model(const train_request& r) noexcept { return onnx_model(r.model); }
+
+/// The graph of the ONNX file at `path` (onnx::import_error for a bad file); usage_error where the
+/// programs were built without the ONNX reader, naming what to install.
+[[nodiscard]] onnx::graph read_onnx_graph(const std::string& path);
+
+}  // namespace tessera::programs
