@@ -1,6 +1,8 @@
 // tessera-train's and tessera-plan's ONNX reader: the one file that sees protobuf (tessera::onnx).
 #include "train_onnx.hpp"
 
+#include <tessera/onnx/inputs.hpp>
+
 #if TESSERA_HAS_ONNX
 #include <tessera/onnx/read.hpp>
 #endif
@@ -15,5 +17,7 @@ onnx::graph read_onnx_graph(const std::string& path) {
                       "libprotobuf-dev, as scripts/install-deps.sh does, and configure again)");
 #endif
 }
+
+bool onnx_reads_tokens(const std::string& path) { return onnx::classify_inputs(read_onnx_graph(path)).tokens; }
 
 }  // namespace tessera::programs

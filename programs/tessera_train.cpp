@@ -259,9 +259,30 @@ int main(int argc, char** argv) {
                              "tessera-train cannot train it\n", r.model.c_str());
         return 2;
     }
-    if (r.model.rfind("gpt-", 0) == 0 || bert) {
+    // An ONNX graph of token ids is priced as BERT is: its defaults, and the text flags the file fixes refused.
+    bool onnx_tokens = false;
+    if (programs::onnx_model(r)) {
+        try {
+            onnx_tokens = programs::onnx_reads_tokens(r.model);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "tessera-train: error: --model %s: %s\n", r.model.c_str(), e.what());
+            return 2;
+        }
+    }
+    const std::tuple<const CLI::Option*, const char*, const char*> text_only[] = {
+        {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"},
+        {layers_flag, "--layers-per-ipu", "blocks per IPU"}, {head_ipu, "--head-ipu", "head's IPU"}, {packing, "--packing", "sequences per pack"}, {mask_tokens, "--mask-tokens", "predicted positions"}, {serialize, "--serialize-matmul", "vocabulary projection"}};
+    if (programs::onnx_model(r))
+        for (const auto& [option, flag, what] : text_only)
+            if (option->count() > 0) {
+                std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and an ONNX graph (%s) takes "
+                                     "its sizes from its file\n", flag, what, r.model.c_str());
+                return 2;
+            }
+    if (r.model.rfind("gpt-", 0) == 0 || bert || onnx_tokens) {
         // A text model's defaults are its own: bytes of the fortunes as token ids, AdamW, no image I/O;
         // BERT's (a dry run) Wikipedia by shape and LAMB, as Graphcore's BERT trained.
+        const bool bert_like = bert || onnx_tokens;
         if (eight_bit->count() > 0 && r.eight_bit_io) {
             std::fprintf(stderr, "tessera-train: error: --eight-bit-io sends 8-bit images, and %s reads token ids "
                                  "(they travel as integers)\n", r.model.c_str());
@@ -273,8 +294,8 @@ int main(int argc, char** argv) {
             return 2;
         }
         r.eight_bit_io = false;
-        if (dataset_flag->count() == 0) dataset = {bert ? "wikipedia" : "fortunes"};
-        if (optimizer->count() == 0) r.optimizer = bert ? "lamb" : "adamw";
+        if (dataset_flag->count() == 0) dataset = {bert_like ? "wikipedia" : "fortunes"};
+        if (optimizer->count() == 0) r.optimizer = bert_like ? "lamb" : "adamw";
         if (dataset.front() == "wikipedia" && tokenizer->count() > 0) {
             std::fprintf(stderr, "tessera-train: error: --tokenizer learns tokens from the fortunes, and --dataset "
                                  "wikipedia is a shape with %s's own vocabulary\n", r.model.c_str());
@@ -287,13 +308,10 @@ int main(int argc, char** argv) {
         if (batch_size->count() == 0) r.batch_size = 8;
         if (accumulation->count() == 0) r.gradient_accumulation = 4;
     } else {
-        const std::tuple<const CLI::Option*, const char*, const char*> text_only[] = {
-            {seq_len, "--seq-len", "window"}, {tokenizer, "--tokenizer", "tokens"}, {dropout, "--dropout", "dropout"},
-            {layers_flag, "--layers-per-ipu", "blocks per IPU"}, {head_ipu, "--head-ipu", "head's IPU"}, {packing, "--packing", "sequences per pack"}, {mask_tokens, "--mask-tokens", "predicted positions"}, {serialize, "--serialize-matmul", "vocabulary projection"}};
         for (const auto& [option, flag, what] : text_only)
             if (option->count() > 0) {
-                std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n", flag, what,
-                             r.model.c_str());
+                std::fprintf(stderr, "tessera-train: error: %s sets a text model's %s, and %s reads images\n", flag,
+                             what, r.model.c_str());
                 return 2;
             }
     }

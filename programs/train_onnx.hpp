@@ -20,4 +20,8 @@ namespace tessera::programs {
 /// programs were built without the ONNX reader, naming what to install.
 [[nodiscard]] onnx::graph read_onnx_graph(const std::string& path);
 
+/// Whether the ONNX file at `path` reads token ids (onnx::classify_inputs): a language model, whose
+/// dry run takes BERT's defaults.
+[[nodiscard]] bool onnx_reads_tokens(const std::string& path);
+
 }  // namespace tessera::programs

@@ -148,30 +148,58 @@ template <class P>
     }
 }
 
-/// Calls f(network) with the network a dry run of --model prices: an ONNX file's graph for
-/// --model FILE.onnx (tessera::onnx::imported_network, shapes only), else with_network's.
+/// Calls f(network) with the network tessera-plan searches for --model: an ONNX file's graph of
+/// images for --model FILE.onnx (tessera::onnx::imported_network, shapes only), else with_network's.
 template <class P, class F>
 decltype(auto) with_dry_run_network(const train_request& r, std::size_t channels, std::size_t classes, F&& f) {
     using numeric = cfg::precision<typename P::data_type, typename P::weight_type>;
-    if (onnx_model(r)) return f(imported_network_of<numeric>(r));
+    if (onnx_model(r)) {
+        auto net = imported_network_of<numeric>(r);
+        if (net.reads_tokens())
+            throw usage_error("--model " + r.model + " reads token ids: tessera-plan searches ONNX graphs of images so "
+                              "far (tessera-train --dry-run --dataset wikipedia prices this one)");
+        return f(net);
+    }
     return with_network<P>(r, channels, classes, f);
 }
 
 /// What a dry run of --model FILE.onnx read: the file's producer and opset, its nodes as tessera's
 /// layers and units, and its parameters; a graph whose batch norms were folded into its
 /// convolutions (an inference export) is said to be a different network to train.
+template <class P>
+void describe_imported(const train_request& r, const onnx::imported_network<P>& net) {
+    const auto& g = net.source();
+    std::printf("model: %s (%s, opset %lld): %zu nodes priced as %zu layers in %zu units, %zu parameters%s\n",
+                r.model.c_str(), g.producer.empty() ? "producer unnamed" : g.producer.c_str(),
+                static_cast<long long>(g.opset), g.nodes.size(), net.layers().size(), net.units(), net.parameters(),
+                net.tied_table_elements() > 0 ? " (a table tied to a decoder counted once)" : "");
+    if (net.batch_norms_folded())
+        std::printf("model: its convolutions carry biases and no batch norm follows them: an inference export, "
+                    "its batch norms folded (a different network to train; export with "
+                    "training=TrainingMode.TRAINING, do_constant_folding=False to keep them)\n");
+}
+
+/// The dataset of a dry run of an ONNX graph: images by --dataset's shape, or for a graph of token
+/// ids, --dataset wikipedia by shape (sequences of the graph's length, --packing not taken).
 template <class Net>
-void describe_imported(const train_request& r, const Net& net) {
-    if constexpr (requires { net.batch_norms_folded(); }) {
-        const auto& g = net.source();
-        std::printf("model: %s (%s, opset %lld): %zu nodes priced as %zu layers in %zu units, %zu parameters\n",
-                    r.model.c_str(), g.producer.empty() ? "producer unnamed" : g.producer.c_str(),
-                    static_cast<long long>(g.opset), g.nodes.size(), net.layers().size(), net.units(), net.parameters());
-        if (net.batch_norms_folded())
-            std::printf("model: its convolutions carry biases and no batch norm follows them: an inference export, "
-                        "its batch norms folded (a different network to train; export with "
-                        "training=TrainingMode.TRAINING, do_constant_folding=False to keep them)\n");
-    }
+[[nodiscard]] dataset_shape imported_dataset(const train_request& r, const Net& net) {
+    if (!net.reads_tokens()) return shape_of_dataset(r);
+    if (r.dataset != "wikipedia")
+        throw usage_error("--dataset " + r.dataset + ": " + r.model + " reads token ids; its dry run takes --dataset "
+                          "wikipedia (by shape)");
+    return {1, 1, net.sample().w, wikipedia_sequences, 0, 0, true};
+}
+
+/// The dry run of --model FILE.onnx under configuration C, printed: images with a class per sample,
+/// or token ids with a token per position (exec::token_loss).
+template <class C>
+int onnx_dry_run(const train_request& r) {
+    using numeric = cfg::precision<typename C::precision::data_type, typename C::precision::weight_type>;
+    const auto net = imported_network_of<numeric>(r);
+    describe_imported(r, net);
+    const dataset_shape shape = imported_dataset(r, net);
+    if (net.reads_tokens()) return report_dry_run<C>(r, net, shape, exec::token_loss<numeric>{});
+    return report_dry_run<C>(r, net, shape);
 }
 
 /// A request under configuration C: its dry run, or its training on the dataset's images.
@@ -183,12 +211,11 @@ int train_model(const train_request& r) {
         else
             throw usage_error("--eight-bit-io sends 8-bit images, and " + r.model + " reads token ids");
     }
+    if (onnx_model(r) && r.dry_run) return onnx_dry_run<C>(r);
     const dataset_shape shape = shape_of_dataset(r);
     if (r.dry_run)
-        return with_dry_run_network<typename C::precision>(r, shape.channels, shape.classes, [&](const auto& net) {
-            describe_imported(r, net);
-            return report_dry_run<C>(r, net, shape);
-        });
+        return with_network<typename C::precision>(r, shape.channels, shape.classes,
+                                                   [&](const auto& net) { return report_dry_run<C>(r, net, shape); });
     const dataset_pair ds = load_dataset(r);
     return with_network<typename C::precision>(r, ds.train.shape().channels, ds.train.num_classes(),
                                                [&](const auto& net) { return train_network<C>(r, net, ds); });

@@ -52,7 +52,7 @@ TEST_CASE("every CNN operator is read, fused and priced as the layer that comput
     // Units where one tensor alone crosses: the residual block is one, the views stay with the pooling.
     std::vector<std::string> names;
     for (std::size_t u = 0; u < net.units(); ++u) names.push_back(net.unit_name(u));
-    CHECK(names == std::vector<std::string>{"conv", "stem", "block", "pool", "avg", "act", "gap", "fc"});
+    CHECK(names == std::vector<std::string>{"stem.conv", "stem", "block", "pool", "avg", "act", "gap", "fc"});
     CHECK(net.unit_index("block") == 2);
     CHECK(net.unit_index("/block/conv/Conv") == 2);  // a unit's first node names it
     CHECK_THROWS_WITH(net.unit_index("/block/Add"), Catch::Contains("inside unit block"));
@@ -135,6 +135,71 @@ TEST_CASE("torchvision's ResNet-50 is priced as tessera's resnet50, unit by unit
     own_cut.first_units = {0, own.unit_index("layer2[0]"), own.unit_index("layer3[0]"), own.unit_index("layer4[0]")};
     compare(exec::dry_run<piped>(onnx_net, sgd, sample, {.micro_batch = 4}, 1024, cut, 1, exec::over_budget::reported),
             exec::dry_run<piped>(own, sgd, sample, {.micro_batch = 4}, 1024, own_cut, 1, exec::over_budget::reported));
+}
+
+TEST_CASE("BERT-Base written in torch.nn is priced as tessera's bert-base, unit by unit and in dry runs",
+          "[onnx][dry-run]") {
+    // scripts/export-onnx.py bert-base: 128 tokens, dropout 0.1, export_params=False.
+    const auto onnx_net = imported("bert_base.onnx");
+    nn::transformer_spec spec = nn::bert_spec("base");
+    spec.dropout = spec.attention_dropout = 0.1;
+    const auto own = nn::make_bert<cfg::fp32>(spec, nn::shapes_only);
+    REQUIRE(onnx_net.reads_tokens());
+    CHECK(onnx_net.sample() == tensor::shape{1, 1, 128, 1});
+    CHECK(onnx_net.parameters() == 109'514'298);  // the tied table counted once
+    CHECK(onnx_net.parameters() == own.parameters());
+    CHECK(onnx_net.tied_table_elements() == 30522 * 768);
+    // Its units: the embedding, its layer norm and dropout; per block the attention half, ln_1, the
+    // MLP half, ln_2; the head's dense, GELU, layer norm and decoder. Each of tessera's units is a run of them.
+    REQUIRE(onnx_net.units() == 3 + 12 * 4 + 4);
+    CHECK(onnx_net.unit_name(3) == "encoder.layer.0");
+    CHECK(onnx_net.unit_index("encoder.layer.6") == own.unit_index("encoder.layer.6") * 4 - 1);
+    const tensor::shape x{4, 1, 128, 1};
+    tensor::shape s = x;
+    for (std::size_t u = 0; u < own.units(); ++u) {
+        const nn::cost want = own.unit_cost(u, s);
+        const std::size_t first = u == 0 ? 0 : 4 * u - 1, last = u == 0 ? 3 : 4 * u + 3;
+        nn::cost got;
+        for (std::size_t v = first; v < last; ++v) got += onnx_net.unit_cost(v, onnx_net.unit_input_shape(v, x));
+        INFO("unit " << own.unit_name(u) << " as units " << first << " to " << last);
+        CHECK(got.forward_flops == want.forward_flops);
+        CHECK(got.backward_flops == want.backward_flops);
+        CHECK(got.parameters == want.parameters);
+        CHECK(got.stash_bytes() == want.stash_bytes());
+        CHECK(got.passes.size() == want.passes.size());
+        s = own.unit_output_shape(u, s);
+    }
+    // Dry runs: one IPU, and a 4-stage 1F1B pipeline cut before the same blocks.
+    const optim::sgd sgd({.learning_rate = 0.1, .momentum = 0.9});
+    const tensor::shape sample{1, 1, 128, 1};
+    using single = cfg::config<cfg::single, cfg::gradient_accumulation<4>, cfg::float_io, cfg::half>;
+    using piped = cfg::config<cfg::pipelined<cfg::one_f_one_b, 4>, cfg::gradient_accumulation<8>, cfg::float_io, cfg::half>;
+    const auto close = [](double a, double b) { return std::abs(a - b) <= 0.01 * std::abs(b); };
+    const auto compare = [&](const exec::epoch_estimate& got, const exec::epoch_estimate& want) {
+        INFO("epoch " << got.seconds << " s against " << want.seconds << " s");
+        CHECK(close(got.seconds, want.seconds));
+        REQUIRE(got.memory.ipus.size() == want.memory.ipus.size());
+        for (std::size_t i = 0; i < got.memory.ipus.size(); ++i) {
+            INFO("IPU " << i << ": " << got.memory.ipus[i].on_chip() << " bytes against " << want.memory.ipus[i].on_chip());
+            CHECK(close(double(got.memory.ipus[i].on_chip()), double(want.memory.ipus[i].on_chip())));
+        }
+    };
+    using half_bert = nn::bert<cfg::half>;
+    const half_bert own_half = nn::make_bert<cfg::half>(spec, nn::shapes_only);
+    const tx::imported_network<cfg::half> onnx_half(tx::read_model(dir / "bert_base.onnx"));
+    const exec::token_loss<cfg::half> loss{};
+    exec::session_options settings;
+    compare(exec::dry_run<single>(onnx_half, sgd, sample, {.micro_batch = 8}, 4096, settings, 1, exec::over_budget::reported, loss),
+            exec::dry_run<single>(own_half, sgd, sample, {.micro_batch = 8}, 4096, settings, 1, exec::over_budget::reported, loss));
+    exec::session_options cut = settings, own_cut = settings;
+    for (const char* name : {"encoder.layer.3", "encoder.layer.6", "encoder.layer.9"}) {
+        cut.first_units.push_back(onnx_half.unit_index(name));
+        own_cut.first_units.push_back(own_half.unit_index(name));
+    }
+    cut.first_units.insert(cut.first_units.begin(), 0);
+    own_cut.first_units.insert(own_cut.first_units.begin(), 0);
+    compare(exec::dry_run<piped>(onnx_half, sgd, sample, {.micro_batch = 8}, 4096, cut, 1, exec::over_budget::reported, loss),
+            exec::dry_run<piped>(own_half, sgd, sample, {.micro_batch = 8}, 4096, own_cut, 1, exec::over_budget::reported, loss));
 }
 
 namespace {

@@ -20,9 +20,12 @@ public:
 
 /// The operators tessera prices (onnx::imported_network), as an error lists them.
 inline constexpr std::string_view supported_operators =
-    "Conv, BatchNormalization, Relu, Add, MaxPool, AveragePool, GlobalAveragePool, Gemm, Flatten, Reshape, Identity, "
-    "Squeeze, Unsqueeze, Transpose, and shape arithmetic folded to constants (Constant, Shape, Gather, Concat, Cast, "
-    "Expand, Equal, Where, Slice, Range, ConstantOfShape)";
+    "Conv, BatchNormalization, Relu, Add, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul against weights (with "
+    "an Add of its bias), Gather of an embedding (with the Adds of its positions' and token types' tables), "
+    "LayerNormalization and its decomposed form (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add), GELU as "
+    "Div, Erf, Add, Mul, Mul, Dropout, attention (Split, Reshape, Transpose, MatMul, Div, Softmax, Dropout, MatMul), "
+    "Flatten, Reshape, Identity, Squeeze, Unsqueeze, Transpose, and shape arithmetic folded to constants (Constant, "
+    "Shape, Gather, Concat, Cast, Expand, Equal, Where, Slice, Range, ConstantOfShape)";
 
 /// The integer values of a small constant (an initializer or Constant node of an integer type, or
 /// one folded from them): what Reshape, Slice and the exported shape arithmetic read.
@@ -94,6 +97,8 @@ struct graph {
     std::map<std::string, declared_tensor, std::less<>> initializers;
     std::map<std::string, constant, std::less<>> constants;
     std::map<std::string, declared_tensor, std::less<>> value_info;
+    /// Float scalars of initializers and Constant nodes (a dropout's ratio, a layer norm's epsilon).
+    std::map<std::string, double, std::less<>> scalars;
 
     [[nodiscard]] bool is_initializer(std::string_view n) const { return initializers.find(n) != initializers.end(); }
 };

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -17,13 +18,20 @@
 #include "tessera/kernels/conv_chunks.hpp"
 #include "tessera/nn/activation.hpp"
 #include "tessera/nn/batch_norm.hpp"
+#include "tessera/nn/attention.hpp"
 #include "tessera/nn/conv2d.hpp"
 #include "tessera/nn/cost.hpp"
+#include "tessera/nn/dropout.hpp"
+#include "tessera/nn/gelu.hpp"
 #include "tessera/nn/layer.hpp"
+#include "tessera/nn/layer_norm.hpp"
 #include "tessera/nn/linear.hpp"
 #include "tessera/nn/pooling.hpp"
 #include "tessera/nn/residual.hpp"
+#include "tessera/nn/token_embedding.hpp"
+#include "tessera/nn/token_linear.hpp"
 #include "tessera/onnx/graph.hpp"
+#include "tessera/onnx/inputs.hpp"
 #include "tessera/onnx/shapes.hpp"
 #include "tessera/tensor/dense.hpp"
 
@@ -40,6 +48,12 @@ enum class layer_kind : std::uint8_t {
     global_average,   ///< GlobalAveragePool (nn::global_avg_pool)
     linear,           ///< Gemm against weights, with its bias (nn::linear)
     view,             ///< Flatten, Reshape, Identity, Squeeze, Unsqueeze, Transpose: a change of layout, no pass
+    embedding,        ///< Gather of token ids from a table, with its positions' and token types' (nn::token_embedding)
+    token_linear,     ///< MatMul of tokens against weights, with the Add of its bias (nn::token_linear)
+    layer_norm,       ///< LayerNormalization, or its decomposed form (nn::layer_norm)
+    gelu,             ///< GELU as Div, Erf, Add, Mul, Mul (nn::gelu, erf form)
+    dropout,          ///< Dropout (nn::dropout)
+    attention,        ///< Split of a fused QKV into heads, Q·Kᵀ, scale, Softmax, Dropout, P·V, heads merged (nn::attention)
 };
 
 /// One priced layer of an imported graph.
@@ -50,8 +64,12 @@ struct imported_layer {
     std::string output;               ///< the activation it writes
     bool relu = false;                ///< a batch norm or add with the ReLU after it fused
     bool bias = false;                ///< a convolution with a bias
-    std::size_t in = 0, out = 0;      ///< channels (convolution, batch norm) or features (linear)
+    std::size_t in = 0, out = 0;      ///< channels (convolution, batch norm), features (linear, layer norm)
     kernels::window window{};         ///< convolution and pooling
+    std::size_t vocab = 0, positions = 0, types = 0;  ///< embedding: its tables' rows
+    std::size_t heads = 0;            ///< attention
+    double ratio = 0;                 ///< dropout, attention: the dropout probability
+    double eps = 1e-5;                ///< layer norm
 };
 
 /// An ONNX graph read as a unit network at precision P (its data and weight types are tessera's,
@@ -82,6 +100,8 @@ public:
     /// Whether its convolutions carry biases and no batch norm follows them: an inference export,
     /// whose batch norms PyTorch folded into the convolutions (a different network to train).
     [[nodiscard]] bool batch_norms_folded() const noexcept { return m_folded; }
+    /// Whether its samples are token ids (n × 1 × T × 1; a language model's), not values.
+    [[nodiscard]] bool reads_tokens() const noexcept { return m_tokens; }
     /// The graph input that carries the samples.
     [[nodiscard]] const std::string& data_input() const noexcept { return m_input; }
     /// One sample of the data input, as tessera shapes it (n = 1; NCHW images are N×H×W×C).
@@ -153,7 +173,12 @@ public:
         for (std::size_t u = 0; u < units(); ++u) c += unit_cost(u, unit_input_shape(u, s));
         return c;
     }
-    [[nodiscard]] std::size_t parameters() const { return cost(sample()).parameters; }
+    /// Trainable parameters, a tied table counted once.
+    [[nodiscard]] std::size_t parameters() const { return cost(sample()).parameters - m_tied; }
+    /// Elements of a table the graph reads twice (an embedding and a decoder MatMul against its
+    /// transpose, as a tied LM head does): the dry run adds the two uses' gradients, as for
+    /// nn::transformer. 0 when none is.
+    [[nodiscard]] std::size_t tied_table_elements() const noexcept { return m_tied; }
 
     // An imported graph prices and plans; it holds no weights to run.
     const nn::activation<P>& forward_units(std::size_t, std::size_t, const nn::activation<P>&, state&, const nn::context&) {
@@ -198,6 +223,7 @@ private:
     [[nodiscard]] tensor::shape shape_of(const std::string& t, std::size_t n) const {
         const auto& d = m_shapes.dims(t);
         const auto sz = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+        if (t == m_input && m_tokens && d.size() == 2) return {n, 1, sz(d[1]), 1};  // token ids: n × 1 × T × 1
         if (d.size() == 4 && d[0] == m_batch) return {n, sz(d[2]), sz(d[3]), sz(d[1])};
         if (d.size() == 3 && d[0] == m_batch) return {n, 1, sz(d[1]), sz(d[2])};
         if (d.size() == 2 && d[0] == m_batch) return {n, 1, 1, sz(d[1])};
@@ -254,41 +280,245 @@ private:
             case layer_kind::global_average: return nn::global_avg_pool<P>{}.cost(s);
             case layer_kind::linear: return nn::linear<P>(l.in, l.out, nn::shapes_only).cost(s);
             case layer_kind::view: return nn::cost{0, 0, 0, 0, 0, {}, 0, 0};
+            case layer_kind::embedding: {
+                nn::embedding_spec spec;
+                spec.vocab = l.vocab, spec.width = l.out, spec.positions = l.positions, spec.types = l.types;
+                return nn::token_embedding<P>(spec, nn::shapes_only).cost(s);
+            }
+            case layer_kind::token_linear: return nn::token_linear<P>(l.in, l.out, l.bias, nn::shapes_only).cost(s);
+            case layer_kind::layer_norm: return nn::layer_norm<P>(l.in, l.eps, nn::shapes_only).cost(s);
+            case layer_kind::gelu: return nn::gelu<P>(kernels::gelu_form::erf).cost(s);
+            case layer_kind::dropout: return nn::dropout<P>(l.ratio).cost(s);
+            case layer_kind::attention: return nn::attention<P>(l.heads, false, l.ratio).cost(s);
         }
         return {};
     }
 
     void find_data_input() {
-        // Weights: what a node reads in a weight's place (a convolution's kernel and bias, a batch
-        // norm's four vectors, a Gemm's second and third operands), whether initializers or graph
-        // inputs (a file exported without its parameters declares them as inputs).
-        for (const node& n : m_graph.nodes) {
-            const auto mark = [&](std::size_t i) {
-                if (i < n.inputs.size() && !n.inputs[i].empty()) m_weights.insert(n.inputs[i]);
-            };
-            if (n.op == "Conv") mark(1), mark(2);
-            if (n.op == "BatchNormalization") mark(1), mark(2), mark(3), mark(4);
-            if (n.op == "Gemm") mark(1), mark(2);
-        }
-        std::vector<std::string> data;
-        for (const auto& t : m_graph.inputs)
-            if (m_weights.count(t.name) == 0) data.push_back(t.name);
-        if (data.size() != 1) {
-            std::string names;
-            for (const auto& d : data) names += (names.empty() ? "" : ", ") + d;
-            throw import_error("ONNX graph: tessera reads graphs of one data input; this one has " +
-                               std::to_string(data.size()) + (names.empty() ? "" : " (" + names + ")"));
-        }
-        m_input = data.front();
+        graph_inputs roles = classify_inputs(m_graph);
+        m_input = std::move(roles.samples);
+        m_tokens = roles.tokens;
+        m_side = std::move(roles.side);
+        m_weights = std::move(roles.weights);
         const auto& d = m_shapes.dims(m_input);
         if (d.empty() || d[0] <= 0)
             throw import_error("ONNX graph: its input '" + m_input + "' of shape " + detail::dims_text(d) +
                                " has no batch dimension");
         m_batch = d[0];
-        m_activations.insert(m_input);
+        if (!m_tokens) m_activations.insert(m_input);
     }
 
     [[nodiscard]] bool is_activation(const std::string& t) const { return m_activations.count(t) != 0; }
+    /// A weight, a constant, or what nodes make of them alone (a weight's Transpose, a position table's rows).
+    [[nodiscard]] bool is_constant(const std::string& t) const {
+        return m_weights.count(t) != 0 || m_graph.is_initializer(t) || m_constants.count(t) != 0 ||
+               (m_shapes.has(t) && m_shapes.at(t).values.has_value());
+    }
+    /// The nodes that read tensor t.
+    [[nodiscard]] std::vector<std::size_t> readers_of(const std::string& t) const {
+        const auto it = m_node_readers.find(t);
+        return it == m_node_readers.end() ? std::vector<std::size_t>{} : it->second;
+    }
+    /// The node that alone reads tensor t, if it is an `op`.
+    [[nodiscard]] std::optional<std::size_t> only_reader(const std::string& t, std::string_view op) const {
+        const auto r = readers_of(t);
+        if (r.size() != 1 || m_graph.nodes[r.front()].op != op || m_fused[r.front()]) return std::nullopt;
+        return r.front();
+    }
+    /// The other input of two-input node k than `t`.
+    [[nodiscard]] const std::string& other_input(std::size_t k, const std::string& t) const {
+        const node& n = m_graph.nodes[k];
+        return n.inputs.at(0) == t ? n.inputs.at(1) : n.inputs.at(0);
+    }
+    /// The tensor a constant is made from through Transposes, Identities and Casts (a tied decoder's table).
+    [[nodiscard]] std::string constant_source(std::string t) const {
+        for (auto it = m_producer.find(t); it != m_producer.end(); it = m_producer.find(t)) {
+            const node& n = m_graph.nodes[it->second];
+            if ((n.op != "Transpose" && n.op != "Identity" && n.op != "Cast") || n.inputs.empty()) break;
+            t = n.inputs.front();
+        }
+        return t;
+    }
+    [[nodiscard]] std::size_t last_dim(const std::string& t) const {
+        const auto& d = m_shapes.dims(t);
+        if (d.empty()) throw import_error("ONNX tensor '" + t + "' is a scalar where features are read");
+        return std::size_t(d.back());
+    }
+
+    /// Gather of token ids from a table, with the Adds of a positions' table's rows and of a token
+    /// types' table's rows by a side input: nn::token_embedding.
+    [[nodiscard]] std::optional<imported_layer> match_embedding(std::size_t k) {
+        const node& n = m_graph.nodes[k];
+        if (n.inputs.size() != 2 || n.inputs[1] != m_input || !is_constant(n.inputs[0])) return std::nullopt;
+        const auto& table = m_shapes.dims(n.inputs[0]);
+        if (table.size() != 2) return std::nullopt;
+        imported_layer l;
+        l.kind = layer_kind::embedding;
+        l.nodes = {k};
+        l.inputs = {m_input};
+        l.output = n.outputs.front();
+        l.vocab = std::size_t(table[0]), l.out = std::size_t(table[1]);
+        m_embedding_table = n.inputs[0];
+        while (const auto add = only_reader(l.output, "Add")) {
+            const std::string& other = other_input(*add, l.output);
+            const auto producer = m_producer.find(other);
+            if (producer == m_producer.end() || m_graph.nodes[producer->second].op != "Gather") break;
+            const node& g = m_graph.nodes[producer->second];
+            const auto& rows = m_shapes.dims(g.inputs.at(0));
+            if (rows.size() != 2 || std::size_t(rows[1]) != l.out) break;
+            if (is_constant(other) && l.positions == 0) {
+                l.positions = std::size_t(rows[0]);
+            } else if (m_side.count(g.inputs.at(1)) != 0 && l.types == 0) {
+                l.types = std::size_t(rows[0]);
+                l.nodes.push_back(producer->second);
+            } else {
+                break;
+            }
+            l.nodes.push_back(*add);
+            l.output = m_graph.nodes[*add].outputs.front();
+        }
+        return l;
+    }
+    /// MatMul of tokens (or samples) against a weight matrix, with the Add of its bias: nn::token_linear.
+    [[nodiscard]] std::optional<imported_layer> match_linear(std::size_t k) {
+        const node& n = m_graph.nodes[k];
+        if (n.inputs.size() != 2 || !is_activation(n.inputs[0]) || !is_constant(n.inputs[1])) return std::nullopt;
+        const auto& w = m_shapes.dims(n.inputs[1]);
+        if (w.size() != 2) return std::nullopt;
+        imported_layer l;
+        l.kind = layer_kind::token_linear;
+        l.nodes = {k};
+        l.inputs = {n.inputs[0]};
+        l.output = n.outputs.front();
+        l.in = std::size_t(w[0]), l.out = std::size_t(w[1]);
+        if (const auto add = only_reader(l.output, "Add")) {
+            const std::string& bias = other_input(*add, l.output);
+            if (is_constant(bias) && m_shapes.dims(bias) == std::vector<std::int64_t>{w[1]}) {
+                l.bias = true;
+                l.nodes.push_back(*add);
+                l.output = m_graph.nodes[*add].outputs.front();
+            }
+        }
+        if (!m_embedding_table.empty() && constant_source(n.inputs[1]) == m_embedding_table) m_tied = l.in * l.out;
+        return l;
+    }
+    /// ReduceMean, Sub, Pow, ReduceMean, Add (ε), Sqrt, Div, Mul (γ), Add (β): nn::layer_norm.
+    [[nodiscard]] std::optional<imported_layer> match_layer_norm(std::size_t k) {
+        const node& n = m_graph.nodes[k];
+        const std::string& x = n.inputs.front();
+        if (!is_activation(x)) return std::nullopt;
+        const auto sub = only_reader(n.outputs.front(), "Sub");
+        if (!sub || m_graph.nodes[*sub].inputs.at(0) != x) return std::nullopt;
+        const std::string& centred = m_graph.nodes[*sub].outputs.front();
+        const auto r = readers_of(centred);
+        if (r.size() != 2) return std::nullopt;
+        const std::size_t pow = m_graph.nodes[r[0]].op == "Pow" ? r[0] : r[1], div = pow == r[0] ? r[1] : r[0];
+        if (m_graph.nodes[pow].op != "Pow" || m_graph.nodes[div].op != "Div") return std::nullopt;
+        const auto mean = only_reader(m_graph.nodes[pow].outputs.front(), "ReduceMean");
+        if (!mean) return std::nullopt;
+        const auto eps = only_reader(m_graph.nodes[*mean].outputs.front(), "Add");
+        if (!eps) return std::nullopt;
+        const auto sqrt = only_reader(m_graph.nodes[*eps].outputs.front(), "Sqrt");
+        if (!sqrt || m_graph.nodes[div].inputs.at(1) != m_graph.nodes[*sqrt].outputs.front()) return std::nullopt;
+        const auto scale = only_reader(m_graph.nodes[div].outputs.front(), "Mul");
+        if (!scale) return std::nullopt;
+        const auto shift = only_reader(m_graph.nodes[*scale].outputs.front(), "Add");
+        if (!shift) return std::nullopt;
+        imported_layer l;
+        l.kind = layer_kind::layer_norm;
+        l.nodes = {k, *sub, pow, *mean, *eps, *sqrt, div, *scale, *shift};
+        l.inputs = {x};
+        l.output = m_graph.nodes[*shift].outputs.front();
+        l.in = last_dim(x);
+        const auto e = m_graph.scalars.find(other_input(*eps, m_graph.nodes[*mean].outputs.front()));
+        if (e != m_graph.scalars.end()) l.eps = e->second;
+        return l;
+    }
+    /// x · ½ (1 + erf(x / √2)) as Div, Erf, Add, Mul, Mul: nn::gelu (erf).
+    [[nodiscard]] std::optional<imported_layer> match_gelu(std::size_t k) {
+        const node& n = m_graph.nodes[k];
+        const std::string& x = n.inputs.front();
+        if (!is_activation(x) || !is_constant(n.inputs.at(1))) return std::nullopt;
+        const auto erf = only_reader(n.outputs.front(), "Erf");
+        if (!erf) return std::nullopt;
+        const auto one = only_reader(m_graph.nodes[*erf].outputs.front(), "Add");
+        if (!one) return std::nullopt;
+        const auto times = only_reader(m_graph.nodes[*one].outputs.front(), "Mul");
+        if (!times || other_input(*times, m_graph.nodes[*one].outputs.front()) != x) return std::nullopt;
+        const auto half = only_reader(m_graph.nodes[*times].outputs.front(), "Mul");
+        if (!half) return std::nullopt;
+        imported_layer l;
+        l.kind = layer_kind::gelu;
+        l.nodes = {k, *erf, *one, *times, *half};
+        l.inputs = {x};
+        l.output = m_graph.nodes[*half].outputs.front();
+        return l;
+    }
+    /// The views (Reshape, Transpose) that alone read t, one after another: the last one's output.
+    [[nodiscard]] std::string through_views(std::string t, std::vector<std::size_t>& nodes) const {
+        for (;;) {
+            const auto r = readers_of(t);
+            if (r.size() != 1 || (m_graph.nodes[r.front()].op != "Reshape" && m_graph.nodes[r.front()].op != "Transpose"))
+                return t;
+            nodes.push_back(r.front());
+            t = m_graph.nodes[r.front()].outputs.front();
+        }
+    }
+    /// A fused QKV split into heads, Q·Kᵀ, its scale, Softmax, Dropout, P·V and the heads merged
+    /// again: nn::attention on the fused QKV.
+    [[nodiscard]] std::optional<imported_layer> match_attention(std::size_t k) {
+        const node& n = m_graph.nodes[k];
+        if (!is_activation(n.inputs.front()) || n.outputs.size() != 3) return std::nullopt;
+        std::vector<std::size_t> nodes{k};
+        const std::string q = through_views(n.outputs[0], nodes), key = through_views(n.outputs[1], nodes),
+                          v = through_views(n.outputs[2], nodes);
+        const auto scores = only_reader(q, "MatMul");
+        if (!scores || m_graph.nodes[*scores].inputs.at(1) != key || readers_of(key).size() != 1) return std::nullopt;
+        nodes.push_back(*scores);
+        std::string t = m_graph.nodes[*scores].outputs.front();
+        const auto& s = m_shapes.dims(t);
+        if (s.size() != 4) return std::nullopt;
+        for (const char* op : {"Div", "Mul"})
+            if (const auto scale = only_reader(t, op); scale && is_constant(other_input(*scale, t))) {
+                nodes.push_back(*scale);
+                t = m_graph.nodes[*scale].outputs.front();
+                break;
+            }
+        const auto softmax = only_reader(t, "Softmax");
+        if (!softmax) return std::nullopt;
+        nodes.push_back(*softmax);
+        t = m_graph.nodes[*softmax].outputs.front();
+        double ratio = 0;
+        if (const auto drop = only_reader(t, "Dropout")) {
+            nodes.push_back(*drop);
+            ratio = dropout_ratio(m_graph.nodes[*drop]);
+            t = m_graph.nodes[*drop].outputs.front();
+        }
+        const auto mix = only_reader(t, "MatMul");
+        if (!mix || m_graph.nodes[*mix].inputs.at(1) != v || readers_of(v).size() != 1) return std::nullopt;
+        nodes.push_back(*mix);
+        const std::string out = through_views(m_graph.nodes[*mix].outputs.front(), nodes);
+        if (m_shapes.dims(out).size() != 3) return std::nullopt;
+        imported_layer l;
+        l.kind = layer_kind::attention;
+        l.nodes = std::move(nodes);
+        l.inputs = {n.inputs.front()};
+        l.output = out;
+        l.heads = std::size_t(s[1]);
+        l.ratio = ratio;
+        return l;
+    }
+    /// A Dropout's probability: its ratio input (opset 12 on), its attribute, or ONNX's default 0.5.
+    [[nodiscard]] double dropout_ratio(const node& n) const {
+        if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+            const auto it = m_graph.scalars.find(n.inputs[1]);
+            if (it == m_graph.scalars.end())
+                throw import_error("ONNX node " + n.label() + ": its ratio '" + n.inputs[1] + "' is not a constant");
+            return it->second;
+        }
+        const attribute* a = n.find("ratio");
+        return a != nullptr && a->floating ? *a->floating : 0.5;
+    }
 
     /// The window of a convolution or pooling node: square strides and pads that are the same on
     /// every side (kernels::window's), no dilation.
@@ -313,29 +543,57 @@ private:
 
     void build_layers() {
         const auto& nodes = m_graph.nodes;
-        std::map<std::string, std::vector<std::size_t>> readers;  // tensor -> nodes that read it
-        for (std::size_t k = 0; k < nodes.size(); ++k)
+        for (std::size_t k = 0; k < nodes.size(); ++k) {
             for (const auto& i : nodes[k].inputs)
-                if (!i.empty()) readers[i].push_back(k);
+                if (!i.empty()) m_node_readers[i].push_back(k);
+            for (const auto& o : nodes[k].outputs)
+                if (!o.empty()) m_producer[o] = k;
+        }
+        m_fused.assign(nodes.size(), 0);
+        // What nodes make of weights and constants alone, known before any pattern looks at it.
+        for (const node& n : nodes) {
+            bool constant = true;
+            for (const auto& i : n.inputs) constant = constant && (i.empty() || is_constant(i));
+            if (constant)
+                for (const auto& o : n.outputs) m_constants.insert(o);
+        }
         // The node after k that reads k's first output alone, when it is a Relu: fused into k.
         const auto relu_after = [&](std::size_t k) -> std::size_t {
-            const auto it = readers.find(nodes[k].outputs.front());
-            if (it == readers.end() || it->second.size() != 1) return nodes.size();
-            const std::size_t r = it->second.front();
-            return nodes[r].op == "Relu" ? r : nodes.size();
+            return only_reader(nodes[k].outputs.front(), "Relu").value_or(nodes.size());
         };
-        std::vector<char> fused(nodes.size(), 0);
         bool conv_bias = false, batch_norms = false;
         for (std::size_t k = 0; k < nodes.size(); ++k) {
             const node& n = nodes[k];
-            if (fused[k]) continue;
-            bool reads_activation = false;
-            for (const auto& i : n.inputs) reads_activation = reads_activation || (!i.empty() && is_activation(i));
+            if (m_fused[k]) continue;
+            bool reads_activation = false, reads_samples = false, reads_side = false;
+            for (const auto& i : n.inputs) {
+                reads_activation = reads_activation || (!i.empty() && is_activation(i));
+                reads_samples = reads_samples || (m_tokens && i == m_input);
+                reads_side = reads_side || m_side.count(i) != 0;
+            }
             // Shape arithmetic (every output a folded constant) and the weights' own preparation:
             // no pass on the IPU.
             bool folded = true;
             for (const auto& o : n.outputs) folded = folded && (o.empty() || m_shapes.at(o).values.has_value());
-            if (!reads_activation || folded) continue;
+            if (folded) continue;
+            // A pattern of several nodes priced as one tessera layer.
+            std::optional<imported_layer> pattern;
+            if (n.op == "Gather" && reads_samples) pattern = match_embedding(k);
+            else if (n.op == "MatMul") pattern = match_linear(k);
+            else if (n.op == "ReduceMean") pattern = match_layer_norm(k);
+            else if (n.op == "Div") pattern = match_gelu(k);
+            else if (n.op == "Split") pattern = match_attention(k);
+            if (pattern) {
+                for (const std::size_t f : pattern->nodes) m_fused[f] = 1;
+                m_activations.insert(pattern->output);
+                m_layers.push_back(std::move(*pattern));
+                continue;
+            }
+            if (reads_samples || reads_side)
+                throw import_error("ONNX node " + n.label() + " reads the graph's input '" +
+                                   (reads_samples ? m_input : *m_side.begin()) + "' as tessera cannot price it (token ids "
+                                   "are priced through an embedding's Gather, token types through its Adds)");
+            if (!reads_activation) continue;
             imported_layer l;
             l.nodes = {k};
             l.inputs = {n.inputs.front()};
@@ -395,6 +653,16 @@ private:
                 l.kind = layer_kind::linear;
                 l.in = std::size_t(tb ? b[1] : b[0]);
                 l.out = std::size_t(tb ? b[0] : b[1]);
+            } else if (n.op == "Dropout") {
+                l.kind = layer_kind::dropout;
+                l.ratio = dropout_ratio(n);
+            } else if (n.op == "LayerNormalization") {
+                l.kind = layer_kind::layer_norm;
+                l.in = last_dim(n.inputs.front());
+                if (const attribute* a = n.find("epsilon"); a != nullptr && a->floating) l.eps = *a->floating;
+                if (n.integer("axis", -1) != -1 && n.integer("axis", -1) != std::int64_t(x.size()) - 1)
+                    throw import_error("ONNX node " + n.label() + ": a layer norm over axis " +
+                                       std::to_string(n.integer("axis", -1)) + " (tessera's normalises the last)");
             } else if (n.op == "Flatten" || n.op == "Reshape" || n.op == "Identity" || n.op == "Squeeze" ||
                        n.op == "Unsqueeze" || n.op == "Transpose") {
                 l.kind = layer_kind::view;
@@ -408,7 +676,7 @@ private:
                 l.relu = true;
                 l.nodes.push_back(r);
                 l.output = nodes[r].outputs.front();
-                fused[r] = 1;
+                m_fused[r] = 1;
             }
             m_activations.insert(l.output);
             m_layers.push_back(std::move(l));
@@ -477,7 +745,7 @@ private:
         if (!parts.empty()) parts.pop_back();  // the operator's own name
         return parts;
     }
-    /// A unit's name: the last module its nodes share, else its first node's module, else that node's name.
+    /// A unit's name: the module path its nodes share, else its first node's, else that node's name.
     [[nodiscard]] std::string name_of(const unit& un) const {
         const std::string& first = m_graph.nodes[m_layers[un.first].nodes.front()].name;
         std::vector<std::string> common = module_path(first);
@@ -488,9 +756,16 @@ private:
                 while (i < common.size() && i < path.size() && common[i] == path[i]) ++i;
                 common.resize(i);
             }
-        if (!common.empty()) return common.back();
-        const auto own = module_path(first);
-        return own.empty() ? first : own.back();
+        if (common.empty()) common = module_path(first);
+        if (common.empty()) return first;
+        // The path joined by dots, a module whose child repeats its name left out (torchvision's
+        // "/layer3/layer3.8/" is layer3.8; "/encoder/layer.0/" is encoder.layer.0).
+        std::string name;
+        for (std::size_t i = 0; i < common.size(); ++i) {
+            if (i + 1 < common.size() && common[i + 1].rfind(common[i] + ".", 0) == 0) continue;
+            name += (name.empty() ? "" : ".") + common[i];
+        }
+        return name;
     }
 
     graph m_graph;
@@ -500,6 +775,14 @@ private:
     std::set<std::string> m_weights, m_activations;
     std::map<std::string, std::string> m_alias;  // a view's output -> the tensor holding its bytes
     std::map<std::string, std::size_t> m_last_reader;
+    std::map<std::string, std::vector<std::size_t>> m_node_readers;  // tensor -> the nodes that read it
+    std::map<std::string, std::size_t> m_producer;                    // tensor -> the node that writes it
+    std::vector<char> m_fused;                                        // per node: part of a layer already
+    std::set<std::string> m_constants;  // tensors nodes make of weights and constants alone
+    std::set<std::string> m_side;       // graph inputs beside the samples (token types)
+    bool m_tokens = false;              // the samples are token ids
+    std::string m_embedding_table;      // the table an embedding reads token ids from
+    std::size_t m_tied = 0;             // elements of that table a later MatMul reads too (a tied decoder)
     std::map<std::string, std::size_t> m_readers;  // root tensor -> the layers (not views) that read it
     std::map<std::string, std::size_t> m_forks;    // root tensor read by several -> the first that reads it
     std::vector<imported_layer> m_layers;

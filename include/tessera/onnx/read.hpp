@@ -51,7 +51,7 @@ namespace detail {
 /// The integer values of tensor `t` when it is of an integer type and holds at most `limit`
 /// elements (the values, checked against what the file holds), else its shape alone.
 inline void read_tensor(const ::onnx::TensorProto& t, const std::filesystem::path& dir, declared_tensor& shape,
-                        std::optional<constant>& values, std::size_t limit = 4096) {
+                        std::optional<constant>& values, std::optional<double>& scalar, std::size_t limit = 4096) {
     shape.name = t.name();
     shape.dims.assign(t.dims().begin(), t.dims().end());
     shape.element_type = t.data_type();
@@ -96,6 +96,17 @@ inline void read_tensor(const ::onnx::TensorProto& t, const std::filesystem::pat
     if (width != 0 && count * width != held)
         throw import_error("ONNX tensor '" + t.name() + "' declares " + std::to_string(count) + " elements (" +
                            std::to_string(count * width) + " bytes) and holds " + std::to_string(held) + " bytes");
+    if ((t.data_type() == 1 || t.data_type() == 11) && count == 1) {  // a float or double scalar
+        if (t.data_type() == 1) {
+            float v = t.float_data_size() > 0 ? t.float_data(0) : 0.0f;
+            if (!t.raw_data().empty()) std::memcpy(&v, t.raw_data().data(), sizeof v);
+            scalar = v;
+        } else {
+            double v = t.double_data_size() > 0 ? t.double_data(0) : 0.0;
+            if (!t.raw_data().empty()) std::memcpy(&v, t.raw_data().data(), sizeof v);
+            scalar = v;
+        }
+    }
     if (!is_integer_type(t.data_type()) || count > limit) return;
     constant c{shape.dims, {}};
     c.values.reserve(count);
@@ -154,8 +165,10 @@ inline void read_tensor(const ::onnx::TensorProto& t, const std::filesystem::pat
     for (const auto& t : gp.initializer()) {
         declared_tensor d;
         std::optional<constant> values;
-        detail::read_tensor(t, dir, d, values);
+        std::optional<double> scalar;
+        detail::read_tensor(t, dir, d, values, scalar);
         if (values) g.constants.emplace(t.name(), std::move(*values));
+        if (scalar) g.scalars.emplace(t.name(), *scalar);
         g.initializers.emplace(t.name(), std::move(d));
     }
     for (const auto& v : gp.input())
@@ -182,7 +195,9 @@ inline void read_tensor(const ::onnx::TensorProto& t, const std::filesystem::pat
                 case ::onnx::AttributeProto::TENSOR: {
                     declared_tensor d;
                     std::optional<constant> values;
-                    detail::read_tensor(a.t(), dir, d, values);
+                    std::optional<double> scalar;
+                    detail::read_tensor(a.t(), dir, d, values, scalar);
+                    if (scalar && n.op_type() == "Constant" && n.output_size() > 0) g.scalars.emplace(n.output(0), *scalar);
                     y.has_tensor = true;
                     y.tensor_dims = d.dims;
                     y.tensor = std::move(values);
