@@ -128,11 +128,9 @@ int main(int argc, char** argv) {
     CLI::App app{"tessera-plan: the fastest configurations that fit, searched on the modelled clock"};
     app.add_option("--model", q.base.model, "resnet20|32|44|56|110, resnet18|34|50|101|152, bert-tiny|base|large or "
                                             "gpt-tiny|small|medium|large|xl, or FILE.onnx (an ONNX graph)")
-        ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
+        ->check(programs::model_names({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
                                "resnet50", "resnet101", "resnet152", "bert-tiny", "bert-base", "bert-large", "gpt-tiny",
-                               "gpt-small", "gpt-medium", "gpt-large", "gpt-xl"}) |
-                CLI::Validator([](std::string& m) { return programs::onnx_model(m) ? std::string() : "not an .onnx file"; },
-                               "FILE.onnx"));
+                               "gpt-small", "gpt-medium", "gpt-large", "gpt-xl"}));
     auto* dataset = app.add_option("--dataset", q.base.dataset,
                                    "fashion-mnist, cifar10, imagenet or synthetic (by shape); BERT and GPT: wikipedia (by "
                                    "shape, the default)")

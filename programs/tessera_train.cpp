@@ -66,11 +66,9 @@ int main(int argc, char** argv) {
     app.add_option("--model", r.model, "resnet20|32|44|56|110 (CIFAR), resnet18|34|50|101|152 (ImageNet), "
                                        "gpt-tiny|small|medium|large|xl (GPT-2, over the bytes of --dataset fortunes), "
                                        "bert-base|large (BERT, --dry-run only), or FILE.onnx (an ONNX graph, --dry-run only)")
-        ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
+        ->check(programs::model_names({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18", "resnet34",
                                "resnet50", "resnet101", "resnet152", "gpt-tiny", "gpt-small", "gpt-medium", "gpt-large",
-                               "gpt-xl", "bert-base", "bert-large"}) |
-                CLI::Validator([](std::string& m) { return programs::onnx_model(m) ? std::string() : "not an .onnx file"; },
-                               "FILE.onnx"));
+                               "gpt-xl", "bert-base", "bert-large"}));
     std::vector<std::string> dataset{r.dataset};
     auto* dataset_flag = app.add_option("--dataset", dataset, "fashion-mnist [DIR] | cifar10 DIR | synthetic | imagenet "
                                         "(--dry-run only) | fortunes [DIR] (text models) | wikipedia (text models' dry runs, by "

@@ -61,6 +61,28 @@ save("cnn_ops", [
               weight("bn2.v", 4), i64("zero", 0), i64("axes0", [0]), i64("minus1", [-1]), weight("fc.w", 5, 4),
               weight("fc.b", 5)])
 
+# Transformer operators outside BERT's patterns (opset 17: LayerNormalization as one node): a layer
+# norm, a MatMul with its bias, Tanh and a scale, Softmax, Slice and Concat, Sub of two activations,
+# a MatMul of two activations, Dropout.
+t = helper.make_tensor_value_info("t", F, [2, 4, 8])
+save("transformer_ops", [
+    helper.make_node("LayerNormalization", ["t", "ln.s", "ln.b"], ["ln"], name="/norm/LayerNormalization", axis=-1, epsilon=1e-5),
+    helper.make_node("MatMul", ["ln", "w"], ["m"], name="/proj/MatMul"),
+    helper.make_node("Add", ["b", "m"], ["lin"], name="/proj/Add"),
+    helper.make_node("Tanh", ["lin"], ["th"], name="/act/Tanh"),
+    helper.make_node("Mul", ["th", "half"], ["h"], name="/act/Mul"),
+    helper.make_node("Softmax", ["h"], ["p"], name="/softmax/Softmax", axis=-1),
+    helper.make_node("Slice", ["p", "s0", "s2", "ax1"], ["sl"], name="/pick/Slice"),
+    helper.make_node("Concat", ["sl", "sl"], ["c"], name="/pick/Concat", axis=1),
+    helper.make_node("Sub", ["c", "lin"], ["d"], name="/mix/Sub"),
+    helper.make_node("Transpose", ["d"], ["dt"], name="/scores/Transpose", perm=[0, 2, 1]),
+    helper.make_node("MatMul", ["d", "dt"], ["e"], name="/scores/MatMul"),
+    helper.make_node("Dropout", ["e", "ratio"], ["y"], name="/drop/Dropout"),
+], [t], [helper.make_tensor_value_info("y", F, [2, 4, 4])],
+   [weight("ln.s", 8), weight("ln.b", 8), weight("w", 8, 8), weight("b", 8),
+    numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half"), i64("s0", [0]), i64("s2", [2]), i64("ax1", [1]),
+    numpy_helper.from_array(np.array(0.1, dtype=np.float32), "ratio")], opset=17)
+
 # An operator tessera does not read.
 save("unsupported", [
     helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv", kernel_shape=[1, 1]),

@@ -32,6 +32,30 @@ const std::filesystem::path dir = TESSERA_ONNX_TEST_DIR;
 
 tx::imported_network<cfg::fp32> imported(const char* file) { return tx::imported_network<cfg::fp32>(tx::read_model(dir / file)); }
 
+/// An imported graph's unit costs, units [first, last) summed, against one of tessera's units.
+template <class Net>
+void check_units(const Net& net, std::size_t first, std::size_t last, const tensor::shape& x, const nn::cost& want) {
+    nn::cost got;
+    for (std::size_t v = first; v < last; ++v) got += net.unit_cost(v, net.unit_input_shape(v, x));
+    CHECK(got.forward_flops == want.forward_flops);
+    CHECK(got.backward_flops == want.backward_flops);
+    CHECK(got.parameters == want.parameters);
+    CHECK(got.stash_bytes() == want.stash_bytes());
+    CHECK(got.passes.size() == want.passes.size());
+}
+
+/// An imported graph's dry run against tessera's own model's: the epoch and each IPU's memory within 1 %.
+void check_dry_runs(const exec::epoch_estimate& got, const exec::epoch_estimate& want) {
+    const auto within = [](double a, double b) { return std::abs(a - b) <= 0.01 * std::abs(b); };
+    INFO("epoch " << got.seconds << " s against " << want.seconds << " s");
+    CHECK(within(got.seconds, want.seconds));
+    REQUIRE(got.memory.ipus.size() == want.memory.ipus.size());
+    for (std::size_t i = 0; i < got.memory.ipus.size(); ++i) {
+        INFO("IPU " << i << ": " << got.memory.ipus[i].on_chip() << " bytes against " << want.memory.ipus[i].on_chip());
+        CHECK(within(double(got.memory.ipus[i].on_chip()), double(want.memory.ipus[i].on_chip())));
+    }
+}
+
 }  // namespace
 
 TEST_CASE("every CNN operator is read, fused and priced as the layer that computes it", "[onnx]") {
@@ -82,6 +106,31 @@ TEST_CASE("every CNN operator is read, fused and priced as the layer that comput
     CHECK_THROWS_AS(copy.forward_units(0, 1, a, st, nn::context{}), std::logic_error);
 }
 
+TEST_CASE("transformer operators outside BERT's patterns are priced value by value or as layers", "[onnx]") {
+    const auto net = imported("transformer_ops.onnx");
+    using k = tx::layer_kind;
+    std::vector<k> kinds;
+    for (const auto& l : net.layers()) kinds.push_back(l.kind);
+    CHECK(kinds == std::vector<k>{k::layer_norm, k::token_linear, k::elementwise, k::elementwise, k::softmax, k::layout,
+                                  k::layout, k::elementwise, k::view, k::batched, k::dropout});
+    CHECK_FALSE(net.reads_tokens());
+    CHECK(net.sample() == tensor::shape{1, 1, 4, 8});  // 4 positions of 8 features
+    const tensor::shape x{2, 1, 4, 8};
+    CHECK(net.cost(x).parameters == 8 + 8 + 64 + 8);
+    CHECK(net.layers()[1].bias);
+    CHECK(net.layers()[10].ratio == Approx(0.1));
+    // By hand: 64 values; Tanh and the scale read one activation each, Sub two; Softmax's passes; the
+    // product of d (4 × 8) and its transpose per sample: 4 × 4 results of 8 products.
+    std::vector<double> forward;
+    for (std::size_t u = 0; u < net.units(); ++u) forward.push_back(net.unit_cost(u, net.unit_input_shape(u, x)).forward_flops);
+    const nn::cost all = net.cost(x);
+    const double values = 2 * 4 * 8;
+    const double norm = nn::layer_norm<cfg::fp32>(8, 1e-5).cost(x).forward_flops, linear = 2 * 8 * 8 * 8;
+    const double product = 2.0 * 2 * 4 * 4 * 8, scores = 2 * 4 * 4;
+    CHECK(all.forward_flops == norm + linear + values + values + 5 * values + 0 + 0 + values + product + 2 * scores);
+    CHECK(net.output_shape(x) == tensor::shape{2, 1, 4, 4});
+}
+
 TEST_CASE("torchvision's ResNet-50 is priced as tessera's resnet50, unit by unit and in dry runs", "[onnx][dry-run]") {
     // scripts/export-onnx.py resnet50: training mode, no constant folding, export_params=False.
     const auto onnx_net = imported("resnet50.onnx");
@@ -91,22 +140,12 @@ TEST_CASE("torchvision's ResNet-50 is priced as tessera's resnet50, unit by unit
     CHECK(onnx_net.cost(x).parameters == 25'557'032);
     CHECK(onnx_net.cost(x).parameters == own.cost(x).parameters);
     // The stem is three units, the head two; the blocks one each, as tessera's.
-    const auto sum = [&](std::size_t first, std::size_t last) {
-        nn::cost c;
-        for (std::size_t u = first; u < last; ++u) c += onnx_net.unit_cost(u, onnx_net.unit_input_shape(u, x));
-        return c;
-    };
     tensor::shape s = x;
     for (std::size_t u = 0; u < own.units(); ++u) {
         const nn::cost want = own.unit_cost(u, s);
         const std::size_t first = u == 0 ? 0 : u + 2, last = u == 0 ? 3 : u == own.units() - 1 ? 21 : u + 3;
-        const nn::cost got = sum(first, last);
         INFO("unit " << own.unit_name(u) << " as units " << first << " to " << last);
-        CHECK(got.forward_flops == want.forward_flops);
-        CHECK(got.backward_flops == want.backward_flops);
-        CHECK(got.parameters == want.parameters);
-        CHECK(got.stash_bytes() == want.stash_bytes());
-        CHECK(got.passes.size() == want.passes.size());
+        check_units(onnx_net, first, last, x, want);
         if (u > 0 && u + 1 < own.units()) {
             CHECK(onnx_net.unit_name(first) == "layer" + own.unit_name(u).substr(5, 1) + "." + own.unit_name(u).substr(7, 1));
             CHECK(onnx_net.unit_cost(first, s).inference_peak_bytes() == want.inference_peak_bytes());
@@ -119,21 +158,14 @@ TEST_CASE("torchvision's ResNet-50 is priced as tessera's resnet50, unit by unit
     const tensor::shape sample{1, 224, 224, 3};
     using single = cfg::config<cfg::single, cfg::gradient_accumulation<4>, cfg::float_io, cfg::fp32>;
     using piped = cfg::config<cfg::pipelined<cfg::one_f_one_b, 4>, cfg::gradient_accumulation<8>, cfg::float_io, cfg::fp32>;
-    const auto close = [](double a, double b) { return std::abs(a - b) <= 0.01 * std::abs(b); };
-    const auto compare = [&](const exec::epoch_estimate& got, const exec::epoch_estimate& want) {
-        CHECK(close(got.seconds, want.seconds));
-        REQUIRE(got.memory.ipus.size() == want.memory.ipus.size());
-        for (std::size_t i = 0; i < got.memory.ipus.size(); ++i)
-            CHECK(close(double(got.memory.ipus[i].on_chip()), double(want.memory.ipus[i].on_chip())));
-    };
     exec::session_options settings;
-    compare(exec::dry_run<single>(onnx_net, sgd, sample, {.micro_batch = 4}, 1024, settings, 1, exec::over_budget::reported),
+    check_dry_runs(exec::dry_run<single>(onnx_net, sgd, sample, {.micro_batch = 4}, 1024, settings, 1, exec::over_budget::reported),
             exec::dry_run<single>(own, sgd, sample, {.micro_batch = 4}, 1024, settings, 1, exec::over_budget::reported));
     exec::session_options cut = settings, own_cut = settings;
     cut.first_units = {0, onnx_net.unit_index("layer2.0"), onnx_net.unit_index("/layer3/layer3.0/conv1/Conv"),
                        onnx_net.unit_index("layer4.0")};
     own_cut.first_units = {0, own.unit_index("layer2[0]"), own.unit_index("layer3[0]"), own.unit_index("layer4[0]")};
-    compare(exec::dry_run<piped>(onnx_net, sgd, sample, {.micro_batch = 4}, 1024, cut, 1, exec::over_budget::reported),
+    check_dry_runs(exec::dry_run<piped>(onnx_net, sgd, sample, {.micro_batch = 4}, 1024, cut, 1, exec::over_budget::reported),
             exec::dry_run<piped>(own, sgd, sample, {.micro_batch = 4}, 1024, own_cut, 1, exec::over_budget::reported));
 }
 
@@ -159,14 +191,8 @@ TEST_CASE("BERT-Base written in torch.nn is priced as tessera's bert-base, unit 
     for (std::size_t u = 0; u < own.units(); ++u) {
         const nn::cost want = own.unit_cost(u, s);
         const std::size_t first = u == 0 ? 0 : 4 * u - 1, last = u == 0 ? 3 : 4 * u + 3;
-        nn::cost got;
-        for (std::size_t v = first; v < last; ++v) got += onnx_net.unit_cost(v, onnx_net.unit_input_shape(v, x));
         INFO("unit " << own.unit_name(u) << " as units " << first << " to " << last);
-        CHECK(got.forward_flops == want.forward_flops);
-        CHECK(got.backward_flops == want.backward_flops);
-        CHECK(got.parameters == want.parameters);
-        CHECK(got.stash_bytes() == want.stash_bytes());
-        CHECK(got.passes.size() == want.passes.size());
+        check_units(onnx_net, first, last, x, want);
         s = own.unit_output_shape(u, s);
     }
     // Dry runs: one IPU, and a 4-stage 1F1B pipeline cut before the same blocks.
@@ -174,22 +200,12 @@ TEST_CASE("BERT-Base written in torch.nn is priced as tessera's bert-base, unit 
     const tensor::shape sample{1, 1, 128, 1};
     using single = cfg::config<cfg::single, cfg::gradient_accumulation<4>, cfg::float_io, cfg::half>;
     using piped = cfg::config<cfg::pipelined<cfg::one_f_one_b, 4>, cfg::gradient_accumulation<8>, cfg::float_io, cfg::half>;
-    const auto close = [](double a, double b) { return std::abs(a - b) <= 0.01 * std::abs(b); };
-    const auto compare = [&](const exec::epoch_estimate& got, const exec::epoch_estimate& want) {
-        INFO("epoch " << got.seconds << " s against " << want.seconds << " s");
-        CHECK(close(got.seconds, want.seconds));
-        REQUIRE(got.memory.ipus.size() == want.memory.ipus.size());
-        for (std::size_t i = 0; i < got.memory.ipus.size(); ++i) {
-            INFO("IPU " << i << ": " << got.memory.ipus[i].on_chip() << " bytes against " << want.memory.ipus[i].on_chip());
-            CHECK(close(double(got.memory.ipus[i].on_chip()), double(want.memory.ipus[i].on_chip())));
-        }
-    };
     using half_bert = nn::bert<cfg::half>;
     const half_bert own_half = nn::make_bert<cfg::half>(spec, nn::shapes_only);
     const tx::imported_network<cfg::half> onnx_half(tx::read_model(dir / "bert_base.onnx"));
     const exec::token_loss<cfg::half> loss{};
     exec::session_options settings;
-    compare(exec::dry_run<single>(onnx_half, sgd, sample, {.micro_batch = 8}, 4096, settings, 1, exec::over_budget::reported, loss),
+    check_dry_runs(exec::dry_run<single>(onnx_half, sgd, sample, {.micro_batch = 8}, 4096, settings, 1, exec::over_budget::reported, loss),
             exec::dry_run<single>(own_half, sgd, sample, {.micro_batch = 8}, 4096, settings, 1, exec::over_budget::reported, loss));
     exec::session_options cut = settings, own_cut = settings;
     for (const char* name : {"encoder.layer.3", "encoder.layer.6", "encoder.layer.9"}) {
@@ -198,7 +214,7 @@ TEST_CASE("BERT-Base written in torch.nn is priced as tessera's bert-base, unit 
     }
     cut.first_units.insert(cut.first_units.begin(), 0);
     own_cut.first_units.insert(own_cut.first_units.begin(), 0);
-    compare(exec::dry_run<piped>(onnx_half, sgd, sample, {.micro_batch = 8}, 4096, cut, 1, exec::over_budget::reported, loss),
+    check_dry_runs(exec::dry_run<piped>(onnx_half, sgd, sample, {.micro_batch = 8}, 4096, cut, 1, exec::over_budget::reported, loss),
             exec::dry_run<piped>(own_half, sgd, sample, {.micro_batch = 8}, 4096, own_cut, 1, exec::over_budget::reported, loss));
 }
 

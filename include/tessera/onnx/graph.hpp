@@ -24,8 +24,10 @@ inline constexpr std::string_view supported_operators =
     "an Add of its bias), Gather of an embedding (with the Adds of its positions' and token types' tables), "
     "LayerNormalization and its decomposed form (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add), GELU as "
     "Div, Erf, Add, Mul, Mul, Dropout, attention (Split, Reshape, Transpose, MatMul, Div, Softmax, Dropout, MatMul), "
-    "Flatten, Reshape, Identity, Squeeze, Unsqueeze, Transpose, and shape arithmetic folded to constants (Constant, "
-    "Shape, Gather, Concat, Cast, Expand, Equal, Where, Slice, Range, ConstantOfShape)";
+    "MatMul of two activations (batched over their leading axes), Softmax, value-by-value operators (Add, Sub, Mul, Div, Pow, Where, Tanh, Sigmoid, Erf, Sqrt, Exp, Neg, Reciprocal, "
+    "Abs, Clip, LeakyRelu, Cast, Equal, Less, Greater), Concat, Slice, Split, Gather and Expand of activations "
+    "(exchange only), Flatten, Reshape, Identity, Squeeze, Unsqueeze, Transpose, and shape arithmetic folded to "
+    "constants (Constant, Shape, Gather, Concat, Cast, Expand, Equal, Where, Slice, Range, ConstantOfShape)";
 
 /// The integer values of a small constant (an initializer or Constant node of an integer type, or
 /// one folded from them): what Reshape, Slice and the exported shape arithmetic read.

@@ -54,6 +54,10 @@ enum class layer_kind : std::uint8_t {
     gelu,             ///< GELU as Div, Erf, Add, Mul, Mul (nn::gelu, erf form)
     dropout,          ///< Dropout (nn::dropout)
     attention,        ///< Split of a fused QKV into heads, Q·Kᵀ, scale, Softmax, Dropout, P·V, heads merged (nn::attention)
+    elementwise,      ///< another value-by-value operator on activations (Mul, Div, Sub, Where, Tanh, an Add that broadcasts...)
+    softmax,          ///< Softmax over the last axis outside an attention (popnn's passes, as nn::attention's)
+    layout,           ///< Concat, Slice, Split or Gather of activations: exchange only, a tensor of its own
+    batched,          ///< MatMul of two activations outside the attention pattern (products batched over its leading axes)
 };
 
 /// One priced layer of an imported graph.
@@ -67,7 +71,8 @@ struct imported_layer {
     std::size_t in = 0, out = 0;      ///< channels (convolution, batch norm), features (linear, layer norm)
     kernels::window window{};         ///< convolution and pooling
     std::size_t vocab = 0, positions = 0, types = 0;  ///< embedding: its tables' rows
-    std::size_t heads = 0;            ///< attention
+    std::size_t heads = 0;            ///< attention; batched: products per sample
+    std::size_t inner = 0;            ///< batched: the axis each product sums over
     double ratio = 0;                 ///< dropout, attention: the dropout probability
     double eps = 1e-5;                ///< layer norm
 };
@@ -290,6 +295,40 @@ private:
             case layer_kind::gelu: return nn::gelu<P>(kernels::gelu_form::erf).cost(s);
             case layer_kind::dropout: return nn::dropout<P>(l.ratio).cost(s);
             case layer_kind::attention: return nn::attention<P>(l.heads, false, l.ratio).cost(s);
+            case layer_kind::elementwise: {
+                // Each value once forward (its activations read, its output written) and once backward
+                // (the output gradient and the inputs read, each input's gradient written); keeps its output.
+                const double values = double(o.size()), reads = double(l.inputs.size());
+                using enum nn::pass_phase;
+                return {values, values, (reads + 1) * values * sizeof(T), (2 * reads + 1) * values * sizeof(T), 0,
+                        {nn::pass::elementwise(forward, values, reads + 1), nn::pass::elementwise(backward, values, 2 * reads + 1)},
+                        values * sizeof(T)};
+            }
+            case layer_kind::softmax: {
+                const double values = double(o.size()), rows = values / double(std::max<std::size_t>(o.c, 1));
+                using enum nn::pass_phase;
+                return {5 * values, 4 * values, 2 * values * sizeof(T), 3 * values * sizeof(T), 0,
+                        {nn::pass::reduction(forward, values, 1, rows), nn::pass::elementwise(forward, values, 2),
+                         nn::pass::reduction(forward, values, 1, rows), nn::pass::elementwise(forward, values, 2),
+                         nn::pass::elementwise(backward, values, 3), nn::pass::reduction(backward, values, 1, rows),
+                         nn::pass::elementwise(backward, values, 3)},
+                        values * sizeof(T)};
+            }
+            case layer_kind::layout: return nn::cost{0, 0, 0, 0, 0, {}, 0, double(o.size() * sizeof(T))};
+            case layer_kind::batched: {
+                // groups products of (rows × inner) · (inner × columns) per micro-batch; backward, the
+                // gradients of both operands, each as many products.
+                const double groups = double(l.heads) * double(n), rows = double(l.in), inner = double(l.inner),
+                             columns = double(l.out);
+                const double macs = groups * rows * inner * columns, values = double(o.size());
+                using enum nn::pass_phase;
+                return {2 * macs, 4 * macs, (groups * (rows + columns) * inner + values) * sizeof(T),
+                        2 * (groups * (rows + columns) * inner + values) * sizeof(T), 0,
+                        {nn::pass::batched(forward, groups, rows, columns, inner),
+                         nn::pass::batched(backward, groups, rows, inner, columns),
+                         nn::pass::batched(backward, groups, inner, columns, rows)},
+                        values * sizeof(T)};
+            }
         }
         return {};
     }
@@ -309,6 +348,13 @@ private:
     }
 
     [[nodiscard]] bool is_activation(const std::string& t) const { return m_activations.count(t) != 0; }
+    /// Operators priced value by value (layer_kind::elementwise).
+    [[nodiscard]] static bool is_elementwise(std::string_view op) noexcept {
+        for (const std::string_view e : {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Tanh", "Sigmoid", "Erf", "Sqrt", "Exp",
+                                         "Neg", "Reciprocal", "Abs", "Clip", "LeakyRelu", "Cast", "Equal", "Less", "Greater"})
+            if (op == e) return true;
+        return false;
+    }
     /// A weight, a constant, or what nodes make of them alone (a weight's Transpose, a position table's rows).
     [[nodiscard]] bool is_constant(const std::string& t) const {
         return m_weights.count(t) != 0 || m_graph.is_initializer(t) || m_constants.count(t) != 0 ||
@@ -596,12 +642,14 @@ private:
             if (!reads_activation) continue;
             imported_layer l;
             l.nodes = {k};
-            l.inputs = {n.inputs.front()};
             l.output = n.outputs.front();
-            const auto& x = m_shapes.dims(n.inputs.front());
-            if (!is_activation(n.inputs.front()))
-                throw import_error("ONNX node " + n.label() + ": its first input '" + n.inputs.front() +
-                                   "' is a constant and a later one an activation (tessera reads activations first)");
+            // The activation it reads first stands for its shape (an elementwise node may read a constant first).
+            for (const auto& i : n.inputs)
+                if (!i.empty() && is_activation(i)) {
+                    l.inputs = {i};
+                    break;
+                }
+            const auto& x = m_shapes.dims(l.inputs.front());
             if (n.op == "Conv") {
                 const auto& w = m_shapes.dims(n.inputs.at(1));
                 if (n.integer("group", 1) != 1)
@@ -619,13 +667,8 @@ private:
                 batch_norms = true;
             } else if (n.op == "Relu") {
                 l.kind = layer_kind::relu;
-            } else if (n.op == "Add") {
-                if (n.inputs.size() != 2 || !is_activation(n.inputs[1]))
-                    throw import_error("ONNX node " + n.label() + ": Add of an activation and a constant ('" +
-                                       n.inputs.back() + "'), which tessera does not price yet");
-                if (m_shapes.dims(n.inputs[0]) != m_shapes.dims(n.inputs[1]))
-                    throw import_error("ONNX node " + n.label() + ": adds " + detail::dims_text(m_shapes.dims(n.inputs[0])) +
-                                       " and " + detail::dims_text(m_shapes.dims(n.inputs[1])) + " (tessera adds equal shapes)");
+            } else if (n.op == "Add" && n.inputs.size() == 2 && is_activation(n.inputs[0]) && is_activation(n.inputs[1]) &&
+                       m_shapes.dims(n.inputs[0]) == m_shapes.dims(n.inputs[1])) {
                 l.kind = layer_kind::add;
                 l.inputs = {n.inputs[0], n.inputs[1]};
             } else if (n.op == "MaxPool" || n.op == "AveragePool") {
@@ -663,6 +706,43 @@ private:
                 if (n.integer("axis", -1) != -1 && n.integer("axis", -1) != std::int64_t(x.size()) - 1)
                     throw import_error("ONNX node " + n.label() + ": a layer norm over axis " +
                                        std::to_string(n.integer("axis", -1)) + " (tessera's normalises the last)");
+            } else if (n.op == "MatMul" && n.inputs.size() == 2 && is_activation(n.inputs[0]) && is_activation(n.inputs[1])) {
+                // (… × rows × inner) · (… × inner × columns): per sample, the product of its leading axes' products.
+                const auto& a = m_shapes.dims(n.inputs[0]);
+                const auto& b = m_shapes.dims(n.inputs[1]);
+                const auto& c = m_shapes.dims(l.output);
+                if (a.size() < 3 || b.size() < 3 || c.size() < 3 || c.front() != m_batch)
+                    throw import_error("ONNX node " + n.label() + ": a MatMul of two activations " + detail::dims_text(a) +
+                                       " and " + detail::dims_text(b) + " not batched by samples");
+                l.kind = layer_kind::batched;
+                l.inputs = {n.inputs[0], n.inputs[1]};
+                l.in = std::size_t(a[a.size() - 2]), l.out = std::size_t(c.back());
+                l.inner = std::size_t(a.back());
+                std::int64_t groups = 1;
+                for (std::size_t i = 1; i + 2 < c.size(); ++i) groups *= c[i];
+                l.heads = std::size_t(groups);
+            } else if (n.op == "Softmax") {
+                if (n.integer("axis", -1) != -1 && n.integer("axis", -1) != std::int64_t(x.size()) - 1)
+                    throw import_error("ONNX node " + n.label() + ": a Softmax over axis " +
+                                       std::to_string(n.integer("axis", -1)) + " (tessera's runs over the last)");
+                l.kind = layer_kind::softmax;
+            } else if (is_elementwise(n.op)) {
+                l.kind = layer_kind::elementwise;
+                l.inputs.clear();
+                for (const auto& i : n.inputs)
+                    if (!i.empty() && is_activation(i)) l.inputs.push_back(i);
+            } else if (n.op == "Concat" || n.op == "Slice" || n.op == "Gather" || n.op == "Expand" || n.op == "Split") {
+                l.kind = layer_kind::layout;
+                l.inputs.clear();
+                for (const auto& i : n.inputs)
+                    if (!i.empty() && is_activation(i)) l.inputs.push_back(i);
+                for (std::size_t o = 1; o < n.outputs.size(); ++o) {  // a Split's parts: a layer each
+                    if (n.outputs[o].empty()) continue;
+                    imported_layer part = l;
+                    part.output = n.outputs[o];
+                    m_activations.insert(part.output);
+                    m_layers.push_back(std::move(part));
+                }
             } else if (n.op == "Flatten" || n.op == "Reshape" || n.op == "Identity" || n.op == "Squeeze" ||
                        n.op == "Unsqueeze" || n.op == "Transpose") {
                 l.kind = layer_kind::view;
