@@ -198,7 +198,14 @@ int onnx_dry_run(const train_request& r) {
     const auto net = imported_network_of<numeric>(r);
     describe_imported(r, net);
     const dataset_shape shape = imported_dataset(r, net);
-    if (net.reads_tokens()) return report_dry_run<C>(r, net, shape, exec::token_loss<numeric>{});
+    if (net.reads_tokens()) {
+        // Token ids travel as integers: only the float-I/O configurations price them (tessera-train
+        // refuses --eight-bit-io for such a graph before dispatching).
+        if constexpr (std::is_same_v<typename C::io_type, float>)
+            return report_dry_run<C>(r, net, shape, exec::token_loss<numeric>{});
+        else
+            throw usage_error("--eight-bit-io sends 8-bit images, and " + r.model + " reads token ids");
+    }
     return report_dry_run<C>(r, net, shape);
 }
 

@@ -67,7 +67,7 @@ struct imported_layer {
     std::vector<std::string> inputs;  ///< the activations it reads
     std::string output;               ///< the activation it writes
     bool relu = false;                ///< a batch norm or add with the ReLU after it fused
-    bool bias = false;                ///< a convolution with a bias
+    bool bias = false;                ///< a convolution or token linear layer with a bias
     std::size_t in = 0, out = 0;      ///< channels (convolution, batch norm), features (linear, layer norm)
     kernels::window window{};         ///< convolution and pooling
     std::size_t vocab = 0, positions = 0, types = 0;  ///< embedding: its tables' rows
