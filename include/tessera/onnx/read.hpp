@@ -63,7 +63,7 @@ inline void read_tensor(const ::onnx::TensorProto& t, const std::filesystem::pat
         std::uint64_t offset = 0, length = 0;
         for (const auto& kv : t.external_data()) {
             if (kv.key() == "location") location = kv.value();
-            const auto count = [&] {
+            const auto number = [&] {
                 std::uint64_t v = 0;
                 const auto [end, ec] = std::from_chars(kv.value().data(), kv.value().data() + kv.value().size(), v);
                 if (ec != std::errc() || end != kv.value().data() + kv.value().size())
@@ -71,8 +71,8 @@ inline void read_tensor(const ::onnx::TensorProto& t, const std::filesystem::pat
                                        "' is not a count");
                 return v;
             };
-            if (kv.key() == "offset") offset = count();
-            if (kv.key() == "length") length = count();
+            if (kv.key() == "offset") offset = number();
+            if (kv.key() == "length") length = number();
         }
         const std::filesystem::path file = dir / location;
         std::error_code ec;
